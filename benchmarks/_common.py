@@ -1,0 +1,106 @@
+"""Shared plumbing for the benchmark scripts: data location, protocols, tables, plots.
+
+Every script under ``benchmarks/`` prints its table and writes it, as Markdown
+and JSON, with its plots, to ``benchmarks/results/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.model_selection import StratifiedShuffleSplit
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import make_pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+#: The read-only shared data sets, beside the project checkout (never copied into it).
+SHARED_DATA = Path(os.environ.get("SKDML_DATA", ROOT.parent / "shared" / "datasets"))
+
+
+def load(name):
+    """Load ``"att"``, ``"coil20"`` or ``"usps"`` from the shared data folder as (X, y)."""
+    from skdml import datasets
+
+    loader = {"att": datasets.load_att_faces, "coil20": datasets.load_coil20,
+              "usps": datasets.load_usps}[name]
+    return loader(data_home=SHARED_DATA, download_if_missing=False, return_X_y=True)
+
+
+def knn_protocol(estimators, X, y, *, n_splits=10, ks=(1, 3, 10, 20), test_size=0.3,
+                 random_state=0, verbose=True):
+    """The SUML paper's Table 1 protocol.
+
+    ``n_splits`` random stratified 70/30 splits; each estimator (a transformer,
+    or ``None`` for the raw Euclidean baseline) is fitted on the training part,
+    then a k-NN classifier for each k in ``ks`` is scored on the test part.
+
+    Returns
+    -------
+    results : dict
+        ``results[name] = {"acc": {k: [per-split accuracies]}, "fit_s": [seconds]}``.
+    """
+    splitter = StratifiedShuffleSplit(n_splits=n_splits, test_size=test_size,
+                                      random_state=random_state)
+    results = {name: {"acc": {k: [] for k in ks}, "fit_s": []} for name in estimators}
+    for split, (tr, te) in enumerate(splitter.split(X, y)):
+        for name, est in estimators.items():
+            t0 = time.perf_counter()
+            if est is None:
+                Ztr, Zte = X[tr], X[te]
+            else:
+                fitted = clone(est).fit(X[tr], y[tr])
+                Ztr, Zte = fitted.transform(X[tr]), fitted.transform(X[te])
+            results[name]["fit_s"].append(time.perf_counter() - t0)
+            for k in ks:
+                knn = KNeighborsClassifier(n_neighbors=k).fit(Ztr, y[tr])
+                results[name]["acc"][k].append(float(knn.score(Zte, y[te])))
+            if verbose:
+                accs = " ".join(f"k={k}:{results[name]['acc'][k][-1]:.3f}" for k in ks)
+                print(f"  split {split} {name:>12s} fit {results[name]['fit_s'][-1]:7.2f}s {accs}",
+                      flush=True)
+    return results
+
+
+def mean_std(values, scale=100.0):
+    """Format a list as ``mean ± std`` (in percent by default)."""
+    values = np.asarray(values, dtype=float) * scale
+    return f"{values.mean():.2f} ± {values.std():.2f}"
+
+
+def markdown_table(header, rows):
+    """Render a Markdown table from a header list and a list of row lists."""
+    lines = ["| " + " | ".join(map(str, header)) + " |",
+             "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def save(name, markdown, data, figures=()):
+    """Print ``markdown`` and write ``results/<name>.md``, ``<name>.json`` and figures."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    print(markdown)
+    (RESULTS / f"{name}.md").write_text(markdown + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2, default=_jsonable) + "\n")
+    for fig_name, fig in figures:
+        fig.savefig(RESULTS / f"{fig_name}.png", dpi=120, bbox_inches="tight")
+
+
+def _jsonable(obj):
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return str(obj)
+
+
+def pipeline(est):
+    """A learner followed by 1-NN, for quick sanity checks."""
+    return make_pipeline(est, KNeighborsClassifier(1))

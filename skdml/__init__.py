@@ -1,0 +1,31 @@
+"""skdml: scikit-learn compatible distance metric learning.
+
+Linear (Mahalanobis) learners: :class:`SUML` (unsupervised), :class:`ECAML`
+and :class:`JRD` (supervised); deep learner: :class:`DeepMetricTransformer`.
+Scorers live in :mod:`skdml.metrics`, splitters in :mod:`skdml.model_selection`,
+data loaders in :mod:`skdml.datasets` and torch losses in :mod:`skdml.losses`.
+"""
+
+import importlib
+
+__version__ = "0.1.0"
+
+# Estimators are imported lazily so that ``import skdml`` stays fast.
+_LAZY = {
+    "SUML": "skdml.suml",
+    "ECAML": "skdml.ecaml",
+    "JRD": "skdml.jrd",
+    "DeepMetricTransformer": "skdml.deep",
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'skdml' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))

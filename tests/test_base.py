@@ -1,0 +1,108 @@
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.validation import validate_data
+
+from skdml._sampling import ClassBalancedBatchSampler
+from skdml.base import BaseMahalanobis, check_n_components, reduce_input
+
+
+class RandomProjection(BaseMahalanobis):
+    """Minimal concrete learner: a seeded random linear map."""
+
+    _parameter_constraints = {"n_components": [int, None], "random_state": ["random_state"]}
+
+    def __init__(self, n_components=None, random_state=None):
+        self.n_components = n_components
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        self._validate_params()
+        X = validate_data(self, X, dtype=[np.float64, np.float32])
+        n = check_n_components(self.n_components, X.shape[1])
+        rng = np.random.RandomState(self.random_state)
+        self.components_ = rng.randn(n, X.shape[1])
+        return self
+
+
+@parametrize_with_checks([RandomProjection(), RandomProjection(n_components=1, random_state=0)])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def test_transform_matrix_and_distances_agree():
+    rng = np.random.RandomState(0)
+    X = rng.randn(30, 5)
+    est = RandomProjection(n_components=3, random_state=1).fit(X)
+    L = est.components_
+    np.testing.assert_allclose(est.transform(X), X @ L.T)
+    M = est.get_mahalanobis_matrix()
+    np.testing.assert_allclose(M, L.T @ L)
+    pairs = np.stack([X[:10], X[10:20]], axis=1)
+    diff = X[:10] - X[10:20]
+    expected = np.sqrt(np.einsum("ij,jk,ik->i", diff, M, diff))
+    np.testing.assert_allclose(est.pair_distance(pairs), expected)
+    np.testing.assert_allclose(est.pair_score(pairs), -expected)
+    metric = est.get_metric()
+    np.testing.assert_allclose([metric(a, b) for a, b in zip(X[:10], X[10:20])], expected)
+
+
+def test_get_metric_in_knn_matches_pipeline_and_pickles():
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 4)
+    y = (X[:, 0] > 0).astype(int)
+    est = RandomProjection(n_components=2, random_state=0).fit(X)
+    knn = KNeighborsClassifier(3, metric=est.get_metric(), algorithm="brute").fit(X, y)
+    pipe = make_pipeline(clone(est), KNeighborsClassifier(3)).fit(X, y)
+    np.testing.assert_array_equal(knn.predict(X), pipe.predict(X))
+    metric = pickle.loads(pickle.dumps(est.get_metric()))
+    assert metric(X[0], X[1]) == pytest.approx(est.pair_distance(X[None, :2])[0])
+
+
+def test_feature_names_and_set_output():
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(np.random.RandomState(0).randn(10, 3), columns=["a", "b", "c"])
+    est = RandomProjection(n_components=2, random_state=0).set_output(transform="pandas").fit(X)
+    out = est.transform(X)
+    assert list(out.columns) == ["randomprojection0", "randomprojection1"]
+
+
+@pytest.mark.parametrize(
+    "pairs, match",
+    [
+        (np.zeros((3, 3, 4)), "shape"),
+        (np.zeros((3, 2, 5)), "features"),
+        (np.full((3, 2, 4), np.nan), "NaN"),
+    ],
+)
+def test_pair_distance_rejects_bad_pairs(pairs, match):
+    est = RandomProjection(random_state=0).fit(np.random.RandomState(0).randn(10, 4))
+    with pytest.raises(ValueError, match=match):
+        est.pair_distance(pairs)
+
+
+def test_check_n_components_and_reduction():
+    with pytest.raises(ValueError, match="n_components=5 must be <= n_features=4"):
+        check_n_components(5, 4)
+    assert check_n_components(None, 4) == 4
+    X = np.random.RandomState(0).randn(50, 10)
+    Xr, P = reduce_input(X, 4, random_state=0)
+    np.testing.assert_allclose(P @ P.T, np.eye(4), atol=1e-10)
+    np.testing.assert_allclose(Xr, (X - X.mean(0)) @ P.T, atol=1e-10)
+
+
+def test_class_balanced_sampler_plan_is_seeded_and_balanced():
+    y = np.repeat(np.arange(6), [5, 5, 5, 5, 5, 2])
+    a = list(ClassBalancedBatchSampler(y, 3, 4, np.random.RandomState(0), n_batches=20))
+    b = list(ClassBalancedBatchSampler(y, 3, 4, np.random.RandomState(0), n_batches=20))
+    assert all(np.array_equal(i, j) for i, j in zip(a, b))
+    for batch in a:
+        labels, counts = np.unique(y[batch], return_counts=True)
+        assert len(labels) == 3 and np.all(counts == 4)
+    with pytest.raises(ValueError, match="only 6 classes"):
+        ClassBalancedBatchSampler(y, 7, 2, np.random.RandomState(0))
