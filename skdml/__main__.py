@@ -1,0 +1,274 @@
+"""Command line entry point: ``python -m skdml demo`` (or the ``skdml demo`` script).
+
+The demo learns a metric on half of the classes of scikit-learn's bundled
+``load_digits`` and measures it on the other, unseen half (the zero-shot
+protocol of the papers): Recall@1/2/4/8 of the test samples among themselves,
+and NMI and pairwise F1 of a k-means clustering of them, one row per method.
+
+Adding a learner to the demo is one line in :func:`demo_rows`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+__all__ = ["main", "run_demo", "demo_rows", "DemoRow"]
+
+KS = (1, 2, 4, 8)
+#: k-means restarts for NMI and F1 (one restart is too noisy to compare rows).
+N_INIT = 10
+
+
+@dataclass(frozen=True)
+class DemoRow:
+    """One method of the demo table.
+
+    Parameters
+    ----------
+    name : str
+        Row label.
+    factory : callable or None
+        ``factory(n_components, random_state)`` returns an unfitted transformer
+        (fitted on the training classes with their labels); ``None`` means the
+        raw pixels, no fitting.
+    quick : bool, default=True
+        Whether the row runs under ``--quick``.
+    optional : bool, default=False
+        An optional row that cannot be imported or fails is reported and
+        skipped instead of stopping the demo.
+    """
+
+    name: str
+    factory: Optional[Callable[[int, int], object]]
+    quick: bool = True
+    optional: bool = False
+
+
+def _pca(n_components, random_state):
+    from sklearn.decomposition import PCA
+
+    return PCA(n_components=n_components, random_state=random_state)
+
+
+def _skdml(module, class_name, **params):
+    """Factory for one of skdml's learners, imported only when the row runs."""
+
+    def factory(n_components, random_state):
+        cls = getattr(importlib.import_module(module), class_name)
+        return cls(n_components=n_components, random_state=random_state, **params)
+
+    return factory
+
+
+def demo_rows():
+    """The methods compared by the demo, in table order.
+
+    Returns
+    -------
+    rows : list of DemoRow
+        Raw pixels and PCA always; skdml's learners as optional rows (they
+        run in the full demo, not under ``--quick``, and a learner that is not
+        available is reported and skipped).
+
+    Examples
+    --------
+    >>> from skdml.__main__ import demo_rows
+    >>> [row.name for row in demo_rows()][:2]
+    ['raw pixels', 'PCA']
+    """
+    return [
+        DemoRow("raw pixels", None),
+        DemoRow("PCA", _pca),
+        DemoRow("SUML", _skdml("skdml.suml", "SUML"), quick=False, optional=True),
+        DemoRow("ECAML", _skdml("skdml.ecaml", "ECAML"), quick=False, optional=True),
+        DemoRow("JRD", _skdml("skdml.jrd", "JRD"), quick=False, optional=True),
+    ]
+
+
+def _digits():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    return X / 16.0, y  # pixels in [0, 1], like skdml.datasets
+
+
+def _split(y, split, seed):
+    from .model_selection import ClassDisjointSplit, FirstHalfClassSplit
+
+    if split == "first-half":
+        cv = FirstHalfClassSplit()
+    else:
+        cv = ClassDisjointSplit(n_splits=1, test_size=0.5, random_state=seed)
+    return next(cv.split(None, y))
+
+
+def _scores(Z, y, seed):
+    from .metrics import clustering_scores, recall_at_k
+
+    recalls = recall_at_k(Z, y, k=list(KS))
+    # One k-means for both NMI and F1 (same as nmi_score and clustering_f1_score).
+    clusters = clustering_scores(Z, y, random_state=seed, n_init=N_INIT)
+    return {
+        **{f"R@{k}": float(recalls[k]) for k in KS},
+        "NMI": float(clusters["nmi"]),
+        "F1": float(clusters["f1"]),
+    }
+
+
+def run_demo(*, quick=False, seed=0, split="first-half", n_components=16, rows=None,
+             file=None):
+    """Run the zero-shot demo on ``load_digits`` and print its table.
+
+    Parameters
+    ----------
+    quick : bool, default=False
+        Run only the rows marked ``quick`` (raw pixels and PCA).
+    seed : int, default=0
+        Seed of the learners, of k-means and of a random split.
+    split : {"first-half", "random"}, default="first-half"
+        ``"first-half"``: digits 0-4 train, 5-9 test
+        (:class:`~skdml.model_selection.FirstHalfClassSplit`); ``"random"``:
+        five random classes train
+        (:class:`~skdml.model_selection.ClassDisjointSplit`).
+    n_components : int, default=16
+        Embedding dimension of the learned rows.
+    rows : list of DemoRow, default=None
+        Methods to compare; ``None`` uses :func:`demo_rows`.
+    file : file-like, default=None
+        Where to print; ``None`` is ``sys.stdout``.
+
+    Returns
+    -------
+    results : dict
+        ``{row name: {"R@1": ..., "R@2": ..., "R@4": ..., "R@8": ..., "NMI": ...,
+        "F1": ..., "fit_s": ...}}`` for the rows that ran.
+
+    Examples
+    --------
+    >>> import io
+    >>> from skdml.__main__ import run_demo
+    >>> from skdml.__main__ import DemoRow
+    >>> from sklearn.decomposition import PCA
+    >>> rows = [DemoRow("PCA-8", lambda n, seed: PCA(8, random_state=seed))]
+    >>> results = run_demo(rows=rows, file=io.StringIO())
+    >>> sorted(results["PCA-8"])
+    ['F1', 'NMI', 'R@1', 'R@2', 'R@4', 'R@8', 'fit_s']
+    >>> all(0.0 <= results["PCA-8"][key] <= 1.0 for key in ("R@1", "NMI", "F1"))
+    True
+    """
+    out = sys.stdout if file is None else file
+    rows = demo_rows() if rows is None else rows
+    X, y = _digits()
+    train, test = _split(y, split, seed)
+    print(f"skdml demo: load_digits ({X.shape[0]} images, {X.shape[1]} pixels), "
+          f"zero-shot split '{split}'", file=out)
+    print(f"  fit on digits {sorted(set(y[train].tolist()))} ({len(train)} images); "
+          f"scored on unseen digits {sorted(set(y[test].tolist()))} ({len(test)} images)",
+          file=out)
+    print(f"  Recall@K among the test images; NMI and F1 of k-means ({N_INIT} restarts) with "
+          f"{len(set(y[test].tolist()))} clusters; {n_components}-d embeddings\n", file=out)
+
+    columns = [f"R@{k}" for k in KS] + ["NMI", "F1"]
+    header = f"| {'method':<12} | " + " | ".join(f"{c:>5}" for c in columns) + " | fit (s) |"
+    print(header, file=out)
+    print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|",
+          file=out)
+    out.flush()
+
+    results, notes = {}, []
+    for row in rows:
+        if quick and not row.quick:
+            continue
+        t0 = time.perf_counter()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                if row.factory is None:
+                    Z = X[test]
+                else:
+                    estimator = row.factory(n_components, seed)  # imports happen here
+                    t0 = time.perf_counter()
+                    estimator.fit(X[train], y[train])
+                    Z = estimator.transform(X[test])
+        except Exception as exc:  # noqa: BLE001 - optional rows must not stop the demo
+            if not row.optional:
+                raise
+            reason = "not available" if isinstance(exc, ImportError) else "failed"
+            print(f"| {row.name:<12} | {reason}: {type(exc).__name__}: {exc}"[:200], file=out)
+            continue
+        fit_s = time.perf_counter() - t0
+        for w in caught:  # reported under the table rather than mixed into it
+            if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
+                continue
+            message = str(w.message).splitlines()[0] if str(w.message) else ""
+            note = f"{row.name}: {w.category.__name__}: {message}"
+            if note not in notes:
+                notes.append(note)
+        scores = _scores(np.asarray(Z, dtype=np.float64), y[test], seed)
+        results[row.name] = {**scores, "fit_s": fit_s}
+        print(f"| {row.name:<12} | " + " | ".join(f"{scores[c]:5.3f}" for c in columns)
+              + f" | {fit_s:7.3f} |", file=out)
+        out.flush()
+    if notes:
+        print("\nnotes (demo settings are small on purpose):", file=out)
+        for note in notes:
+            print(f"  - {note}", file=out)
+    return results
+
+
+def main(argv=None):
+    """Run the ``skdml`` command line.
+
+    Parameters
+    ----------
+    argv : list of str, default=None
+        Arguments; ``None`` reads ``sys.argv[1:]``.
+
+    Returns
+    -------
+    status : int
+        0 on success.
+
+    Examples
+    --------
+    >>> from skdml.__main__ import main
+    >>> main(["demo", "--quick"])  # doctest: +ELLIPSIS
+    skdml demo: load_digits (1797 images, 64 pixels), zero-shot split 'first-half'
+    ...
+    | raw pixels   | ...
+    | PCA          | ...
+    0
+    """
+    parser = argparse.ArgumentParser(
+        prog="skdml", description="skdml: scikit-learn compatible distance metric learning.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = commands.add_parser(
+        "demo", help="zero-shot retrieval/clustering table on scikit-learn's load_digits",
+        description="Learn on half of the digit classes, score Recall@1/2/4/8, NMI and F1 "
+                    "on the unseen other half, for raw pixels, PCA and skdml's learners.")
+    demo.add_argument("--quick", action="store_true",
+                      help="only the fast rows (raw pixels and PCA)")
+    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.add_argument("--split", choices=["first-half", "random"], default="first-half",
+                      help="digits 0-4 train (default) or 5 random training digits")
+    demo.add_argument("--n-components", type=int, default=16,
+                      help="embedding dimension of the learned rows (default 16)")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        if not 1 <= args.n_components <= 64:
+            parser.error("--n-components must be between 1 and 64 (load_digits has 64 pixels)")
+        run_demo(quick=args.quick, seed=args.seed, split=args.split,
+                 n_components=args.n_components)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

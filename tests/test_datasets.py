@@ -1,0 +1,288 @@
+"""Tests of skdml.datasets: the real shared files, uprightness, and the download path.
+
+The real data files are read from ``../shared/datasets`` beside the checkout and
+are never copied into the repository; the download tests copy one into
+pytest's ``tmp_path`` and serve it from a local HTTP server on 127.0.0.1.
+"""
+
+import functools
+import hashlib
+import http.server
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.io import loadmat
+
+from skdml import datasets
+from skdml.datasets import (
+    SHA256,
+    URLS,
+    fetch_file,
+    get_data_home,
+    load_att_faces,
+    load_coil20,
+    load_usps,
+)
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+needs_shared = pytest.mark.skipif(
+    not SHARED.is_dir(), reason=f"shared data sets not found at {SHARED}"
+)
+
+# loader, file name, n_samples, (height, width), n_classes, samples per class
+CASES = [
+    (load_att_faces, "att_faces_64x64.mat", 400, (64, 64), 40, 10),
+    (load_coil20, "coil20_32x32.mat", 1440, (32, 32), 20, 72),
+    (load_usps, "usps_16x16.mat", 11000, (16, 16), 10, 1100),
+]
+IDS = ["att", "coil20", "usps"]
+
+
+@functools.lru_cache(maxsize=None)
+def _load(loader):
+    return loader(SHARED, download_if_missing=False)
+
+
+# --------------------------------------------------------------------------- real files
+
+
+@needs_shared
+@pytest.mark.parametrize("loader, filename, n, shape, n_classes, per_class", CASES, ids=IDS)
+def test_real_file_contents(loader, filename, n, shape, n_classes, per_class):
+    bunch = _load(loader)
+    assert set(bunch) >= {"data", "target", "images", "target_names", "DESCR", "filename"}
+    assert bunch.data.shape == (n, shape[0] * shape[1])
+    assert bunch.data.dtype == np.float64
+    assert bunch.images.shape == (n, *shape)
+    assert bunch.target.shape == (n,)
+    assert bunch.target.dtype == np.int64
+    assert np.isfinite(bunch.data).all()
+    assert bunch.data.min() >= 0.0 and bunch.data.max() <= 1.0
+    assert bunch.data.max() > 0.9  # scaled to [0, 1], not left in [0, 1/255]
+    np.testing.assert_array_equal(bunch.target_names, np.arange(n_classes))
+    np.testing.assert_array_equal(np.bincount(bunch.target), np.full(n_classes, per_class))
+    # images and data describe the same pixels: data rows are flattened images
+    np.testing.assert_array_equal(bunch.images.reshape(n, -1), bunch.data)
+    assert Path(bunch.filename) == SHARED / filename
+    assert isinstance(bunch.DESCR, str) and len(bunch.DESCR) > 100
+
+
+@needs_shared
+@pytest.mark.parametrize("loader", [c[0] for c in CASES], ids=IDS)
+def test_return_X_y(loader):
+    X, y = loader(SHARED, download_if_missing=False, return_X_y=True)
+    bunch = _load(loader)
+    np.testing.assert_array_equal(X, bunch.data)
+    np.testing.assert_array_equal(y, bunch.target)
+
+
+@needs_shared
+def test_layouts_follow_readme():
+    """Each loader applies exactly the README's reshaping and label rules."""
+    faces = loadmat(SHARED / "att_faces_64x64.mat")["faces"]
+    att = _load(load_att_faces)
+    for i in (0, 17, 399):
+        np.testing.assert_allclose(att.images[i], faces[:, i].reshape(64, 64).T / 255.0)
+    np.testing.assert_array_equal(att.target, np.arange(400) // 10)
+
+    coil = loadmat(SHARED / "coil20_32x32.mat")
+    c = _load(load_coil20)
+    for i in (0, 500, 1439):
+        np.testing.assert_allclose(c.images[i], coil["X"][i].reshape(32, 32).T)
+    np.testing.assert_array_equal(c.target, coil["Y"].ravel().astype(int) - 1)
+
+    usps = loadmat(SHARED / "usps_16x16.mat")
+    u = _load(load_usps)
+    for i in (0, 5000, 10999):
+        np.testing.assert_allclose(u.images[i], usps["fea"][i].reshape(16, 16) / 255.0)
+    np.testing.assert_array_equal(u.target, usps["gnd"].ravel().astype(int) - 1)
+
+
+@needs_shared
+def test_usps_digits_are_upright_and_labelled_by_digit():
+    u = _load(load_usps)
+    one = u.images[u.target == 1].mean(axis=0)
+    seven = u.images[u.target == 7].mean(axis=0)
+    # "1" is a vertical stroke: ink concentrated in a few columns, spread over all rows.
+    # (A transposed image would swap the two.)
+    assert one.sum(axis=0).var() > 3 * one.sum(axis=1).var()
+    # "7" has its bar at the top (an upside-down image would have it at the bottom) ...
+    assert seven[:4].sum() > 2 * seven[-4:].sum()
+    # ... and its stroke descends to the left (a mirrored 7 would descend to the right).
+    cols = np.arange(16)
+    top, bottom = seven[:8].sum(axis=0), seven[8:].sum(axis=0)
+    assert (top * cols).sum() / top.sum() > (bottom * cols).sum() / bottom.sum() + 1.0
+    # "0" is a ring: the mean centre pixel is darker than the ring around it.
+    zero = u.images[u.target == 0].mean(axis=0)
+    assert zero[6:10, 6:10].mean() < 0.5 * zero[2:14, 2:14].max()
+
+
+@needs_shared
+def test_att_faces_are_upright():
+    att = _load(load_att_faces)
+    mean_face = att.images.mean(axis=0)
+    # Faces are left-right symmetric, not top-bottom symmetric (catches a transpose).
+    lr = np.abs(mean_face - mean_face[:, ::-1]).mean()
+    ud = np.abs(mean_face - mean_face[::-1]).mean()
+    assert lr < 0.5 * ud
+    # Bright forehead at the top, darker mouth/chin region near the bottom (catches a flip).
+    centre = mean_face[:, 20:44]
+    assert centre[:8].mean() > centre[-16:].mean() + 0.1
+
+
+# --------------------------------------------------------------------------- data home
+
+
+def test_get_data_home_order(monkeypatch, tmp_path):
+    monkeypatch.setenv("SKDML_DATA", str(tmp_path / "env"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert get_data_home(tmp_path / "arg") == tmp_path / "arg"
+    assert get_data_home() == tmp_path / "env"
+    monkeypatch.delenv("SKDML_DATA")
+    assert get_data_home() == tmp_path / "xdg" / "skdml"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert get_data_home() == Path("~/.cache/skdml").expanduser()
+    assert not (tmp_path / "env").exists()  # looking up never creates directories
+
+
+@needs_shared
+def test_env_var_is_used(monkeypatch):
+    monkeypatch.setenv("SKDML_DATA", str(SHARED))
+    X, y = load_coil20(download_if_missing=False, return_X_y=True)
+    assert X.shape == (1440, 1024)
+
+
+def test_missing_file_without_download(tmp_path):
+    with pytest.raises(FileNotFoundError) as info:
+        load_usps(tmp_path, download_if_missing=False)
+    message = str(info.value)
+    assert "usps_16x16.mat" in message and str(tmp_path) in message and "SKDML_DATA" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_file_name(tmp_path):
+    with pytest.raises(ValueError, match="Unknown data file"):
+        fetch_file("mnist.mat", tmp_path)
+
+
+@needs_shared
+def test_wrong_file_in_place(tmp_path):
+    shutil.copy(SHARED / "coil20_32x32.mat", tmp_path / "usps_16x16.mat")
+    with pytest.raises(OSError, match="fea"):
+        load_usps(tmp_path, download_if_missing=False)
+    (tmp_path / "att_faces_64x64.mat").write_bytes(b"not a mat file")
+    with pytest.raises(OSError, match="att_faces_64x64.mat"):
+        load_att_faces(tmp_path, download_if_missing=False)
+
+
+# --------------------------------------------------------------------------- downloads
+
+
+class _Server:
+    """A quiet HTTP server on 127.0.0.1 serving a directory, counting requests."""
+
+    def __init__(self, directory):
+        self.requests = []
+        outer = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, directory=str(directory), **kwargs)
+
+            def do_GET(self):  # noqa: N802
+                outer.requests.append(self.path)
+                super().do_GET()
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
+@pytest.fixture
+def served(tmp_path):
+    """Serve a temp directory holding a copy of the (small) AT&T file and a corrupt one."""
+    root = tmp_path / "www"
+    root.mkdir()
+    shutil.copy(SHARED / "att_faces_64x64.mat", root / "olivettifaces.mat")
+    data = (root / "olivettifaces.mat").read_bytes()
+    corrupt = bytearray(data)
+    corrupt[len(corrupt) // 2] ^= 0xFF  # one flipped byte
+    (root / "corrupt.mat").write_bytes(bytes(corrupt))
+    with _Server(root) as server:
+        yield server
+
+
+@needs_shared
+def test_download_checks_and_caches(served, tmp_path):
+    cache = tmp_path / "cache" / "nested"  # created by the download
+    faces = load_att_faces(cache, url=served.url + "/olivettifaces.mat")
+    assert sorted(p.name for p in cache.iterdir()) == ["att_faces_64x64.mat"]  # no temp left
+    path = cache / "att_faces_64x64.mat"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == SHA256["att_faces_64x64.mat"]
+    np.testing.assert_array_equal(faces.data, _load(load_att_faces).data)
+    assert served.requests == ["/olivettifaces.mat"]
+    # A second load reads the cache, no new request, even with downloads off.
+    X, _ = load_att_faces(cache, download_if_missing=False, return_X_y=True)
+    assert X.shape == (400, 4096)
+    load_att_faces(cache, url=served.url + "/olivettifaces.mat")
+    assert len(served.requests) == 1
+
+
+@needs_shared
+def test_download_uses_url_table(served, tmp_path, monkeypatch):
+    monkeypatch.setitem(URLS, "att_faces_64x64.mat", served.url + "/olivettifaces.mat")
+    monkeypatch.setenv("SKDML_DATA", str(tmp_path / "envcache"))
+    X, y = load_att_faces(return_X_y=True)
+    assert X.shape == (400, 4096) and y.max() == 39
+    assert (tmp_path / "envcache" / "att_faces_64x64.mat").is_file()
+
+
+@needs_shared
+def test_corrupted_download_leaves_nothing(served, tmp_path):
+    cache = tmp_path / "cache"
+    with pytest.raises(OSError, match="att_faces_64x64.mat") as info:
+        load_att_faces(cache, url=served.url + "/corrupt.mat")
+    assert "SHA-256" in str(info.value)
+    assert list(cache.iterdir()) == []  # no partial file, no final file
+    # The failure is not cached: a good URL afterwards works.
+    load_att_faces(cache, url=served.url + "/olivettifaces.mat")
+    assert [p.name for p in cache.iterdir()] == ["att_faces_64x64.mat"]
+
+
+@needs_shared
+def test_failed_download_leaves_nothing(served, tmp_path):
+    cache = tmp_path / "cache"
+    with pytest.raises(OSError, match="att_faces_64x64.mat"):
+        load_att_faces(cache, url=served.url + "/does_not_exist.mat")
+    assert list(cache.iterdir()) == []
+
+
+def test_unreachable_url_leaves_nothing(tmp_path):
+    # Port 9 (discard) on localhost: nothing listens, the connection is refused.
+    with pytest.raises(OSError, match="usps_16x16.mat"):
+        fetch_file("usps_16x16.mat", tmp_path, url="http://127.0.0.1:9/usps.mat", timeout=5)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_module_tables_agree():
+    assert set(URLS) == set(SHA256)
+    assert all(len(h) == 64 and int(h, 16) >= 0 for h in SHA256.values())
+    assert datasets.__all__ and all(hasattr(datasets, name) for name in datasets.__all__)
+    assert os.sep not in "".join(SHA256)  # plain file names

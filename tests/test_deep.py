@@ -1,0 +1,604 @@
+"""Tests of skdml.DeepMetricTransformer (CPU; GPU-only paths are mocked or gpu-marked)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.utils.estimator_checks import parametrize_with_checks
+from torch import nn
+from torch.utils.data import Dataset
+
+from skdml import DeepMetricTransformer
+from skdml.deep import MLP, NonFiniteLossError, SmallCNN, SmallResNet
+from skdml.deep import _transformer as tmod
+from skdml.losses import AMSoftmaxLoss, JRSRegularizer
+from skdml.metrics import recall_at_k, recall_at_k_scorer
+from skdml.model_selection import ClassDisjointSplit
+
+CUDA = torch.cuda.is_available()
+gpu = pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread(monkeypatch):
+    """Tiny nets on a shared 2-core machine: one intra-op thread was measured ~10x faster
+    under load (OMP spin-waiting); ``torch_threads`` honours ``OMP_NUM_THREADS``."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
+def tiny_mlp(input_shape, hidden=(16, 8), dropout=0.0):
+    return MLP(int(np.prod(input_shape)), hidden=hidden, dropout=dropout)
+
+
+def tiny_cnn(input_shape):
+    return SmallCNN(input_shape[0], widths=(4, 8))
+
+
+def make(**kw):
+    params = dict(backbone=tiny_mlp, embedding_dim=4, max_epochs=2, device="cpu",
+                  random_state=0, lr=1e-3)
+    params.update(kw)
+    return DeepMetricTransformer(**params)
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(6), 12)
+    centers = rng.randn(6, 10) * 3
+    X = centers[y] + rng.randn(len(y), 10)
+    return X, y
+
+
+def params_of(est):
+    return {k: v.detach().clone() for k, v in est.module_.state_dict().items()}
+
+
+def assert_same_params(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def without_seconds(history):
+    return [{k: v for k, v in rec.items() if k != "seconds"} for rec in history]
+
+
+# ----------------------------------------------------------------- scikit-learn API
+_ORDER_REASON = ("float32 network: embedding one sample inside batches of different "
+                 "composition differs by ~1 float32 ulp (BLAS blocking), above the check's "
+                 "rtol=1e-7; the maths is per-sample and order-independent")
+
+
+@parametrize_with_checks(
+    [DeepMetricTransformer(embedding_dim=3, max_epochs=1, batches_per_epoch=2,
+                           n_samples_per_class=2, device="cpu", transform_batch_size=7)],
+    expected_failed_checks=lambda est: {
+        "check_methods_sample_order_invariance": _ORDER_REASON,
+        "check_methods_subset_invariance": _ORDER_REASON,
+    },
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def test_fit_transform_vectors(blobs):
+    X, y = blobs
+    est = make()
+    Z = est.fit(X, y).transform(X)
+    assert Z.shape == (len(X), 4) and Z.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(Z, axis=1), 1.0, rtol=1e-5)
+    assert est.n_iter_ == 2 == len(est.history_)
+    assert est.input_shape_ == (10,) and est.n_features_in_ == 10
+    assert not est.module_.training
+    assert list(est.get_feature_names_out()) == [f"deepmetrictransformer{i}" for i in range(4)]
+    Z2 = make(normalize=False).fit_transform(X, y)
+    assert not np.allclose(np.linalg.norm(Z2, axis=1), 1.0)
+
+
+def test_set_output_pandas(blobs):
+    pd = pytest.importorskip("pandas")
+    X, y = blobs
+    out = make(max_epochs=1).set_output(transform="pandas").fit(X, y).transform(X)
+    assert isinstance(out, pd.DataFrame) and out.shape == (len(X), 4)
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8), (8, 8), (3, 6, 6)])
+def test_images(shape):
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(3), 8)
+    X = rng.rand(len(y), *shape).astype(np.float32)
+    est = make(backbone=None, max_epochs=1)
+    Z = est.fit(X, y).transform(X)
+    assert Z.shape == (len(y), 4) and Z.dtype == np.float32
+    assert isinstance(est.module_.backbone, SmallCNN)
+    assert est.input_shape_ == ((1,) + shape if len(shape) == 2 else shape)
+    with pytest.raises(ValueError, match="shape|features"):
+        est.transform(rng.rand(2, *shape[:-2], 5, 5))
+
+
+def test_default_backbone_vectors_is_mlp(blobs):
+    X, y = blobs
+    est = make(backbone=None, max_epochs=1).fit(X, y)
+    assert isinstance(est.module_.backbone, MLP)
+
+
+class PairDataset(Dataset):
+    def __init__(self, X, y, with_targets):
+        self.X, self.y = torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y)
+        if with_targets:
+            self.targets = list(np.asarray(y))
+
+    def __len__(self):
+        return len(self.X)
+
+    def __getitem__(self, i):
+        return self.X[i], self.y[i]
+
+
+class XOnlyDataset(Dataset):
+    def __init__(self, X):
+        self.X = torch.as_tensor(X, dtype=torch.float32)
+
+    def __len__(self):
+        return len(self.X)
+
+    def __getitem__(self, i):
+        return self.X[i]
+
+
+@pytest.mark.parametrize("with_targets", [True, False])
+def test_torch_dataset_matches_arrays(blobs, with_targets):
+    X, y = blobs
+    labels = np.array(["c%d" % v for v in y])  # non-integer labels, encoded inside fit
+    ds = PairDataset(X.astype(np.float32), y, with_targets)
+    if with_targets:
+        ds.targets = list(labels)
+    ref = make().fit(X.astype(np.float32), labels if with_targets else y)
+    est = make().fit(ds)
+    assert without_seconds(est.history_) == without_seconds(ref.history_)
+    Z = est.transform(XOnlyDataset(X))
+    np.testing.assert_allclose(Z, ref.transform(X), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(est.transform(ds), Z, rtol=1e-6, atol=1e-7)
+    assert not hasattr(est, "n_features_in_")
+
+
+def test_dataset_without_labels_raises(blobs):
+    X, _ = blobs
+    with pytest.raises(ValueError, match="Labels are missing"):
+        make().fit(XOnlyDataset(X))
+
+
+def test_backbone_instance_is_copied_not_mutated(blobs):
+    X, y = blobs
+    backbone = MLP(10, hidden=(8,))
+    before = {k: v.clone() for k, v in backbone.state_dict().items()}
+    est = make(backbone=backbone).fit(X, y)
+    assert est.module_.backbone is not backbone
+    assert_same_params(before, backbone.state_dict())
+    assert not torch.equal(est.module_.backbone.blocks[0][0].weight, backbone.blocks[0][0].weight)
+    # refit starts again from the same initial weights: same result
+    assert_same_params(params_of(est), params_of(clone(est).fit(X, y)))
+
+
+def test_backbone_builder_receives_input_shape(blobs):
+    X, y = blobs
+    seen = []
+
+    def builder(shape):
+        seen.append(shape)
+        return nn.Sequential(nn.Flatten(), nn.Linear(int(np.prod(shape)), 5))
+
+    est = make(backbone=builder).fit(X, y)
+    assert seen == [(10,)] and est.module_.head.in_features == 5
+    with pytest.raises(ValueError, match="not a torch.nn.Module"):
+        make(backbone=lambda shape: "nope").fit(X, y)
+
+
+# ----------------------------------------------------------------- losses and regularisers
+def _pml_triplet():
+    pml = pytest.importorskip("pytorch_metric_learning.losses")
+    return pml.TripletMarginLoss(margin=0.1)
+
+
+@pytest.mark.parametrize("loss", ["triplet", "npair", "binomial", "amsoftmax", "pml", AMSoftmaxLoss])
+def test_losses(blobs, loss):
+    X, y = blobs
+    if loss == "pml":
+        loss = _pml_triplet()
+    est = make(loss=loss).fit(X, y)
+    assert all(np.isfinite(rec["loss"]) for rec in est.history_)
+    if loss in ("amsoftmax", AMSoftmaxLoss):
+        assert est.loss_.proxies.shape == (6, 4)  # n_classes and embedding_dim filled in
+
+
+def test_amsoftmax_proxies_trained_with_head_lr(blobs):
+    X, y = blobs
+    est = make(loss="amsoftmax", lr=1e-3, head_lr_mult=7.0).fit(X, y)
+    groups = est._resume_state["optimizer"]["param_groups"]
+    lrs = sorted(g["lr"] for g in groups)
+    assert lrs == pytest.approx([1e-3, 7e-3])
+    n_backbone = sum(1 for n, _ in est.module_.named_parameters() if n.startswith("backbone."))
+    small = [g for g in groups if g["lr"] == pytest.approx(1e-3)][0]
+    assert len(small["params"]) == n_backbone  # head + proxies form the other group
+
+
+def test_ec_gradient_reaches_only_the_head(blobs):
+    X, y = blobs
+
+    def zero_loss(z, labels):
+        return 0.0 * z.sum()
+
+    backbone = MLP(10, hidden=(8,))
+    est = make(backbone=backbone, loss=zero_loss, regularizer="ec", regularizer_weight=1.0,
+               weight_decay=0.0).fit(X, y)
+    init = make(backbone=backbone, loss=zero_loss, weight_decay=0.0, lr=1e-12, max_epochs=1)
+    init.fit(X, y)
+    for name, p in est.module_.named_parameters():
+        if name.startswith("backbone."):
+            assert torch.equal(p, backbone.get_parameter(name[len("backbone."):])), name
+    assert not torch.allclose(est.module_.head.weight, init.module_.head.weight)
+    assert est.history_[0]["regularizer"] > 0
+
+
+@pytest.mark.parametrize("loss", ["binomial", "amsoftmax"])
+def test_jrs_hooks_capture_named_layers(blobs, loss, monkeypatch):
+    X, y = blobs
+    shapes = []
+    original = JRSRegularizer.forward
+
+    def spy(self, representations, labels):
+        shapes.append([tuple(r.shape) for r in representations])
+        return original(self, representations, labels)
+
+    monkeypatch.setattr(JRSRegularizer, "forward", spy)
+    est = make(loss=loss, regularizer="jrs", regularizer_weight=0.5,
+               jrs_layers=["blocks.?"], n_classes_per_batch=3, n_samples_per_class=2)
+    est.fit(X, y)
+    expected = [(6, 16), (6, 8), (6, 4)] + ([(6, 6)] if loss == "amsoftmax" else [])
+    assert shapes and all(s == expected for s in shapes)
+    for module in est.module_.modules():
+        assert not module._forward_hooks  # hooks removed after fit
+    assert "regularizer" in est.history_[0]
+    pickle.dumps(est)
+    # default joint representation: pooled backbone output + embedding
+    shapes.clear()
+    make(regularizer="jrs", regularizer_weight=0.5, n_classes_per_batch=3,
+         n_samples_per_class=2, max_epochs=1).fit(X, y)
+    assert shapes[0] == [(6, 8), (6, 4)]
+
+
+def test_jrs_layer_pattern_must_match(blobs):
+    X, y = blobs
+    with pytest.raises(ValueError, match="matches no module"):
+        make(regularizer="jrs", regularizer_weight=0.1, jrs_layers="nothing*").fit(X, y)
+
+
+class AuxBackbone(nn.Module):
+    def __init__(self, aux, net):
+        super().__init__()
+        self.net = net  # shared initial weights (deep-copied by fit)
+        self.aux = aux
+
+    def forward(self, x):
+        feats = self.net(x)
+        if self.aux is None:
+            return feats
+        if self.aux == "tensor":
+            return feats, torch.tensor(0.25)
+        return feats, {"const": torch.tensor(0.5), "zero": 0.0 * feats.sum()}
+
+
+def test_aux_losses_are_added_and_logged(blobs):
+    X, y = blobs
+    net = MLP(10, hidden=(8,))
+    plain = make(backbone=AuxBackbone(None, net)).fit(X, y)
+    with_aux = make(backbone=AuxBackbone("dict", net)).fit(X, y)
+    as_tensor = make(backbone=AuxBackbone("tensor", net)).fit(X, y)
+    for a, b, c in zip(plain.history_, with_aux.history_, as_tensor.history_):
+        assert b["metric_loss"] == pytest.approx(a["metric_loss"], rel=1e-6)
+        assert b["loss"] - a["loss"] == pytest.approx(0.5, abs=1e-5)
+        assert b["aux_const"] == pytest.approx(0.5) and b["aux_zero"] == 0.0
+        assert c["aux"] == pytest.approx(0.25)
+        assert c["loss"] - a["loss"] == pytest.approx(0.25, abs=1e-5)
+    np.testing.assert_allclose(with_aux.transform(X), plain.transform(X), atol=1e-5)
+
+
+# ----------------------------------------------------------------- determinism, resume, stop
+def test_same_seed_same_history_and_weights(blobs):
+    X, y = blobs
+    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
+              max_epochs=3)
+    a, b = make(**kw).fit(X, y), make(**kw).fit(X, y)
+    assert without_seconds(a.history_) == without_seconds(b.history_)
+    assert all("seconds" in rec and "val_recall@1" in rec for rec in a.history_)
+    assert_same_params(params_of(a), params_of(b))
+    c = make(**{**kw, "random_state": 1}).fit(X, y)
+    assert without_seconds(c.history_) != without_seconds(a.history_)
+    # fit leaves the global torch RNG alone
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    make(**kw).fit(X, y)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_checkpoint_resume_reaches_same_weights(blobs, tmp_path):
+    X, y = blobs
+    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34)
+    full = make(max_epochs=4, **kw).fit(X, y)
+    path = tmp_path / "run" / "ckpt.pt"
+    make(max_epochs=2, checkpoint_path=path, **kw).fit(X, y)
+    assert path.exists() and os.listdir(path.parent) == ["ckpt.pt"]  # atomic, no temp left
+    state = torch.load(path, weights_only=False)
+    assert state["epoch"] == 2 and len(state["history"]) == 2
+    assert {"model", "optimizer", "scaler", "numpy_rng", "torch_rng"} <= set(state)
+    resumed = make(max_epochs=4, checkpoint_path=str(path), warm_start=True, **kw).fit(X, y)
+    assert resumed.n_iter_ == 4
+    assert_same_params(params_of(full), params_of(resumed))
+    assert without_seconds(full.history_) == without_seconds(resumed.history_)
+    # in-memory warm start (no checkpoint path) is equivalent too
+    est = make(max_epochs=2, **kw).fit(X, y)
+    est.set_params(max_epochs=4, warm_start=True).fit(X, y)
+    assert_same_params(params_of(full), params_of(est))
+    # a checkpoint from other data is refused
+    with pytest.raises(ValueError, match="other classes"):
+        make(max_epochs=4, checkpoint_path=path, warm_start=True, **kw).fit(X[y < 4], y[y < 4])
+
+
+def test_early_stopping_restores_best_weights(blobs):
+    X, _ = blobs
+    y = np.random.RandomState(0).randint(0, 6, len(X))  # noise labels: val score wanders
+    kw = dict(validation_fraction=0.34, lr=3e-2, max_epochs=12, n_classes_per_batch=3)
+    est = make(early_stopping=True, patience=1, **kw).fit(X, y)
+    scores = [rec["val_recall@1"] for rec in est.history_]
+    assert est.n_iter_ == len(scores) and est.n_iter_ < 12
+    assert est.best_epoch_ < est.n_iter_
+    assert est.best_score_ == max(scores) == scores[est.best_epoch_ - 1]
+    # the same run stopped at the best epoch has exactly the restored weights
+    ref = make(**{**kw, "max_epochs": est.best_epoch_}).fit(X, y)
+    assert_same_params(params_of(ref), params_of(est))
+
+
+def test_validation_splits(blobs):
+    X, y = blobs
+    est = make(validation_fraction=0.3, validation_split="stratified", max_epochs=1).fit(X, y)
+    assert 0.0 <= est.history_[0]["val_recall@1"] <= 1.0
+    with pytest.raises(ValueError, match="at least 2 classes on each side"):
+        make(validation_fraction=0.5).fit(X[y < 3], y[y < 3])
+
+
+# ----------------------------------------------------------------- pickling, cloning, search
+def test_pickle_and_clone(blobs):
+    X, y = blobs
+    est = make(loss="amsoftmax").fit(X, y)
+    Z = est.transform(X)
+    back = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(back.transform(X), Z)
+    assert back.device_ == torch.device("cpu")
+    cl = clone(est)
+    assert not hasattr(cl, "module_") and cl.get_params()["loss"] == "amsoftmax"
+
+
+def test_model_fitted_on_gpu_unpickles_on_cpu(blobs, monkeypatch):
+    """Mocked: a model recorded as fitted on cuda unpickles on a CPU-only machine."""
+    X, y = blobs
+    est = make().fit(X, y)
+    Z = est.transform(X)
+    est.device_ = torch.device("cuda", 0)
+    blob = pickle.dumps(est)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    back = pickle.loads(blob)
+    assert back.device_ == torch.device("cpu")
+    assert all(p.device.type == "cpu" for p in back.module_.parameters())
+    np.testing.assert_array_equal(back.transform(X), Z)
+
+
+def test_pipeline_and_grid_search(blobs):
+    X, y = blobs
+    pipe = make_pipeline(make(max_epochs=1), KNeighborsClassifier(1)).fit(X, y)
+    assert pipe.score(X, y) > 0.5
+    search = GridSearchCV(make(max_epochs=1), {"regularizer_weight": [0.0, 0.1]},
+                          cv=ClassDisjointSplit(2, test_size=0.5, random_state=0),
+                          scoring=recall_at_k_scorer(1)).fit(X, y)
+    assert set(search.cv_results_["param_regularizer_weight"]) == {0.0, 0.1}
+    search.set_params(estimator__regularizer="ec")
+    assert np.isfinite(search.fit(X, y).best_score_)
+
+
+# ----------------------------------------------------------------- errors
+def test_clear_errors(blobs):
+    X, y = blobs
+    with pytest.raises(ValueError, match="requires y"):
+        make().fit(X)
+    with pytest.raises(ValueError, match="1 class"):
+        make().fit(X, np.zeros(len(X)))
+    with pytest.raises(ValueError, match="batch plan cannot be met"):
+        make(n_classes_per_batch=7).fit(X, y)
+    with pytest.raises(ValueError, match="rank 5"):
+        make().fit(np.zeros((12, 1, 2, 3, 4)), np.repeat([0, 1], 6))
+    with pytest.raises(ValueError):
+        make().fit(X[:, 0], y)
+    with pytest.raises(ValueError, match="NaN"):
+        make().fit(np.where(X > 2, np.nan, X), y)
+    with pytest.raises(ValueError):
+        make().fit(np.zeros((0, 10)), np.zeros(0))
+    fitted = make(max_epochs=1).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        fitted.transform(X[:, :5])
+    with pytest.raises(ValueError, match="loss_params"):
+        make(loss=_pml_triplet(), loss_params={"margin": 1.0}).fit(X, y)
+
+
+def test_non_finite_loss_stops_with_step(blobs):
+    X, y = blobs
+    calls = {"n": 0}
+
+    def nan_at_step_3(z, labels):
+        calls["n"] += 1
+        base = (z[:, 0] ** 2).mean()
+        return base * float("nan") if calls["n"] == 3 else base
+
+    est = make(loss=nan_at_step_3)
+    with pytest.raises(NonFiniteLossError, match=r"epoch 1, step 3/"):
+        est.fit(X, y)
+    assert all(torch.isfinite(p).all() for p in est.module_.parameters())
+    with pytest.raises(ValueError, match="Non-finite"):  # also a ValueError
+        make(loss=lambda z, labels: z.sum() * float("inf")).fit(X, y)
+
+
+# ----------------------------------------------------------------- devices, AMP, loaders
+def test_amp_bf16_on_cpu(blobs):
+    X, y = blobs
+    est = make(amp="bf16").fit(X, y)
+    assert all(np.isfinite(rec["loss"]) for rec in est.history_)
+    Z = est.transform(X)
+    assert Z.dtype == np.float32 and np.isfinite(Z).all()
+
+
+def test_amp_fp16_uses_grad_scaler(blobs, monkeypatch):
+    """The fp16 path: GradScaler enabled, scale(loss).backward(), step(opt), update()."""
+    X, y = blobs
+    calls = []
+    Real = torch.amp.GradScaler
+
+    class Spy(Real):
+        def scale(self, outputs):
+            calls.append("scale")
+            return super().scale(outputs)
+
+        def step(self, optimizer, *args, **kwargs):
+            calls.append("step")
+            return super().step(optimizer, *args, **kwargs)
+
+        def update(self, new_scale=None):
+            calls.append("update")
+            return super().update(new_scale)
+
+    monkeypatch.setattr(torch.amp, "GradScaler", Spy)
+    est = make(backbone=tiny_cnn, amp="fp16", max_epochs=1, batches_per_epoch=2)
+    X_img = np.random.RandomState(0).rand(24, 1, 6, 6)
+    est.fit(X_img, np.repeat(np.arange(3), 8))
+    assert calls == ["scale", "step", "update"] * 2
+    assert est._resume_state["scaler"]["scale"] > 0  # an enabled scaler has state
+
+
+def test_dataloader_gets_pin_memory_and_workers(blobs, monkeypatch):
+    X, y = blobs
+    seen = []
+    Real = tmod.DataLoader
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs["num_workers"], kwargs["pin_memory"]))
+        return Real(*args, **{**kwargs, "pin_memory": False, "num_workers": 0})
+
+    monkeypatch.setattr(tmod, "DataLoader", spy)
+    make(max_epochs=1, pin_memory=True, num_workers=3).fit(X, y)
+    assert seen and set(seen) == {(3, True)}
+    seen.clear()
+    make(max_epochs=1).fit(X, y)
+    assert set(seen) == {(0, False)}  # "auto": pin only for CUDA
+
+
+def test_num_workers_real_run(blobs):
+    X, y = blobs
+    a = make(max_epochs=1, num_workers=1).fit(X, y)
+    b = make(max_epochs=1).fit(X, y)
+    assert without_seconds(a.history_) == without_seconds(b.history_)
+
+
+def test_verbose_table_and_progress(blobs, capsys):
+    X, y = blobs
+    make(verbose=1, validation_fraction=0.34).fit(X, y)
+    out = capsys.readouterr().out
+    assert "val_recall@1" in out and "epoch" in out and len(out.strip().splitlines()) == 3
+    make(verbose=2, max_epochs=1).fit(X, y)
+    assert "] " in capsys.readouterr().out
+
+
+def test_param_groups_freeze_backbone(blobs):
+    X, y = blobs
+    backbone = MLP(10, hidden=(8,))
+    est = make(backbone=backbone, param_groups=[("backbone.*", {"lr": 0.0})]).fit(X, y)
+    for name, p in est.module_.backbone.named_parameters():
+        assert torch.equal(p, backbone.get_parameter(name)), name
+    with pytest.raises(ValueError, match="param_groups"):
+        make(param_groups=["backbone.*"]).fit(X, y)
+
+
+def test_flattened_cnn_infers_feature_size():
+    rng = np.random.RandomState(0)
+    X, y = rng.rand(12, 1, 8, 8), np.repeat(np.arange(3), 4)
+    est = make(backbone=lambda shape: SmallCNN(shape[0], widths=(4, 6), global_pool=False),
+               max_epochs=1).fit(X, y)
+    assert est.module_.head.in_features == 6 * 4 * 4  # one max-pool: 8x8 -> 4x4
+    assert est.transform(X).shape == (12, 4)
+
+
+def test_resnet_backbone_runs():
+    rng = np.random.RandomState(0)
+    X, y = rng.rand(16, 3, 8, 8), np.repeat(np.arange(4), 4)
+    est = make(backbone=SmallResNet(3, widths=(4, 8), blocks_per_stage=1), max_epochs=1,
+               jrs_layers="stages.*", regularizer="jrs", regularizer_weight=0.1)
+    assert est.fit(X, y).transform(X).shape == (16, 4)
+
+
+@pytest.mark.slow
+def test_learning_helps_on_unseen_classes():
+    """Zero-shot: classes differ in 5 of 40 dims, the rest is loud noise. Trained on classes
+    0-9, the held-out Recall@1 on classes 10-19 beats the untrained net and raw inputs."""
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(20), 30)
+    centers = np.zeros((20, 40))
+    centers[:, :5] = 2 * rng.randn(20, 5)
+    noise = np.concatenate([0.3 * rng.randn(len(y), 5), 2 * rng.randn(len(y), 35)], axis=1)
+    X = (centers[y] + noise).astype(np.float32)
+    seen = y < 10
+    kw = dict(backbone=functools.partial(tiny_mlp, hidden=(64, 64)), embedding_dim=16,
+              batches_per_epoch=30)
+    untrained = make(lr=1e-12, max_epochs=1, **kw).fit(X[seen], y[seen])
+    trained = make(lr=3e-3, max_epochs=4, **kw).fit(X[seen], y[seen])
+    r_raw = recall_at_k(X[~seen], y[~seen], k=1)
+    r0 = recall_at_k(untrained.transform(X[~seen]), y[~seen], k=1)
+    r1 = recall_at_k(trained.transform(X[~seen]), y[~seen], k=1)
+    assert r1 > max(r0, r_raw) + 0.05, (r_raw, r0, r1)
+
+
+# ----------------------------------------------------------------- GPU (skipped without CUDA)
+@pytest.mark.gpu
+@gpu
+def test_cuda_fit_fp16_and_cpu_unpickle(blobs, monkeypatch):
+    X, y = blobs
+    est = make(device="auto", amp="fp16", backbone=tiny_cnn, max_epochs=2)
+    X_img = np.random.RandomState(0).rand(24, 1, 8, 8)
+    y_img = np.repeat(np.arange(3), 8)
+    est.fit(X_img, y_img)
+    assert est.device_.type == "cuda"
+    assert next(est.module_.parameters()).is_cuda
+    assert est._resume_state["scaler"] is not None
+    Z = est.transform(X_img)
+    assert Z.dtype == np.float32 and np.isfinite(Z).all()
+    blob = pickle.dumps(est)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    back = pickle.loads(blob)
+    assert back.device_.type == "cpu"
+    np.testing.assert_allclose(back.transform(X_img), Z, atol=2e-2)
+
+
+@pytest.mark.gpu
+@gpu
+def test_cuda_bf16_pinned_and_back_on_gpu(blobs):
+    X, y = blobs
+    est = make(device="cuda", amp="bf16", pin_memory="auto").fit(X, y)
+    back = pickle.loads(pickle.dumps(est))
+    assert back.device_.type == "cuda" and next(back.module_.parameters()).is_cuda
+    np.testing.assert_allclose(back.transform(X), est.transform(X), atol=1e-6)

@@ -1,0 +1,164 @@
+"""Tests of the ``python -m skdml demo`` command."""
+
+import io
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sklearn.base import BaseEstimator, TransformerMixin
+
+from skdml.__main__ import KS, DemoRow, demo_rows, main, run_demo
+
+ROW = re.compile(r"^\| (?P<name>.+?)\s+\|(?P<cells>( +[0-9.]+ \|)+)$")
+
+
+def _table(text):
+    rows = {}
+    for line in text.splitlines():
+        match = ROW.match(line)
+        if match:
+            rows[match["name"]] = [float(c) for c in match["cells"].split("|") if c.strip()]
+    return rows
+
+
+def test_main_demo_quick(capsys):
+    assert main(["demo", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "unseen digits [5, 6, 7, 8, 9]" in out
+    header = next(line for line in out.splitlines() if line.startswith("| method"))
+    assert [c.strip() for c in header.strip("|").split("|")] == [
+        "method", "R@1", "R@2", "R@4", "R@8", "NMI", "F1", "fit (s)"]
+    rows = _table(out)
+    assert list(rows) == ["raw pixels", "PCA"]  # --quick: only the fast rows, in order
+    for name, cells in rows.items():
+        scores, fit_s = np.array(cells[:-1]), cells[-1]
+        assert scores.shape == (6,)
+        assert np.all((scores >= 0) & (scores <= 1)), name
+        assert np.all(np.diff(scores[:4]) >= 0), name  # Recall@K grows with K
+        assert fit_s >= 0
+    # Digits are easy: nearest neighbours of unseen digits are mostly right.
+    assert rows["raw pixels"][0] > 0.9 and rows["PCA"][0] > 0.9
+
+
+def test_run_demo_matches_metrics_and_runs_new_rows():
+    """A new row is one DemoRow; its numbers are the metrics of its test embedding."""
+    from skdml.metrics import clustering_f1_score, nmi_score, recall_at_k
+
+    class Halve(TransformerMixin, BaseEstimator):
+        def fit(self, X, y):
+            assert len(np.unique(y)) == 5  # fitted on the training classes only
+            self.fitted_ = True
+            return self
+
+        def transform(self, X):
+            return X[:, ::2]
+
+    out = io.StringIO()
+    results = run_demo(rows=[DemoRow("halve", lambda n, seed: Halve())], split="random",
+                       seed=3, file=out)
+    assert list(results) == ["halve"]
+    assert "| halve" in out.getvalue()
+    from skdml.__main__ import N_INIT, _digits, _split
+
+    X, y = _digits()
+    train, test = _split(y, "random", 3)
+    assert not set(y[train].tolist()) & set(y[test].tolist())
+    Z, yt = X[test][:, ::2], y[test]
+    expected = recall_at_k(Z, yt, k=list(KS))
+    for k in KS:
+        assert results["halve"][f"R@{k}"] == pytest.approx(expected[k])
+    assert results["halve"]["NMI"] == pytest.approx(nmi_score(Z, yt, random_state=3,
+                                                              n_init=N_INIT))
+    assert results["halve"]["F1"] == pytest.approx(clustering_f1_score(Z, yt, random_state=3,
+                                                                       n_init=N_INIT))
+
+
+def test_optional_rows_are_skipped_not_fatal():
+    def missing(n, seed):
+        raise ImportError("No module named 'skdml.future'")
+
+    def broken(n, seed):
+        raise RuntimeError("diverged")
+
+    rows = [DemoRow("raw pixels", None),
+            DemoRow("future", missing, optional=True),
+            DemoRow("broken", broken, optional=True)]
+    out = io.StringIO()
+    results = run_demo(rows=rows, file=out)
+    assert list(results) == ["raw pixels"]
+    text = out.getvalue()
+    assert "| future       | not available: ImportError" in text
+    assert "| broken       | failed: RuntimeError: diverged" in text
+    # A non-optional row that fails is an error, not a silent skip.
+    with pytest.raises(RuntimeError, match="diverged"):
+        run_demo(rows=[DemoRow("broken", broken)], file=io.StringIO())
+
+
+def test_default_rows():
+    rows = demo_rows()
+    names = [row.name for row in rows]
+    assert names[:2] == ["raw pixels", "PCA"] and len(set(names)) == len(names)
+    assert all(row.quick and not row.optional for row in rows[:2])
+    assert {"SUML", "ECAML", "JRD"} <= set(names)
+
+
+@pytest.mark.parametrize("argv", [[], ["demo", "--n-components", "0"],
+                                  ["demo", "--split", "nope"], ["train"]])
+def test_bad_command_lines(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert "usage: skdml" in capsys.readouterr().err
+
+
+def test_console_script_is_declared():
+    from importlib.metadata import PackageNotFoundError, entry_points
+
+    try:
+        scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
+    except PackageNotFoundError:  # pragma: no cover
+        pytest.skip("skdml is not installed")
+    if "skdml" not in scripts:  # pragma: no cover - running from a bare checkout
+        pytest.skip("skdml is not installed as a distribution")
+    assert scripts["skdml"] == "skdml.__main__:main"
+
+
+@pytest.mark.slow
+def test_python_dash_m_help():
+    done = subprocess.run([sys.executable, "-m", "skdml", "demo", "--help"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0
+    assert "--quick" in done.stdout
+
+
+def test_module_doctests():
+    """pytest's --doctest-modules skips ``__main__.py``; run its examples here."""
+    import doctest
+    import importlib
+
+    module = importlib.import_module("skdml.__main__")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 5 and result.failed == 0
+
+
+def test_fit_warnings_are_listed_under_the_table():
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    class Tired(TransformerMixin, BaseEstimator):
+        def fit(self, X, y):
+            warnings.warn("stopped at max_iter=1", ConvergenceWarning)
+            return self
+
+        def transform(self, X):
+            return X
+
+    out = io.StringIO()
+    results = run_demo(rows=[DemoRow("tired", lambda n, seed: Tired())], file=out)
+    assert "tired" in results
+    lines = out.getvalue().splitlines()
+    table_end = max(i for i, line in enumerate(lines) if line.startswith("| tired"))
+    assert "  - tired: ConvergenceWarning: stopped at max_iter=1" in lines[table_end + 1:]

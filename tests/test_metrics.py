@@ -1,0 +1,557 @@
+"""Tests of skdml.metrics: brute-force references, PML parity, ties, errors, scorers."""
+
+import pickle
+import warnings
+from itertools import combinations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.cluster import KMeans
+from sklearn.datasets import load_digits
+from sklearn.decomposition import PCA
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import normalized_mutual_info_score
+from sklearn.model_selection import GridSearchCV, GroupKFold, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skdml import metrics
+from skdml.metrics import (
+    NotATransformerError,
+    clustering_f1_scorer,
+    clustering_f1_score,
+    clustering_scores,
+    map_at_r,
+    map_at_r_scorer,
+    nmi_scorer,
+    nmi_score,
+    recall_at_k,
+    recall_at_k_scorer,
+    retrieval_scores,
+)
+
+
+# ----------------------------------------------------------------------------------
+# Brute-force references (float64 numpy, one query at a time)
+# ----------------------------------------------------------------------------------
+def _bf_ranking(Q, R, exclude_self, metric):
+    """Per query: reference indices sorted by (distance, index); self removed."""
+    Q, R = np.asarray(Q, np.float64), np.asarray(R, np.float64)
+    orders = []
+    for i, q in enumerate(Q):
+        if metric == "euclidean":
+            d = np.sum((R - q) ** 2, axis=1)
+        else:
+            qn = q / max(np.linalg.norm(q), 1e-12)
+            Rn = R / np.maximum(np.linalg.norm(R, axis=1, keepdims=True), 1e-12)
+            d = -(Rn @ qn)
+        order = np.argsort(d, kind="stable")  # stable: ties go to the lower index
+        if exclude_self:
+            order = order[order != i]
+        orders.append(order)
+    return orders
+
+
+def bf_scores(Q, yq, R=None, yr=None, ks=(1,), metric="euclidean"):
+    """Recall@k for each k and MAP@R, averaged over queries with >= 1 relevant reference."""
+    exclude_self = R is None
+    if exclude_self:
+        R, yr = Q, yq
+    yq, yr = np.asarray(yq), np.asarray(yr)
+    hits = {k: [] for k in ks}
+    aps = []
+    for i, order in enumerate(_bf_ranking(Q, R, exclude_self, metric)):
+        labels = yr[order]
+        rel = labels == yq[i]
+        n_relevant = int(rel.sum())
+        if n_relevant == 0:
+            continue
+        for k in ks:
+            hits[k].append(float(rel[:k].any()))
+        ap = 0.0
+        correct = 0
+        for rank in range(1, n_relevant + 1):
+            if rel[rank - 1]:
+                correct += 1
+                ap += correct / rank
+        aps.append(ap / n_relevant)
+    return {k: float(np.mean(v)) for k, v in hits.items()}, float(np.mean(aps))
+
+
+def bf_pair_f1(labels_true, labels_pred):
+    """Pairwise F1 over all n (n - 1) / 2 pairs, by an explicit loop."""
+    tp = fp = fn = 0
+    for i, j in combinations(range(len(labels_true)), 2):
+        same_class = labels_true[i] == labels_true[j]
+        same_cluster = labels_pred[i] == labels_pred[j]
+        tp += same_class and same_cluster
+        fp += same_cluster and not same_class
+        fn += same_class and not same_cluster
+    if tp == 0:
+        return 0.0
+    precision, recall = tp / (tp + fp), tp / (tp + fn)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _blobs(n, d, n_classes, seed, spread=1.0):
+    rng = np.random.RandomState(seed)
+    y = rng.randint(0, n_classes, n)
+    centers = rng.randn(n_classes, d) * spread
+    X = centers[y] + rng.randn(n, d)
+    return X.astype(np.float32), y
+
+
+# ----------------------------------------------------------------------------------
+# Retrieval vs brute force
+# ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("batch_size", [None, 1, 7])
+def test_retrieval_matches_bruteforce(metric, seed, batch_size):
+    X, y = _blobs(80, 5, 6, seed)
+    ks = [1, 2, 4, 8, 79]
+    expected_recall, expected_map = bf_scores(X, y, ks=ks, metric=metric)
+    got = recall_at_k(X, y, k=ks, metric=metric, batch_size=batch_size)
+    assert list(got) == ks
+    for k in ks:
+        assert got[k] == pytest.approx(expected_recall[k], abs=1e-12)
+    assert map_at_r(X, y, metric=metric, batch_size=batch_size) == pytest.approx(
+        expected_map, abs=1e-12)
+    both = retrieval_scores(X, y, k=ks, metric=metric, batch_size=batch_size)
+    assert both["recall_at_k"] == got
+    assert both["map_at_r"] == pytest.approx(expected_map, abs=1e-12)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+@pytest.mark.parametrize("batch_size", [None, 3])
+def test_query_reference_form_matches_bruteforce(metric, batch_size):
+    Q, yq = _blobs(40, 4, 5, seed=3)
+    R, yr = _blobs(60, 4, 7, seed=4)  # classes 5 and 6 only in the gallery
+    yq[:3] = 9  # class absent from the gallery: lone queries, left out
+    ks = [1, 3, 60]
+    expected_recall, expected_map = bf_scores(Q, yq, R, yr, ks=ks, metric=metric)
+    got = recall_at_k(Q, yq, k=ks, metric=metric, X_ref=R, y_ref=yr, batch_size=batch_size)
+    assert got == pytest.approx(expected_recall, abs=1e-12)
+    assert map_at_r(Q, yq, metric=metric, X_ref=R, y_ref=yr, batch_size=batch_size) == \
+        pytest.approx(expected_map, abs=1e-12)
+
+
+def test_query_reference_form_does_not_exclude_anything():
+    # The gallery contains the queries: each query then finds itself first.
+    X, y = _blobs(30, 3, 4, seed=5)
+    assert recall_at_k(X, y, k=1, X_ref=X, y_ref=y) == 1.0
+    assert recall_at_k(X, y, k=1) < 1.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    data=st.data(),
+    n=st.integers(2, 25),
+    d=st.integers(1, 3),
+    n_classes=st.integers(2, 4),
+    batch_size=st.one_of(st.none(), st.integers(1, 6)),
+)
+def test_ties_and_duplicates_match_bruteforce(data, n, d, n_classes, batch_size):
+    # Small integer coordinates: many exact duplicates and tied distances, all
+    # exactly representable in float32, so the tie-breaking (lower index first)
+    # is tested exactly against a stable float64 sort.
+    X = np.array(data.draw(st.lists(st.lists(st.integers(0, 2), min_size=d, max_size=d),
+                                    min_size=n, max_size=n)), dtype=np.float32)
+    y = np.array(data.draw(st.lists(st.integers(0, n_classes - 1), min_size=n, max_size=n)))
+    if np.unique(y).size < 2 or np.bincount(y).max() < 2:
+        with pytest.raises(ValueError):
+            retrieval_scores(X, y, k=1)
+        return
+    ks = sorted({1, min(2, n - 1), n - 1})
+    expected_recall, expected_map = bf_scores(X, y, ks=ks)
+    got = retrieval_scores(X, y, k=ks, batch_size=batch_size)
+    assert got["recall_at_k"] == pytest.approx(expected_recall, abs=1e-12)
+    assert got["map_at_r"] == pytest.approx(expected_map, abs=1e-12)
+
+
+def test_duplicates_of_the_query_count_as_neighbours():
+    # Self-exclusion is by index: an exact duplicate at distance 0 still counts.
+    X = np.array([[0.0, 0.0], [0.0, 0.0], [3.0, 0.0], [3.0, 0.0]])
+    y = np.array([0, 0, 1, 1])
+    assert recall_at_k(X, y, k=1) == 1.0
+    assert map_at_r(X, y) == 1.0
+
+
+def test_ties_are_broken_by_lower_index_deterministically():
+    # All points coincide: every neighbour is tied, so the ranking is by index.
+    # Query 0 ranks 1, 2, 3; query 1 ranks 0, 2, 3; queries 2, 3 rank 0 first.
+    X = np.zeros((4, 3), dtype=np.float32)
+    y = np.array([0, 0, 1, 1])
+    expected_recall, expected_map = bf_scores(X, y, ks=[1, 2, 3])
+    for batch_size in (None, 1, 2):
+        got = retrieval_scores(X, y, k=[1, 2, 3], batch_size=batch_size)
+        assert got["recall_at_k"] == expected_recall
+        assert got["map_at_r"] == pytest.approx(expected_map)
+    # Reversing the order of the points changes which tied neighbour comes first.
+    assert recall_at_k(X, y, k=1) == pytest.approx(0.5)
+    assert recall_at_k(X[::-1], y[::-1], k=1) == pytest.approx(0.5)
+
+
+def test_lone_queries_are_left_out():
+    X, y = _blobs(50, 3, 4, seed=6)
+    y[0], y[1] = 10, 11  # two singleton classes
+    expected_recall, expected_map = bf_scores(X, y, ks=[1, 5])
+    assert recall_at_k(X, y, k=[1, 5]) == pytest.approx(expected_recall, abs=1e-12)
+    assert map_at_r(X, y) == pytest.approx(expected_map, abs=1e-12)
+    # Gallery form: a query class absent from the gallery makes a lone query.
+    Q, yq = _blobs(20, 3, 4, seed=7)
+    yq[:5] = 42
+    expected_recall, expected_map = bf_scores(Q, yq, X, y, ks=[1, 5])
+    names = np.array([f"c{v}" for v in range(50)])
+    got = retrieval_scores(Q, names[yq], k=[1, 5], X_ref=X, y_ref=names[y])
+    assert got["recall_at_k"] == pytest.approx(expected_recall, abs=1e-12)
+    assert got["map_at_r"] == pytest.approx(expected_map, abs=1e-12)
+
+
+def test_return_types():
+    X, y = _blobs(20, 3, 3, seed=7)
+    assert isinstance(recall_at_k(X, y, k=2), float)
+    assert isinstance(recall_at_k(X, y, k=np.int64(2)), float)
+    assert recall_at_k(X, y, k=np.int64(2)) == recall_at_k(X, y, k=2)
+    got = recall_at_k(X, y, k=(4, 1))
+    assert isinstance(got, dict) and list(got) == [4, 1]
+    assert got[1] == recall_at_k(X, y, k=1)
+    assert isinstance(map_at_r(X, y), float)
+
+
+def test_labels_stay_labels():
+    X, y = _blobs(40, 3, 3, seed=8)
+    reference = recall_at_k(X, y, k=[1, 3])
+    # Strings and any integer dtype give the same result.
+    names = np.array(["cat", "dog", "emu"])[y]
+    assert recall_at_k(X, names, k=[1, 3]) == reference
+    assert recall_at_k(X, y.astype(np.uint8), k=[1, 3]) == reference
+    assert map_at_r(X, names) == map_at_r(X, y)
+    # 2**24 and 2**24 + 1 are different labels, equal once cast to float32.
+    big = np.where(y == 0, 2**24, 2**24 + y).astype(np.int64)
+    assert recall_at_k(X, big, k=[1, 3]) == reference
+    assert map_at_r(X, big) == map_at_r(X, y)
+
+
+def test_input_dtype_and_containers():
+    X, y = _blobs(30, 4, 3, seed=9)
+    reference = retrieval_scores(X, y, k=[1, 2])
+    assert retrieval_scores(X.astype(np.float64), y, k=[1, 2]) == reference
+    assert retrieval_scores(X.tolist(), list(y), k=[1, 2]) == reference
+    pd = pytest.importorskip("pandas")
+    assert retrieval_scores(pd.DataFrame(X), pd.Series(y), k=[1, 2]) == reference
+
+
+@pytest.mark.parametrize("factor", [1e25, 1e-25])
+def test_extreme_scales_do_not_overflow(factor):
+    X, y = _blobs(30, 4, 3, seed=10)
+    X64 = X.astype(np.float64)
+    assert retrieval_scores(X64 * factor, y, k=[1, 4]) == retrieval_scores(X64, y, k=[1, 4])
+
+
+def test_data_far_from_the_origin_keep_their_ranking():
+    # ||r||^2 - 2 <q, r> in float32 loses the ranking to cancellation when the
+    # data sit far from the origin, unless they are centred first.
+    X, y = _blobs(80, 5, 6, seed=23)
+    X = X + np.float32(3e3)
+    expected_recall, expected_map = bf_scores(X, y, ks=[1, 2, 8])
+    got = retrieval_scores(X, y, k=[1, 2, 8], batch_size=13)
+    assert got["recall_at_k"] == pytest.approx(expected_recall, abs=1e-12)
+    assert got["map_at_r"] == pytest.approx(expected_map, abs=1e-12)
+    Q, yq = _blobs(30, 5, 6, seed=24)
+    got = retrieval_scores(Q + np.float32(3e3), yq, k=[1, 3], X_ref=X, y_ref=y)
+    expected = bf_scores(Q + np.float32(3e3), yq, X, y, ks=[1, 3])
+    assert got["recall_at_k"] == pytest.approx(expected[0], abs=1e-12)
+    assert got["map_at_r"] == pytest.approx(expected[1], abs=1e-12)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_read_only_input_is_accepted_silently(metric):
+    X, y = _blobs(30, 4, 3, seed=25)
+    expected = retrieval_scores(X, y, k=[1, 2], metric=metric)
+    X.setflags(write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert retrieval_scores(X, y, k=[1, 2], metric=metric) == expected
+        assert retrieval_scores(X, y, k=[1, 2], metric=metric, X_ref=X, y_ref=y)
+
+
+def test_cosine_zero_vector_is_finite():
+    X, y = _blobs(30, 4, 3, seed=11)
+    X[0] = 0.0
+    expected = bf_scores(X, y, ks=[1, 3], metric="cosine")
+    got = retrieval_scores(X, y, k=[1, 3], metric="cosine")
+    assert got["recall_at_k"] == pytest.approx(expected[0], abs=1e-12)
+    assert got["map_at_r"] == pytest.approx(expected[1], abs=1e-12)
+
+
+def test_blocks_respect_the_memory_budget(monkeypatch):
+    # With a 64 KiB budget and 500 references each block holds few query rows;
+    # the result does not depend on the blocking.
+    X, y = _blobs(500, 4, 10, seed=12)
+    expected = retrieval_scores(X, y, k=[1, 4])
+    monkeypatch.setattr(metrics, "_BLOCK_BYTES", 64 * 2**10)
+    depth = np.full(500, 4)
+    rows = [stop - start for start, stop, _ in metrics._neighbour_blocks(
+        X, X, depth, exclude_self=True, metric="euclidean", batch_size=None,
+        device=torch.device("cpu"))]
+    assert sum(rows) == 500
+    assert max(rows) * 500 * 4 <= 64 * 2**10
+    assert retrieval_scores(X, y, k=[1, 4]) == expected
+
+
+# ----------------------------------------------------------------------------------
+# Parity with pytorch-metric-learning
+# ----------------------------------------------------------------------------------
+def _pml_calculator(metric):
+    pytest.importorskip("pytorch_metric_learning")
+    from pytorch_metric_learning.distances import CosineSimilarity, LpDistance
+    from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+    from pytorch_metric_learning.utils.inference import CustomKNN
+
+    distance = (LpDistance(normalize_embeddings=False) if metric == "euclidean"
+                else CosineSimilarity())
+    return AccuracyCalculator(include=("precision_at_1", "mean_average_precision_at_r"),
+                              k="max_bin_count", device=torch.device("cpu"),
+                              knn_func=CustomKNN(distance))
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_matches_pml_accuracy_calculator(metric, seed):
+    X, y = _blobs(300, 8, 12, seed=seed, spread=0.7)
+    y[0] = 99  # a singleton class: PML leaves it out, so do we
+    pml = _pml_calculator(metric).get_accuracy(X, y)
+    assert recall_at_k(X, y, k=1, metric=metric) == pytest.approx(pml["precision_at_1"],
+                                                                  abs=1e-12)
+    assert map_at_r(X, y, metric=metric) == pytest.approx(
+        pml["mean_average_precision_at_r"], abs=1e-12)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_matches_pml_query_reference_form(metric):
+    Q, yq = _blobs(100, 6, 8, seed=2)
+    R, yr = _blobs(150, 6, 10, seed=3)
+    pml = _pml_calculator(metric).get_accuracy(Q, yq, R, yr)
+    assert recall_at_k(Q, yq, metric=metric, X_ref=R, y_ref=yr) == pytest.approx(
+        pml["precision_at_1"], abs=1e-12)
+    assert map_at_r(Q, yq, metric=metric, X_ref=R, y_ref=yr) == pytest.approx(
+        pml["mean_average_precision_at_r"], abs=1e-12)
+
+
+# ----------------------------------------------------------------------------------
+# Bad input
+# ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("func", [recall_at_k, map_at_r, nmi_score, clustering_f1_score])
+def test_bad_embeddings_raise(func):
+    X, y = _blobs(20, 3, 3, seed=13)
+    bad_nan, bad_inf = X.copy(), X.copy()
+    bad_nan[2, 1], bad_inf[3, 0] = np.nan, np.inf
+    for Xbad, match in [(bad_nan, "NaN"), (bad_inf, "infinity"),
+                        (X[:0], "0 sample"), (X[:, 0], "2D array"),
+                        (X[:, :, None], "dim")]:
+        with pytest.raises(ValueError, match=match):
+            func(Xbad, y[: len(Xbad)])
+
+
+@pytest.mark.parametrize("func", [recall_at_k, map_at_r, nmi_score, clustering_f1_score])
+def test_bad_labels_raise(func):
+    X, y = _blobs(20, 3, 3, seed=14)
+    with pytest.raises(ValueError, match="inconsistent lengths"):
+        func(X, y[:-1])
+    with pytest.raises(ValueError, match="single class"):
+        func(X, np.zeros(20, dtype=int))
+    with pytest.raises(ValueError, match="1-D"):
+        func(X, np.stack([y, y], axis=1))
+    with pytest.raises(ValueError, match="discrete"):
+        func(X, np.linspace(0, 1, 20))
+    with pytest.raises(ValueError, match="required"):
+        func(X, None)
+
+
+def test_bad_k_raises():
+    X, y = _blobs(10, 3, 2, seed=15)
+    assert isinstance(recall_at_k(X, y, k=9), float)  # n_samples - 1 is the largest k
+    for k in (10, 11, [1, 10]):
+        with pytest.raises(ValueError, match="too large"):
+            recall_at_k(X, y, k=k)
+    for k in (0, -1, 1.5, True, "3", [], [1, 0], None):
+        with pytest.raises(ValueError, match="k must be"):
+            recall_at_k(X, y, k=k)
+    R, yr = _blobs(5, 3, 2, seed=16)
+    assert isinstance(recall_at_k(X, y, k=5, X_ref=R, y_ref=yr), float)
+    with pytest.raises(ValueError, match="too large"):
+        recall_at_k(X, y, k=6, X_ref=R, y_ref=yr)
+    with pytest.raises(ValueError, match="k must be"):
+        recall_at_k_scorer(k=[1, 2])
+
+
+def test_other_bad_arguments_raise():
+    X, y = _blobs(20, 3, 3, seed=17)
+    with pytest.raises(ValueError, match="metric"):
+        recall_at_k(X, y, metric="manhattan")
+    with pytest.raises(ValueError, match="together"):
+        recall_at_k(X, y, X_ref=X)
+    with pytest.raises(ValueError, match="features"):
+        recall_at_k(X, y, X_ref=X[:, :2], y_ref=y)
+    with pytest.raises(ValueError, match="inconsistent lengths"):
+        recall_at_k(X, y, X_ref=X, y_ref=y[:-1])
+    with pytest.raises(ValueError, match="single class"):
+        map_at_r(X, y, X_ref=X, y_ref=np.zeros(20, dtype=int))
+    with pytest.raises(ValueError, match="batch_size"):
+        recall_at_k(X, y, batch_size=0)
+    with pytest.raises(ValueError, match="at least 2"):
+        recall_at_k(X[:1], y[:1])
+    with pytest.raises(ValueError, match="No query"):
+        map_at_r(X[:3], np.array([0, 1, 2]))  # every class is a singleton
+    with pytest.raises(ValueError, match="No query"):
+        recall_at_k(X, np.full(20, 7), X_ref=X, y_ref=y)  # query class not in gallery
+    with pytest.raises(ValueError, match="n_init"):
+        nmi_score(X, y, n_init=0)
+
+
+# ----------------------------------------------------------------------------------
+# Clustering scores
+# ----------------------------------------------------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), n=st.integers(2, 40))
+def test_table_scores_match_references(data, n):
+    classes = np.array(data.draw(st.lists(st.integers(0, 4), min_size=n, max_size=n)))
+    clusters = np.array(data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)))
+    _, c1 = np.unique(classes, return_inverse=True)
+    _, c2 = np.unique(clusters, return_inverse=True)
+    table = metrics._contingency(c1, c2)
+    assert table.sum() == n
+    assert metrics._nmi_from_table(table) == pytest.approx(
+        normalized_mutual_info_score(classes, clusters, average_method="arithmetic"),
+        abs=1e-10)
+    same_class = sum(a == b for a, b in combinations(classes, 2))
+    same_cluster = sum(a == b for a, b in combinations(clusters, 2))
+    if same_class + same_cluster == 0:
+        with pytest.raises(ValueError, match="undefined"):
+            metrics._pair_f1_from_table(table)
+    else:
+        assert metrics._pair_f1_from_table(table) == pytest.approx(
+            bf_pair_f1(classes, clusters), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_clustering_scores_match_kmeans_and_bruteforce(seed):
+    X, y = _blobs(120, 4, 5, seed=seed, spread=2.0)
+    clusters = KMeans(n_clusters=5, n_init=1, random_state=seed).fit_predict(X)
+    expected_nmi = normalized_mutual_info_score(y, clusters, average_method="arithmetic")
+    expected_f1 = bf_pair_f1(y, clusters)
+    assert nmi_score(X, y, random_state=seed) == pytest.approx(expected_nmi, abs=1e-10)
+    assert clustering_f1_score(X, y, random_state=seed) == pytest.approx(expected_f1,
+                                                                         abs=1e-12)
+    both = clustering_scores(X, y, random_state=seed)
+    assert both == pytest.approx({"nmi": expected_nmi, "f1": expected_f1}, abs=1e-10)
+    # String labels give the same scores.
+    names = np.array(list("abcde"))[y]
+    assert clustering_scores(X, names, random_state=seed) == both
+
+
+def test_clustering_scores_perfect_and_random():
+    X, y = _blobs(100, 3, 4, seed=20, spread=50.0)  # well separated blobs
+    assert clustering_scores(X, y, random_state=0, n_init=3) == pytest.approx(
+        {"nmi": 1.0, "f1": 1.0})
+    rng = np.random.RandomState(0)
+    noise = rng.randn(400, 3)
+    scores = clustering_scores(noise, rng.randint(0, 4, 400), random_state=0)
+    assert scores["nmi"] < 0.1 and scores["f1"] < 0.4
+
+
+# ----------------------------------------------------------------------------------
+# Scorers
+# ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    rng = np.random.RandomState(0)
+    keep = rng.choice(len(y), 600, replace=False)
+    return X[keep], y[keep]
+
+
+def _class_disjoint_cv(y, n_splits=2):
+    """Class-disjoint folds (ClassDisjointSplit where present, else GroupKFold)."""
+    try:
+        from skdml.model_selection import ClassDisjointSplit
+    except ImportError:
+        return list(GroupKFold(n_splits).split(np.zeros(len(y)), y, groups=y))
+    return list(ClassDisjointSplit(n_splits=n_splits, random_state=0).split(
+        np.zeros((len(y), 1)), y))
+
+
+@pytest.mark.parametrize("scorer, func, kwargs", [
+    (recall_at_k_scorer(k=2), recall_at_k, {"k": 2}),
+    (recall_at_k_scorer(k=1, metric="cosine"), recall_at_k, {"k": 1, "metric": "cosine"}),
+    (map_at_r_scorer(), map_at_r, {}),
+    (nmi_scorer(), nmi_score, {"random_state": 0}),
+    (clustering_f1_scorer(random_state=3), clustering_f1_score, {"random_state": 3}),
+])
+def test_scorers_in_cross_val_score(digits, scorer, func, kwargs):
+    X, y = digits
+    cv = _class_disjoint_cv(y)
+    for train, test in cv:
+        assert not set(y[train]) & set(y[test])
+    model = make_pipeline(StandardScaler(), PCA(8, svd_solver="covariance_eigh"))
+    scores = cross_val_score(model, X, y, cv=cv, scoring=scorer, error_score="raise")
+    expected = []
+    for train, test in cv:
+        fitted = make_pipeline(StandardScaler(), PCA(8, svd_solver="covariance_eigh"))
+        fitted.fit(X[train], y[train])
+        expected.append(func(fitted.transform(X[test]), y[test], **kwargs))
+    np.testing.assert_allclose(scores, expected, rtol=0, atol=1e-12)
+
+
+def test_scorer_in_grid_search(digits):
+    X, y = digits
+    cv = _class_disjoint_cv(y)
+    search = GridSearchCV(PCA(svd_solver="covariance_eigh"), {"n_components": [2, 16]},
+                          scoring={"r1": recall_at_k_scorer(1), "map": map_at_r_scorer()},
+                          refit="r1", cv=cv, error_score="raise").fit(X, y)
+    assert search.best_params_ == {"n_components": 16}  # 2 dims lose most of the digits
+    manual = np.mean([
+        recall_at_k(PCA(16, svd_solver="covariance_eigh").fit(X[tr]).transform(X[te]), y[te])
+        for tr, te in cv])
+    assert search.best_score_ == pytest.approx(manual, abs=1e-12)
+    assert np.all(np.isfinite(search.cv_results_["mean_test_map"]))
+
+
+def test_scorer_rejects_non_transformers(digits):
+    X, y = digits
+    classifier = make_pipeline(StandardScaler(), LogisticRegression(max_iter=50))
+    classifier.fit(X, y)
+    for scorer in (recall_at_k_scorer(), map_at_r_scorer(), nmi_scorer(),
+                   clustering_f1_scorer()):
+        with pytest.raises(NotATransformerError, match="transform"):
+            scorer(classifier, X, y)
+    assert issubclass(NotATransformerError, ValueError)
+    with pytest.raises(ValueError, match="labels"):
+        recall_at_k_scorer()(PCA(2, svd_solver="covariance_eigh").fit(X), X, None)
+
+
+def test_scorer_pickles_and_repr():
+    scorer = recall_at_k_scorer(k=4, metric="cosine")
+    clone = pickle.loads(pickle.dumps(scorer))
+    X, y = _blobs(30, 4, 3, seed=21)
+    pca = PCA(3, svd_solver="covariance_eigh").fit(X)
+    assert clone(pca, X, y) == scorer(pca, X, y) == recall_at_k(pca.transform(X), y, k=4,
+                                                                  metric="cosine")
+    assert "k=4" in repr(scorer) and "cosine" in repr(scorer)
+
+
+# ----------------------------------------------------------------------------------
+# GPU
+# ----------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_matches_cpu():
+    X, y = _blobs(3000, 16, 30, seed=22)
+    cpu = retrieval_scores(X, y, k=[1, 4], device="cpu")
+    gpu = retrieval_scores(X, y, k=[1, 4], device="cuda")
+    assert gpu["recall_at_k"] == pytest.approx(cpu["recall_at_k"], abs=2e-3)
+    assert gpu["map_at_r"] == pytest.approx(cpu["map_at_r"], abs=2e-3)

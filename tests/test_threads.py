@@ -1,0 +1,137 @@
+"""Thread hygiene: GridSearchCV(n_jobs=2) over torch code must not oversubscribe the cores.
+
+Two loky workers on two cores each running two torch threads were measured 40x
+slower than one process. joblib tells its workers their share of the cores
+through ``OMP_NUM_THREADS`` & co; :func:`skdml._utils.thread_budget` reads it
+and :func:`skdml._utils.torch_threads` applies it to torch for the duration of
+a fit. These tests run a tiny torch estimator in real loky workers and look at
+what it saw.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+from joblib import cpu_count
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.model_selection import GridSearchCV
+from threadpoolctl import threadpool_info
+
+from skdml._utils import _THREAD_VARS, thread_budget, torch_threads
+
+N_CPUS = cpu_count(only_physical_cores=False)
+
+
+class _TorchProbe(TransformerMixin, BaseEstimator):
+    """Fits a small torch map (a Cholesky factor) inside ``torch_threads()``; records threads."""
+
+    def __init__(self, alpha=1.0, preset_threads=None):
+        self.alpha = alpha
+        self.preset_threads = preset_threads
+
+    def fit(self, X, y=None):
+        original = torch.get_num_threads()
+        if self.preset_threads is not None:
+            # Something in the worker (another library, user code) raised torch's
+            # thread count before this fit: torch_threads() must still apply the budget.
+            torch.set_num_threads(self.preset_threads)
+        with torch_threads() as n_threads:
+            Xt = torch.as_tensor(np.asarray(X, dtype=np.float32))
+            gram = Xt.T @ Xt + self.alpha * torch.eye(Xt.shape[1])
+            self.components_ = torch.linalg.cholesky(gram).T.numpy()
+            self.threads_granted_ = n_threads
+            self.torch_threads_ = torch.get_num_threads()
+            self.budget_ = thread_budget()
+            # Native pools (torch's OpenMP, BLAS) as threadpoolctl sees them.
+            self.native_threads_ = max(
+                (p["num_threads"] for p in threadpool_info()), default=1
+            )
+        self.torch_threads_after_ = torch.get_num_threads()
+        torch.set_num_threads(original)  # leave the (reused) loky worker as we found it
+        self.pid_ = os.getpid()
+        self.env_ = {v: os.environ.get(v) for v in _THREAD_VARS}
+        return self
+
+    def transform(self, X):
+        return np.asarray(X) @ self.components_.T
+
+
+def _score_threads(estimator, X, y=None):
+    # Score = the threads torch used in fit, so cv_results_ reports it per fold.
+    return float(estimator.torch_threads_)
+
+
+@pytest.fixture
+def clean_thread_env(monkeypatch):
+    for var in _THREAD_VARS:
+        monkeypatch.delenv(var, raising=False)
+    previous = torch.get_num_threads()
+    yield
+    torch.set_num_threads(previous)
+
+
+def test_budget_outside_a_worker_is_the_core_count(clean_thread_env):
+    torch.set_num_threads(N_CPUS)
+    assert thread_budget() == N_CPUS
+    with torch_threads() as n:
+        assert n == N_CPUS == torch.get_num_threads()
+
+
+@pytest.mark.parametrize("var", _THREAD_VARS)
+def test_budget_honours_joblib_worker_variables(clean_thread_env, monkeypatch, var):
+    torch.set_num_threads(N_CPUS)
+    monkeypatch.setenv(var, "1")
+    assert thread_budget() == 1
+    with torch_threads() as n:
+        assert n == 1 == torch.get_num_threads()
+    assert torch.get_num_threads() == N_CPUS  # restored
+
+
+def test_budget_ignores_garbage_and_never_reaches_zero(clean_thread_env, monkeypatch):
+    torch.set_num_threads(N_CPUS)
+    monkeypatch.setenv("OMP_NUM_THREADS", "lots")
+    assert thread_budget() == N_CPUS
+    monkeypatch.setenv("OMP_NUM_THREADS", "0")
+    assert thread_budget() == 1
+
+
+def test_torch_threads_restores_after_an_error(clean_thread_env):
+    torch.set_num_threads(N_CPUS)
+    with pytest.raises(RuntimeError, match="boom"):
+        with torch_threads(1):
+            assert torch.get_num_threads() == 1
+            raise RuntimeError("boom")
+    assert torch.get_num_threads() == N_CPUS
+
+
+def test_grid_search_n_jobs_2_does_not_oversubscribe():
+    """The issue's scenario: GridSearchCV(n_jobs=2) over torch code, loky workers."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 5)
+    parent_threads = torch.get_num_threads()
+    search = GridSearchCV(_TorchProbe(), {"alpha": [0.5, 1.0, 2.0]}, cv=2,
+                          scoring=_score_threads, n_jobs=2, refit=False)
+    search.fit(X)
+    share = max(N_CPUS // 2, 1)
+    per_fold = np.array([search.cv_results_[f"split{i}_test_score"] for i in range(2)])
+    assert per_fold.shape == (2, 3)
+    assert np.all(per_fold >= 1) and np.all(per_fold <= share)
+    assert torch.get_num_threads() == parent_threads  # the parent is left alone
+
+    # Look inside the workers directly (same loky executor) for the full picture.
+    from joblib import Parallel, delayed
+
+    probes = Parallel(n_jobs=2)(
+        delayed(_TorchProbe(alpha=a, preset_threads=preset).fit)(X)
+        for a in (1.0, 2.0) for preset in (None, N_CPUS)
+    )
+    assert all(probe.pid_ != os.getpid() for probe in probes)  # really in workers
+    for probe in probes:
+        assert 1 <= int(probe.env_["OMP_NUM_THREADS"]) <= share  # set by joblib
+        assert probe.budget_ == probe.threads_granted_ == probe.torch_threads_ <= share
+        assert probe.native_threads_ <= share  # BLAS/OpenMP pools too, not only torch
+        if probe.preset_threads is None:
+            assert probe.torch_threads_after_ <= share
+        else:  # the context restores what it found
+            assert probe.torch_threads_after_ == probe.preset_threads
