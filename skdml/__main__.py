@@ -20,7 +20,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-__all__ = ["main", "run_demo", "demo_rows", "DemoRow"]
+__all__ = ["main", "run_demo", "run_knn_demo", "demo_rows", "DemoRow"]
 
 KS = (1, 2, 4, 8)
 #: k-means restarts for NMI and F1 (one restart is too noisy to compare rows).
@@ -63,6 +63,8 @@ def _skdml(module, class_name, **params):
 
     def factory(n_components, random_state):
         cls = getattr(importlib.import_module(module), class_name)
+        if params.get("embedding_dim", False) is None:  # the deep learner names it so
+            return cls(random_state=random_state, **{**params, "embedding_dim": n_components})
         return cls(n_components=n_components, random_state=random_state, **params)
 
     return factory
@@ -90,6 +92,10 @@ def demo_rows():
         DemoRow("SUML", _skdml("skdml.suml", "SUML"), quick=False, optional=True),
         DemoRow("ECAML", _skdml("skdml.ecaml", "ECAML"), quick=False, optional=True),
         DemoRow("JRD", _skdml("skdml.jrd", "JRD"), quick=False, optional=True),
+        DemoRow("deep (MLP)", _skdml("skdml.deep", "DeepMetricTransformer",
+                                      embedding_dim=None, loss="binomial", regularizer="ec",
+                                      regularizer_weight=0.13, lr=1e-3, max_epochs=15),
+                quick=False, optional=True),
     ]
 
 
@@ -224,6 +230,71 @@ def run_demo(*, quick=False, seed=0, split="first-half", n_components=16, rows=N
     return results
 
 
+def run_knn_demo(*, quick=False, seed=0, n_components=16, rows=None, file=None):
+    """k-NN classification on ``load_digits`` with each learner in a ``Pipeline``.
+
+    A stratified 70/30 split of all ten digits; each row is
+    ``make_pipeline(learner, KNeighborsClassifier(1))`` fitted on the training
+    part and scored (accuracy) on the test part. Raw pixels use the
+    classifier alone.
+
+    Parameters
+    ----------
+    quick, seed, n_components, rows, file
+        As in :func:`run_demo`.
+
+    Returns
+    -------
+    results : dict
+        ``results[name] = {"accuracy": float, "fit_s": float}``.
+
+    Examples
+    --------
+    >>> import io
+    >>> from sklearn.decomposition import PCA
+    >>> from skdml.__main__ import DemoRow, run_knn_demo
+    >>> rows = [DemoRow("PCA-8", lambda n, seed: PCA(8, random_state=seed))]
+    >>> results = run_knn_demo(rows=rows, file=io.StringIO())
+    >>> 0.9 < results["PCA-8"]["accuracy"] <= 1.0
+    True
+    """
+    from sklearn.model_selection import train_test_split
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+
+    out = sys.stdout if file is None else file
+    rows = demo_rows() if rows is None else rows
+    X, y = _digits()
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y,
+                                              random_state=seed)
+    print(f"\nk-NN (k=1) accuracy, each learner in make_pipeline(learner, "
+          f"KNeighborsClassifier(1)); stratified 70/30 split of all 10 digits\n", file=out)
+    print(f"| {'method':<12} | accuracy | fit (s) |", file=out)
+    print(f"|{'-' * 14}|{'-' * 10}|{'-' * 9}|", file=out)
+    results = {}
+    for row in rows:
+        if quick and not row.quick:
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # fit warnings are listed by run_demo
+                steps = [] if row.factory is None else [row.factory(n_components, seed)]
+                model = make_pipeline(*steps, KNeighborsClassifier(1))
+                t0 = time.perf_counter()
+                model.fit(X_tr, y_tr)
+                fit_s = time.perf_counter() - t0
+                accuracy = float(model.score(X_te, y_te))
+        except Exception as exc:  # noqa: BLE001 - optional rows must not stop the demo
+            if not row.optional:
+                raise
+            print(f"| {row.name:<12} | failed: {type(exc).__name__}: {exc}"[:200], file=out)
+            continue
+        results[row.name] = {"accuracy": accuracy, "fit_s": fit_s}
+        print(f"| {row.name:<12} | {accuracy:8.3f} | {fit_s:7.3f} |", file=out)
+        out.flush()
+    return results
+
+
 def main(argv=None):
     """Run the ``skdml`` command line.
 
@@ -267,6 +338,7 @@ def main(argv=None):
             parser.error("--n-components must be between 1 and 64 (load_digits has 64 pixels)")
         run_demo(quick=args.quick, seed=args.seed, split=args.split,
                  n_components=args.n_components)
+        run_knn_demo(quick=args.quick, seed=args.seed, n_components=args.n_components)
     return 0
 
 

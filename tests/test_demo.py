@@ -30,7 +30,8 @@ def test_main_demo_quick(capsys):
     header = next(line for line in out.splitlines() if line.startswith("| method"))
     assert [c.strip() for c in header.strip("|").split("|")] == [
         "method", "R@1", "R@2", "R@4", "R@8", "NMI", "F1", "fit (s)"]
-    rows = _table(out)
+    zero_shot, knn = out.split("k-NN (k=1) accuracy")
+    rows = _table(zero_shot)
     assert list(rows) == ["raw pixels", "PCA"]  # --quick: only the fast rows, in order
     for name, cells in rows.items():
         scores, fit_s = np.array(cells[:-1]), cells[-1]
@@ -40,6 +41,23 @@ def test_main_demo_quick(capsys):
         assert fit_s >= 0
     # Digits are easy: nearest neighbours of unseen digits are mostly right.
     assert rows["raw pixels"][0] > 0.9 and rows["PCA"][0] > 0.9
+    # Second table: each row is make_pipeline(learner, KNeighborsClassifier(1)).
+    accuracies = _table(knn)
+    assert list(accuracies) == ["raw pixels", "PCA"]
+    for name, (accuracy, fit_s) in accuracies.items():
+        assert 0.9 < accuracy <= 1.0 and fit_s >= 0, name
+
+
+def test_knn_demo_runs_suml_in_a_pipeline():
+    from skdml.__main__ import run_knn_demo
+
+    rows = [row for row in demo_rows() if row.name in ("PCA", "SUML")]
+    out = io.StringIO()
+    results = run_knn_demo(rows=rows, file=out, n_components=16)
+    assert set(results) == {"PCA", "SUML"}, out.getvalue()
+    # SUML in front of 1-NN keeps digits well separated (PCA gets ~0.98 here).
+    assert results["SUML"]["accuracy"] > 0.9
+    assert "make_pipeline(learner, KNeighborsClassifier(1))" in out.getvalue()
 
 
 def test_run_demo_matches_metrics_and_runs_new_rows():
@@ -101,7 +119,7 @@ def test_default_rows():
     names = [row.name for row in rows]
     assert names[:2] == ["raw pixels", "PCA"] and len(set(names)) == len(names)
     assert all(row.quick and not row.optional for row in rows[:2])
-    assert {"SUML", "ECAML", "JRD"} <= set(names)
+    assert {"SUML", "ECAML", "JRD", "deep (MLP)"} <= set(names)
 
 
 @pytest.mark.parametrize("argv", [[], ["demo", "--n-components", "0"],

@@ -1,0 +1,309 @@
+"""SUML benchmark: the paper's Table 1 protocol, speed against NCA, and ablation plots.
+
+Usage::
+
+    python benchmarks/bench_suml.py                 # full run (10 splits; NCA on --nca-splits)
+    python benchmarks/bench_suml.py --quick         # smoke run (1 split, small settings)
+    python benchmarks/bench_suml.py --only timing   # one section: table, timing, plots
+
+Writes ``benchmarks/results/suml_table1.{md,json}``, ``suml_timing.{md,json}``,
+``suml_ablation.{md,json}`` and the PNG plots ``suml_convergence``,
+``suml_sensitivity`` and ``suml_probability``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from sklearn.decomposition import PCA  # noqa: E402
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
+from sklearn.model_selection import train_test_split  # noqa: E402
+from sklearn.neighbors import KNeighborsClassifier, NeighborhoodComponentsAnalysis  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import knn_protocol, load, markdown_table, mean_std, save  # noqa: E402
+
+from skdml import SUML  # noqa: E402
+from skdml._suml_cost import SUMLObjective, sample_triplets, torch_fast_objective  # noqa: E402
+
+warnings.filterwarnings("ignore", category=ConvergenceWarning)
+
+KS = (1, 3, 10, 20)
+#: The paper's Table 1, "SUML (Ours)" column (it does not state the embedding size).
+PAPER = {
+    "att": {1: "90.08 ± 1.82", 3: "81.17 ± 2.01", 10: "64.92 ± 4.22", 20: "48.58 ± 5.12"},
+    "coil20": {1: "98.96 ± 0.55", 3: "98.06 ± 0.51", 10: "94.57 ± 1.38", 20: "89.63 ± 2.10"},
+    "usps": {1: "97.08 ± 0.29", 3: "96.80 ± 0.36", 10: "95.85 ± 0.46", 20: "94.84 ± 0.29"},
+}
+NAMES = {"att": "AT&T", "coil20": "COIL-20", "usps": "USPS"}
+
+
+# --------------------------------------------------------------------------- Table 1
+def table1(args):
+    header = ["data set", "method", "splits"] + [f"k={k}" for k in KS] + ["fit s"]
+    rows, data = [], {}
+    for name in args.datasets:
+        X, y = load(name)
+        n_comp = args.n_components
+        estimators = {
+            "Euclidean": None,
+            f"PCA-{n_comp}": PCA(n_components=n_comp, random_state=0),
+            f"SUML-{n_comp}": SUML(n_components=n_comp, n_triplets=args.n_triplets,
+                                   max_iter=args.max_iter, random_state=0),
+        }
+        print(f"== {NAMES[name]} {X.shape}", flush=True)
+        res = knn_protocol(estimators, X, y, n_splits=args.n_splits, ks=KS)
+        nca_splits = min(args.nca_splits, args.n_splits)
+        if nca_splits > 0:
+            nca = {f"NCA-{n_comp}": NeighborhoodComponentsAnalysis(
+                n_components=n_comp, max_iter=args.nca_max_iter, random_state=0)}
+            # Same seeded splitter: these are the first nca_splits of the splits above.
+            res.update(knn_protocol(nca, X, y, n_splits=nca_splits, ks=KS))
+        data[name] = res
+        for method, r in res.items():
+            n = len(r["fit_s"])
+            rows.append([NAMES[name], method, n] + [mean_std(r["acc"][k]) for k in KS]
+                        + [f"{np.mean(r['fit_s']):.2f}"])
+        rows.append([NAMES[name], "SUML (paper, Table 1)", 10] + [PAPER[name][k] for k in KS]
+                    + ["-"])
+    md = ("### SUML Table 1 protocol (k-NN test accuracy %, mean ± std over stratified 70/30 "
+          f"splits; embedding size {args.n_components}; SUML n_triplets={args.n_triplets}, "
+          f"max_iter={args.max_iter}, defaults otherwise)\n\n" + markdown_table(header, rows))
+    save("suml_table1", md, data)
+
+
+# --------------------------------------------------------------------------- timing
+def gemm_peak(dtype, n=2048, repeats=5):
+    rng = np.random.RandomState(0)
+    A = rng.rand(n, n).astype(dtype)
+    B = rng.rand(n, n).astype(dtype)
+    A @ B
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        A @ B
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best / 1e9
+
+
+def time_evaluations(Xs, triplets, n_comp, repeats):
+    """Seconds per cost+gradient evaluation: analytic numpy vs torch autodiff, f32/f64."""
+    import torch
+
+    from skdml._utils import torch_threads
+
+    d = Xs.shape[1]
+    rng = np.random.RandomState(0)
+    L0 = np.linalg.qr(rng.randn(d, n_comp))[0]
+    S0 = np.vstack([np.eye(d), np.eye(d)]) / 2 + 0.01 * rng.randn(2 * d, d)
+    out = {}
+    for dtype in (np.float32, np.float64):
+        obj = SUMLObjective(Xs.astype(dtype), triplets)
+        L, S = L0.astype(dtype), S0.astype(dtype)
+        for n_threads in (1, 2):  # SUML itself uses 1 BLAS thread at this size
+            with threadpool_limits(limits=n_threads, user_api="blas"):
+                obj.cost_grad(L, S)
+                t0 = time.perf_counter()
+                for i in range(repeats):
+                    obj._cache_key = None
+                    obj.cost_grad(L, S)
+            out[f"numpy analytic {np.dtype(dtype).name}, {n_threads} BLAS thread(s)"] = (
+                time.perf_counter() - t0) / repeats
+        tdtype = torch.float32 if dtype == np.float32 else torch.float64
+        Xu = torch.as_tensor(obj.X_u, dtype=tdtype)
+        idx = [torch.as_tensor(i, dtype=torch.int64) for i in (obj.ia, obj.ip, obj.in_)]
+        with torch_threads() as n_torch:
+            def once():
+                Lt = torch.tensor(L, requires_grad=True)
+                St = torch.tensor(S[d:], requires_grad=True)
+                torch_fast_objective(Xu, *idx, Lt, St).backward()
+            once()
+            t0 = time.perf_counter()
+            for i in range(repeats):
+                once()
+        out[f"torch autodiff {np.dtype(dtype).name}, {n_torch} threads"] = (
+            time.perf_counter() - t0) / repeats
+    return out, obj.flops_per_evaluation(n_comp)
+
+
+def timing(args):
+    X, y = load("usps")
+    if args.quick:
+        X, y = X[:3000], y[:3000]
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
+    peak32, peak64 = gemm_peak(np.float32), gemm_peak(np.float64)
+    print(f"GEMM peak: {peak32:.1f} GFLOP/s fp32, {peak64:.1f} GFLOP/s fp64", flush=True)
+    results = {"n_train": int(Xtr.shape[0]), "peak_fp32": peak32, "peak_fp64": peak64}
+    rows = []
+    for dtype in ("float32", "float64"):
+        suml = SUML(n_components=64, n_triplets=10_000, max_iter=30, dtype=dtype, random_state=0)
+        t0 = time.perf_counter()
+        suml.fit(Xtr)
+        t_suml = time.perf_counter() - t0
+        acc = KNeighborsClassifier(1).fit(suml.transform(Xtr), ytr).score(suml.transform(Xte), yte)
+        obj = SUMLObjective(np.zeros_like(Xtr[:, :suml.synthesis_.shape[1]]),
+                            sample_triplets(Xtr.shape[0], 10_000, np.random.RandomState(0)))
+        flops = obj.flops_per_evaluation(64) * suml.n_cost_evaluations_
+        peak = peak32 if dtype == "float32" else peak64
+        results[f"suml_{dtype}"] = {"fit_s": t_suml, "n_evaluations": suml.n_cost_evaluations_,
+                                    "gflops": flops / 1e9, "acc1": acc}
+        rows.append([f"SUML {dtype}", f"{t_suml:.2f}", suml.n_cost_evaluations_,
+                     f"{flops / t_suml / 1e9:.1f} ({100 * flops / t_suml / 1e9 / peak:.0f}% of "
+                     f"{peak:.0f})", f"{100 * acc:.2f}"])
+        print(rows[-1], flush=True)
+    nca = NeighborhoodComponentsAnalysis(n_components=64, max_iter=args.nca_max_iter,
+                                         random_state=0)
+    t0 = time.perf_counter()
+    nca.fit(Xtr, ytr)
+    t_nca = time.perf_counter() - t0
+    acc = KNeighborsClassifier(1).fit(nca.transform(Xtr), ytr).score(nca.transform(Xte), yte)
+    results["nca"] = {"fit_s": t_nca, "acc1": acc, "max_iter": args.nca_max_iter}
+    rows.append([f"NCA (max_iter={args.nca_max_iter})", f"{t_nca:.2f}", "-", "-",
+                 f"{100 * acc:.2f}"])
+    ratio = results["suml_float32"]["fit_s"] / t_nca
+    results["ratio_suml_over_nca"] = ratio
+    # per-evaluation comparison: analytic numpy vs torch autodiff
+    Xc = (Xtr - Xtr.mean(0)) / np.sqrt(np.mean(np.sum((Xtr - Xtr.mean(0)) ** 2, axis=1)))
+    trip = sample_triplets(Xtr.shape[0], 10_000, np.random.RandomState(0))
+    per_eval, flops_eval = time_evaluations(Xc, trip, 64, repeats=3 if args.quick else 10)
+    results["per_evaluation_s"] = per_eval
+    results["flops_per_evaluation"] = flops_eval
+    eval_rows = [[k, f"{1e3 * v:.1f}", f"{flops_eval / v / 1e9:.1f}"] for k, v in per_eval.items()]
+    md = (f"### SUML vs NCA fit time, USPS 70/30 split ({Xtr.shape[0]} x {Xtr.shape[1]}), "
+          "n_components=64\n\n"
+          + markdown_table(["method", "fit s", "cost+grad evaluations",
+                            "GFLOP/s achieved (% of measured GEMM peak)", "1-NN acc %"], rows)
+          + f"\n\n**SUML(float32) / NCA fit-time ratio: {ratio:.3f}** (target <= 0.1). "
+          f"Measured GEMM peak (2048^2 matmul, same run): {peak32:.1f} fp32 / {peak64:.1f} "
+          "fp64 GFLOP/s.\n\n"
+          f"Per cost+gradient evaluation ({flops_eval / 1e9:.2f} GFLOP analytic count):\n\n"
+          + markdown_table(["implementation", "ms / evaluation", "GFLOP/s"], eval_rows))
+    save("suml_timing", md, results)
+
+
+# --------------------------------------------------------------------------- ablations
+def ablation(args):
+    name = args.ablation_dataset
+    X, y = load(name)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
+    n_comp = args.n_components
+    base = dict(n_components=n_comp, n_triplets=args.n_triplets, random_state=0)
+
+    def acc(est, k=args.ablation_k):
+        est.fit(Xtr)
+        return KNeighborsClassifier(k).fit(est.transform(Xtr), ytr).score(est.transform(Xte), yte)
+
+    pca = PCA(n_comp, random_state=0).fit(Xtr)
+    pca_acc = KNeighborsClassifier(args.ablation_k).fit(pca.transform(Xtr), ytr).score(
+        pca.transform(Xte), yte)
+    results = {"dataset": name, "k": args.ablation_k, "pca_acc": pca_acc}
+    figs = []
+    # (a) convergence, both probability forms, both manifolds
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    prob_rows = []
+    for prob in ("sigmoid", "softmax"):
+        for manifold in ("stiefel", "euclidean"):
+            est = SUML(probability=prob, manifold=manifold, max_iter=args.max_iter, **base)
+            a = acc(est)
+            results[f"{prob}_{manifold}"] = {"acc": a, "cost": est.cost_history_.tolist()}
+            prob_rows.append([prob, manifold, f"{100 * a:.2f}", f"{est.cost_history_[0]:.4g}",
+                              f"{est.cost_history_[-1]:.4g}"])
+            ax.semilogy(np.maximum(est.cost_history_, 1e-12), label=f"{prob}, {manifold}")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("objective (Eq. 1, mean over triplets)")
+    ax.set_title(f"SUML convergence on {NAMES[name]} (cf. Fig. 3a)")
+    ax.legend(fontsize=7)
+    figs.append(("suml_convergence", fig))
+    # (b) alpha sensitivity, (c) lambda sensitivity (Euclidean manifold: the only one where
+    # lambda acts), with accuracy after every iteration budget
+    alphas = [30, 45] if args.quick else [30, 40, 50, 60]
+    lambdas = [1e-3, 0.5] if args.quick else [1e-3, 0.1, 0.5, 10]
+    a_acc = [acc(SUML(alpha=a, max_iter=args.max_iter, **base)) for a in alphas]
+    l_acc = [acc(SUML(ortho_weight=lam, manifold="euclidean", max_iter=args.max_iter, **base))
+             for lam in lambdas]
+    results["alpha"] = dict(zip(alphas, a_acc))
+    results["lambda_euclidean"] = dict(zip(lambdas, l_acc))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    axes[0].plot(alphas, 100 * np.array(a_acc), "o-", label="SUML")
+    axes[0].axhline(100 * pca_acc, color="gray", ls="--", label=f"PCA-{n_comp}")
+    axes[0].set_xlabel("alpha (degrees)")
+    axes[0].set_ylabel(f"{args.ablation_k}-NN test accuracy %")
+    axes[0].set_title("Sensitivity to alpha (cf. Fig. 3b)")
+    axes[0].legend(fontsize=7)
+    axes[1].semilogx(lambdas, 100 * np.array(l_acc), "o-", label="SUML (euclidean L)")
+    axes[1].axhline(100 * pca_acc, color="gray", ls="--", label=f"PCA-{n_comp}")
+    axes[1].set_xlabel("lambda (ortho_weight)")
+    axes[1].set_title("Sensitivity to lambda (cf. Fig. 3c)")
+    axes[1].legend(fontsize=7)
+    figs.append(("suml_sensitivity", fig))
+    # (d) probability forms and accuracy against the iteration budget
+    iters = [0, 2, 5, 10, 30] if not args.quick else [0, 5]
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    budget = {}
+    for prob in ("sigmoid", "softmax"):
+        accs = [acc(SUML(probability=prob, max_iter=max(it, 1), tol=1e30 if it == 0 else 1e-6,
+                         **base)) for it in iters]
+        budget[prob] = dict(zip(iters, accs))
+        ax.plot(iters, 100 * np.array(accs), "o-", label=prob)
+    ax.axhline(100 * pca_acc, color="gray", ls="--", label=f"PCA-{n_comp}")
+    ax.set_xlabel("max_iter")
+    ax.set_ylabel(f"{args.ablation_k}-NN test accuracy %")
+    ax.set_title(f"Probability forms on {NAMES[name]}")
+    ax.legend(fontsize=7)
+    results["accuracy_vs_iterations"] = budget
+    figs.append(("suml_probability", fig))
+    md = (f"### SUML ablations on {NAMES[name]} (one stratified 70/30 split, "
+          f"{args.ablation_k}-NN accuracy, embedding {n_comp}; "
+          f"PCA-{n_comp}: {100 * pca_acc:.2f}%)\n\n"
+          + markdown_table(["probability", "manifold", f"{args.ablation_k}-NN acc %",
+                            "first cost", "last cost"],
+                           prob_rows)
+          + "\n\nalpha: " + ", ".join(f"{a}°: {100 * v:.2f}" for a, v in zip(alphas, a_acc))
+          + "\n\nlambda (euclidean L): "
+          + ", ".join(f"{lam:g}: {100 * v:.2f}" for lam, v in zip(lambdas, l_acc))
+          + "\n\naccuracy vs max_iter: "
+          + "; ".join(f"{p}: " + ", ".join(f"{it}: {100 * v:.2f}" for it, v in b.items())
+                      for p, b in budget.items()))
+    save("suml_ablation", md, results, figs)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small smoke run")
+    parser.add_argument("--only", choices=("table", "timing", "ablation"), default=None)
+    parser.add_argument("--n-splits", type=int, default=10)
+    parser.add_argument("--nca-splits", type=int, default=10,
+                        help="splits on which NCA runs in the table (it is slow on USPS)")
+    parser.add_argument("--nca-max-iter", type=int, default=50)
+    parser.add_argument("--n-components", type=int, default=64)
+    parser.add_argument("--n-triplets", type=int, default=10_000)
+    parser.add_argument("--max-iter", type=int, default=30)
+    parser.add_argument("--datasets", nargs="+", default=["att", "coil20", "usps"])
+    parser.add_argument("--ablation-dataset", default="att")
+    parser.add_argument("--ablation-k", type=int, default=10,
+                        help="k of the k-NN accuracy in the ablations")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.n_splits, args.nca_splits, args.nca_max_iter = 1, 1, 5
+        args.n_triplets, args.max_iter = 2000, 10
+    if args.only in (None, "table"):
+        table1(args)
+    if args.only in (None, "timing"):
+        timing(args)
+    if args.only in (None, "ablation"):
+        ablation(args)
+
+
+if __name__ == "__main__":
+    main()

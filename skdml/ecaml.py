@@ -1,0 +1,238 @@
+"""ECAML: a linear metric learned with a metric loss + Energy Confusion (Chen & Deng, AAAI 2019)."""
+
+from __future__ import annotations
+
+from numbers import Real
+
+import torch.nn.functional as F
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ._linear import LinearMetricLearner, ObjectiveBase
+
+__all__ = ["ECAML"]
+
+#: The paper's lambda per loss (ECAML Tables 4-5, CUB and CARS).
+PAPER_EC_WEIGHTS = {"triplet": 0.02, "npair": 0.3, "binomial": 0.13}
+#: ``ec_weight="auto"`` for a callable loss.
+DEFAULT_EC_WEIGHT = 0.1
+#: Built-in losses that work on unit-normalised embeddings (EC is then taken on the sphere too).
+_SPHERICAL = {"triplet", "binomial"}
+
+
+class _ECAMLObjective(ObjectiveBase):
+    def __init__(self, n_components, dim, loss, ec, ec_weight, normalize):
+        super().__init__(n_components, dim)
+        self.loss, self.ec, self.ec_weight, self.normalize = loss, ec, ec_weight, normalize
+
+    def __call__(self, X, y):
+        Z = self.embed(X)
+        value = self.loss(Z, y)
+        if self.ec_weight > 0:
+            Z_ec = F.normalize(Z, dim=1) if self.normalize else Z
+            value = value + self.ec_weight * self.ec(Z_ec, y)
+        return value
+
+
+class ECAML(LinearMetricLearner):
+    r"""Energy Confused Adversarial Metric Learning, linear version.
+
+    Learns a linear map ``L`` (``components_``) by minimising (ECAML Eq. 7/11)
+
+    .. math::
+
+        \ell(X L^\top, y) + \lambda \operatorname{mean}_{I \neq J} \log\bigl(1 + \mathbb{E}\,
+        \|L x_I - L x_J\|^2\bigr)
+
+    over class-balanced batches, where :math:`\ell` is a metric loss (triplet
+    Eq. 8, N-pair Eq. 9, binomial deviance Eq. 10, or any callable) and the
+    Energy Confusion (EC) term pulls the classes of the batch *together*,
+    against over-fitting the seen classes (the paper's regularisation for
+    zero-shot retrieval). ``L`` lies on the Stiefel manifold (orthonormal rows)
+    or in Euclidean space.
+
+    Parameters
+    ----------
+    n_components : int, default=None
+        Embedding dimension. ``None`` means ``n_features`` (or the number of
+        rows of an ``init`` array).
+    loss : {"binomial", "triplet", "npair"} or callable, default="binomial"
+        The metric loss: a name resolved by :func:`skdml.losses.get_loss`, or
+        any callable ``loss(embeddings, labels) -> scalar tensor`` (e.g. a
+        pytorch-metric-learning loss). ``"triplet"`` and ``"binomial"`` work on
+        unit-normalised embeddings (cosines), ``"npair"`` on raw dot products.
+        Parameters a callable owns (e.g. proxies) are not trained.
+    loss_params : dict, default=None
+        Keyword arguments for the named loss (e.g. ``{"margin": 0.2}``).
+    ec_weight : float or "auto", default="auto"
+        The weight :math:`\lambda` of the EC term; 0 gives the plain metric
+        loss (the papers' ablation). ``"auto"`` takes the paper's values
+        (0.02 triplet, 0.3 N-pair, 0.13 binomial; 0.1 for a callable). EC is
+        averaged (not summed) over the ordered class pairs of a batch and the
+        losses over their tuples, so the weight does not depend on the batch
+        size; the paper's sums weight EC differently, so tune it
+        (``benchmarks/bench_linear.py`` plots the accuracy against it).
+    ec_log : bool, default=True
+        Use :math:`\log(1 + EC)` (Eq. 11) instead of EC (Eq. 3).
+    init : {"pca", "lda", "identity", "random"} or ndarray, default="pca"
+        Initial ``L``. ``"pca"``: leading principal axes; ``"lda"``: the
+        discriminant directions completed by principal axes; ``"identity"``:
+        the first ``n_components`` input axes; ``"random"``: a random
+        (orthonormalised on the Stiefel manifold) matrix; or an array of shape
+        (n_components, n_features), projected on the manifold.
+    manifold : {"euclidean", "stiefel"}, default="euclidean"
+        Where ``L`` lives. ``"stiefel"`` (orthonormal rows) fixes the scale
+        and only rotates/selects directions; ``"euclidean"`` can also weight
+        them, which gave better k-NN accuracy on AT&T and USPS and equal on
+        COIL-20 (``doc/linear.md``), hence the default. EC is taken on the
+        normalised embedding for the normalised losses, so it cannot shrink
+        ``L`` to 0 there. With ``"stiefel"``, ``n_components`` must be smaller
+        than ``n_features`` (a square orthogonal ``L`` learns nothing).
+    solver : {"minibatch", "batch"}, default="minibatch"
+        ``"minibatch"``: Adam on fresh class-balanced ``P x K`` batches each
+        epoch, with a QR retraction onto the manifold. ``"batch"``: pymanopt's
+        Riemannian conjugate gradient on the mean objective over a fixed set
+        of class-balanced batches drawn once. The default was chosen from
+        measurements (``benchmarks/bench_linear.py``, ``doc/linear.md``).
+    max_iter : int, default=100
+        Epochs (minibatch) or conjugate-gradient iterations (batch).
+    tol : float, default=1e-4
+        Minibatch: stop when the epoch objective has not improved by more
+        than ``tol`` for 10 consecutive epochs. Batch: stop when the Riemannian
+        gradient norm falls below ``tol``.
+    learning_rate : float, default=0.01
+        Adam's learning rate (minibatch solver only).
+    n_classes_per_batch : int, default=16
+        ``P``, classes per batch (capped at the number of classes).
+    n_samples_per_class : int, default=8
+        ``K``, samples per class and batch (drawn with replacement from
+        smaller classes).
+    n_reduce : int, "auto" or None, default=None
+        PCA reduction of the input before optimising
+        (:func:`skdml.base.reduce_input`), folded into ``components_``: an int
+        reduces to that many dimensions; ``"auto"`` reduces (losslessly) to
+        ``n_samples`` dimensions when ``n_features > n_samples``; ``None``
+        never reduces. The solvers cost O(batch x n_features x n_components)
+        per step, so high-dimensional input (e.g. 4096 pixels) needs no
+        reduction; measured on AT&T, the randomised PCA of ``"auto"`` cost
+        more than the whole optimisation.
+    early_stopping : bool, default=False
+        Minibatch solver only: hold out ``validation_fraction`` of each class
+        (stratified, seeded), stop when the 1-NN accuracy of the held-out
+        samples against the training ones (under ``L``) has not improved by
+        more than ``tol`` for 10 epochs, and keep the best epoch's
+        parameters. The cosine objectives over-fit the training classes on
+        USPS (held-out accuracy falls with the epochs); this guards against it.
+    validation_fraction : float, default=0.1
+        Fraction of each class held out when ``early_stopping=True``.
+    verbose : int, default=0
+        Print the objective per epoch / iteration.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initialisation, the batches and torch.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        The learned linear map ``L``; ``transform(X) = X @ components_.T``.
+    classes_ : ndarray of shape (n_classes,)
+        The training classes.
+    n_iter_ : int
+        Epochs or iterations run.
+    loss_history_ : ndarray of shape (n_iter_,) or (n_iter_ + 1,)
+        Objective per epoch (minibatch: mean over the epoch's batches) or per
+        iteration (batch: including the starting point).
+    validation_scores_ : ndarray of shape (n_iter_,)
+        Held-out 1-NN accuracy per epoch (only with ``early_stopping=True``).
+    best_validation_score_ : float
+        The best of ``validation_scores_`` (its parameters are kept).
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit (only when ``X`` has string column names).
+
+    See Also
+    --------
+    JRD : the AM-Softmax + joint representation diversification learner.
+    sklearn.neighbors.NeighborhoodComponentsAnalysis : supervised linear metric learning.
+
+    Notes
+    -----
+    The objective sees the training data centred and scaled to unit root
+    mean squared norm (a translation and a positive scalar, which leave the
+    neighbours unchanged), so the raw dot products of the N-pair loss live on
+    a fixed scale with a Stiefel ``L``. EC is taken on the same representation
+    the loss uses: unit-normalised embeddings for ``"triplet"`` and
+    ``"binomial"``, raw embeddings for ``"npair"`` and callables.
+
+    References
+    ----------
+    B. Chen and W. Deng. Energy Confused Adversarial Metric Learning for
+    Zero-Shot Image Retrieval and Clustering. AAAI 2019.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.neighbors import KNeighborsClassifier
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from skdml import ECAML
+    >>> X, y = load_iris(return_X_y=True)
+    >>> ecaml = ECAML(n_components=2, manifold="stiefel", max_iter=20, random_state=0)
+    >>> ecaml = ecaml.fit(X, y)
+    >>> ecaml.transform(X).shape
+    (150, 2)
+    >>> bool(abs(ecaml.components_ @ ecaml.components_.T - np.eye(2)).max() < 1e-8)
+    True
+    >>> pipe = make_pipeline(ECAML(n_components=2, max_iter=20, random_state=0),
+    ...                      KNeighborsClassifier(3)).fit(X, y)
+    >>> bool(pipe.score(X, y) > 0.9)
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **LinearMetricLearner._parameter_constraints,
+        "loss": [StrOptions({"binomial", "triplet", "npair"}), callable],
+        "loss_params": [dict, None],
+        "ec_weight": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
+        "ec_log": ["boolean"],
+    }
+
+    def __init__(self, n_components=None, *, loss="binomial", loss_params=None, ec_weight="auto",
+                 ec_log=True, init="pca", manifold="euclidean", solver="minibatch", max_iter=100,
+                 tol=1e-4, learning_rate=0.01, n_classes_per_batch=16, n_samples_per_class=8,
+                 n_reduce=None, early_stopping=False, validation_fraction=0.1, verbose=0,
+                 random_state=None):
+        self.n_components = n_components
+        self.loss = loss
+        self.loss_params = loss_params
+        self.ec_weight = ec_weight
+        self.ec_log = ec_log
+        self.init = init
+        self.manifold = manifold
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.learning_rate = learning_rate
+        self.n_classes_per_batch = n_classes_per_batch
+        self.n_samples_per_class = n_samples_per_class
+        self.n_reduce = n_reduce
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.verbose = verbose
+        self.random_state = random_state
+
+    def _resolved_ec_weight(self):
+        if self.ec_weight != "auto":
+            return float(self.ec_weight)
+        return PAPER_EC_WEIGHTS.get(self.loss, DEFAULT_EC_WEIGHT) if isinstance(
+            self.loss, str) else DEFAULT_EC_WEIGHT
+
+    def _make_objective(self, n_classes, n_components, dim):
+        from .losses import EnergyConfusion, get_loss
+
+        loss = get_loss(self.loss, **(self.loss_params or {}))
+        normalize = isinstance(self.loss, str) and self.loss in _SPHERICAL
+        # EC averaged over the ordered class pairs of the batch ("mean"): the weight then does
+        # not grow with n_classes_per_batch (the paper sums; its lambdas are for sums of pairs)
+        ec = EnergyConfusion(log=self.ec_log, reduction="mean")
+        return _ECAMLObjective(n_components, dim, loss, ec, self._resolved_ec_weight(), normalize)
+

@@ -1,0 +1,217 @@
+"""JRD: a linear metric learned with AM-Softmax + Joint Representation Diversification."""
+
+from __future__ import annotations
+
+from numbers import Real
+
+import torch
+import torch.nn.functional as F
+from sklearn.utils._param_validation import Interval
+
+from ._linear import DTYPE, LinearMetricLearner, ObjectiveBase
+
+__all__ = ["JRD"]
+
+
+class _JRDObjective(ObjectiveBase):
+    def __init__(self, n_components, dim, n_classes, alpha, margin, scale):
+        from .losses import AMSoftmaxLoss, JRSRegularizer
+
+        super().__init__(n_components, dim)
+        self.bias = torch.zeros(n_components, dtype=DTYPE, requires_grad=True)
+        self.am = AMSoftmaxLoss(n_classes, n_components, scale=scale, margin=margin).to(DTYPE)
+        self.jrs = JRSRegularizer()
+        self.alpha = alpha
+
+    @property
+    def parameters(self):
+        return [self.L, self.bias, self.am.proxies]
+
+    def init_extras(self, X, y):
+        # proxies start at the normalised class means of the initial embedding
+        with torch.no_grad():
+            E = self.embed(X)
+            one_hot = F.one_hot(y, self.am.n_classes).to(E.dtype)
+            means = (one_hot.T @ E) / one_hot.sum(dim=0)[:, None]
+            self.am.proxies.copy_(F.normalize(means, dim=1))
+
+    def embed(self, X):
+        return F.normalize(X @ self.L.T + self.bias, dim=1)
+
+    def __call__(self, X, y):
+        E = self.embed(X)
+        cosines = self.am.class_cosines(E)
+        value = self.am(E, y, cosines=cosines)
+        if self.alpha > 0:
+            value = value + self.alpha * self.jrs([X, E, cosines], y)
+        return value
+
+
+class JRD(LinearMetricLearner):
+    r"""Distance metric learning with Joint Representation Diversification, linear version.
+
+    The embedding is :math:`\hat x = (W^\top x + b) / \|W^\top x + b\|` and the
+    class level the cosines :math:`x^+ = (\hat w_c^\top \hat x)_c` to the
+    normalised, learned class proxies. The objective (JRD Eq. 11) is
+
+    .. math::
+
+        L_{AMS}(\hat x, y) + \alpha\, \frac{1}{N_{pairs}} \sum_{y_i \neq y_j}
+        k_{in}(x_i, x_j)\, k_{emb}(\hat x_i, \hat x_j)\, k_{cls}(x^+_i, x^+_j)
+
+    over class-balanced batches: the additive-margin softmax (scale ``s``,
+    margin ``m``) plus ``alpha`` times the joint representation similarity
+    (JRS) of pairs of different classes over the (input, embedding,
+    class-level) representations, with self-adaptive Gaussian-mixture
+    kernels (:class:`skdml.losses.JRSRegularizer`). Penalising the joint
+    similarity keeps the representations of different classes *diverse*
+    without forcing them apart in every layer.
+
+    ``components_`` is :math:`W^\top` and :meth:`transform` returns the linear
+    map ``X @ components_.T``, as for every Mahalanobis learner. The bias and
+    the normalisation of the trained embedding are in ``bias_``; the trained
+    embedding is ``normalize(transform(X) + bias_)``.
+
+    Parameters
+    ----------
+    n_components : int, default=None
+        Embedding dimension. ``None`` means ``n_features`` (or the number of
+        rows of an ``init`` array).
+    alpha : float, default=1.0
+        Weight of the JRS regulariser (the paper's value on CUB and CARS);
+        0 gives plain AM-Softmax (the papers' ablation).
+    margin : float, default=0.1
+        AM-Softmax additive margin ``m`` in [0, 1).
+    scale : float, default=20.0
+        AM-Softmax scale ``s`` (fixed to 20 in the paper).
+    init : {"pca", "lda", "identity", "random"} or ndarray, default="pca"
+        Initial ``W^T``, as for :class:`~skdml.ECAML`. The proxies start at the
+        normalised class means of the initial embedding, the bias at 0.
+    manifold : {"euclidean", "stiefel"}, default="euclidean"
+        Where ``W^T`` lives; the proxies and the bias are always Euclidean.
+        Euclidean was as good or better in ``benchmarks/bench_linear.py``.
+    solver : {"minibatch", "batch"}, default="minibatch"
+        ``"minibatch"``: Adam on fresh class-balanced ``P x K`` batches each
+        epoch with a QR retraction; ``"batch"``: pymanopt's Riemannian
+        conjugate gradient over a fixed set of class-balanced batches drawn
+        once. Proxies and bias are learned by both.
+    max_iter : int, default=100
+        Epochs (minibatch) or conjugate-gradient iterations (batch).
+    tol : float, default=1e-4
+        Minibatch: stop when the epoch objective has not improved by more
+        than ``tol`` for 10 consecutive epochs. Batch: stop when the Riemannian
+        gradient norm falls below ``tol``.
+    learning_rate : float, default=0.01
+        Adam's learning rate (minibatch solver only).
+    n_classes_per_batch : int, default=16
+        ``P``, classes per batch (capped at the number of classes).
+    n_samples_per_class : int, default=8
+        ``K``, samples per class and batch.
+    n_reduce : int, "auto" or None, default=None
+        PCA reduction of the input, folded into ``components_``, as for
+        :class:`~skdml.ECAML` (int: that many dimensions; ``"auto"``: lossless
+        reduction to ``n_samples`` dimensions when ``n_features > n_samples``;
+        ``None``: none). The JRS input layer is this (reduced,) centred and
+        scaled input.
+    early_stopping : bool, default=False
+        Minibatch solver only: hold out ``validation_fraction`` of each class
+        (stratified, seeded), stop when the 1-NN accuracy of the held-out
+        samples against the training ones (under ``L``) has not improved by
+        more than ``tol`` for 10 epochs, and keep the best epoch's
+        parameters. The cosine objectives over-fit the training classes on
+        USPS (held-out accuracy falls with the epochs); this guards against it.
+    validation_fraction : float, default=0.1
+        Fraction of each class held out when ``early_stopping=True``.
+    verbose : int, default=0
+        Print the objective per epoch / iteration.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initialisation, the batches and torch.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        The learned linear map :math:`W^\top`.
+    bias_ : ndarray of shape (n_components,)
+        The bias ``b`` in input coordinates: the trained embedding is
+        ``normalize(X @ components_.T + bias_)``.
+    proxies_ : ndarray of shape (n_classes, n_components)
+        The normalised class proxies.
+    classes_ : ndarray of shape (n_classes,)
+        The training classes, in the order of ``proxies_``.
+    n_iter_ : int
+        Epochs or iterations run.
+    loss_history_ : ndarray
+        Objective per epoch (minibatch) or iteration (batch).
+    validation_scores_ : ndarray of shape (n_iter_,)
+        Held-out 1-NN accuracy per epoch (only with ``early_stopping=True``).
+    best_validation_score_ : float
+        The best of ``validation_scores_`` (its parameters are kept).
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit (only when ``X`` has string column names).
+
+    See Also
+    --------
+    ECAML : metric loss + Energy Confusion.
+
+    References
+    ----------
+    X. Chu, Y. Lin, Y. Wang, X. Wang, H. Yu, X. Gao and Q. Tong. Distance
+    Metric Learning with Joint Representation Diversification. ICML 2020.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from skdml import JRD
+    >>> X, y = load_iris(return_X_y=True)
+    >>> jrd = JRD(n_components=2, max_iter=20, random_state=0).fit(X, y)
+    >>> jrd.transform(X).shape, jrd.bias_.shape, jrd.proxies_.shape
+    ((150, 2), (2,), (3, 2))
+    >>> from sklearn.neighbors import KNeighborsClassifier
+    >>> knn = KNeighborsClassifier(3).fit(jrd.transform(X), y)
+    >>> bool(knn.score(jrd.transform(X), y) > 0.9)
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **LinearMetricLearner._parameter_constraints,
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "margin": [Interval(Real, 0, 1, closed="left")],
+        "scale": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(self, n_components=None, *, alpha=1.0, margin=0.1, scale=20.0, init="pca",
+                 manifold="euclidean", solver="minibatch", max_iter=100, tol=1e-4,
+                 learning_rate=0.01, n_classes_per_batch=16, n_samples_per_class=8,
+                 n_reduce=None, early_stopping=False, validation_fraction=0.1, verbose=0,
+                 random_state=None):
+        self.n_components = n_components
+        self.alpha = alpha
+        self.margin = margin
+        self.scale = scale
+        self.init = init
+        self.manifold = manifold
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.learning_rate = learning_rate
+        self.n_classes_per_batch = n_classes_per_batch
+        self.n_samples_per_class = n_samples_per_class
+        self.n_reduce = n_reduce
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.verbose = verbose
+        self.random_state = random_state
+
+    def _make_objective(self, n_classes, n_components, dim):
+        return _JRDObjective(n_components, dim, n_classes, float(self.alpha), float(self.margin),
+                             float(self.scale))
+
+    def _store_extras(self, objective, mean, scale):
+        # training embedding: normalize(L (x - mean) / scale + b)
+        #                   = normalize(components_ x - components_ mean + scale * b)
+        b = objective.bias.detach().to(torch.float64).numpy()
+        self.bias_ = scale * b - self.components_ @ mean
+        proxies = objective.am.proxies.detach().to(torch.float64)
+        self.proxies_ = F.normalize(proxies, dim=1).numpy()

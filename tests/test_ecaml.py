@@ -1,0 +1,307 @@
+"""Tests of skdml.ECAML and of the shared linear machinery in skdml._linear."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import make_classification
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skdml import ECAML
+from skdml._linear import orthonormal_rows, qr_retraction
+
+pytestmark = [pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
+              pytest.mark.filterwarnings("ignore:.*L is orthogonal:UserWarning")]
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    """The shared 2-core test machine: multi-threaded BLAS was measured 10x slower here."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+
+
+def _data(n_samples=120, n_features=10, n_classes=4, seed=0):
+    X, y = make_classification(n_samples=n_samples, n_features=n_features, n_informative=4,
+                               n_redundant=0, n_classes=n_classes, n_clusters_per_class=1,
+                               class_sep=2.0, random_state=seed)
+    return X, y
+
+
+def _two_informative(n_samples=200, seed=0):
+    """Only features 0 and 1 carry the class; 18 noisy features of larger variance."""
+    rng = np.random.RandomState(seed)
+    y = rng.randint(0, 4, n_samples)
+    centers = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=float) * 3.0
+    X = np.hstack([centers[y] + 0.5 * rng.randn(n_samples, 2), 4.0 * rng.randn(n_samples, 18)])
+    return X, y
+
+
+@parametrize_with_checks([
+    ECAML(max_iter=3, random_state=0),
+    ECAML(max_iter=3, solver="batch", loss="triplet", random_state=0),
+])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("solver", ["minibatch", "batch"])
+@pytest.mark.parametrize("loss", ["binomial", "triplet", "npair"])
+def test_solvers_reduce_objective(solver, loss):
+    X, y = _data()
+    est = ECAML(n_components=3, loss=loss, solver=solver, init="random", max_iter=15,
+                random_state=0).fit(X, y)
+    hist = est.loss_history_
+    assert len(hist) >= 2 and np.all(np.isfinite(hist))
+    assert hist[-1] < hist[0]
+    if solver == "batch":  # deterministic cost: CG with line search never increases it
+        assert np.all(np.diff(hist) <= 1e-6 * np.abs(hist[:-1]) + 1e-7)
+
+
+@pytest.mark.parametrize("solver", ["minibatch", "batch"])
+def test_stiefel_keeps_orthonormal_rows(solver):
+    X, y = _data()
+    est = ECAML(n_components=3, solver=solver, manifold="stiefel", max_iter=10,
+                random_state=0).fit(X, y)
+    L = est.components_
+    np.testing.assert_allclose(L @ L.T, np.eye(3), atol=1e-8)
+
+
+def test_euclidean_manifold_is_unconstrained():
+    X, y = _data()
+    est = ECAML(n_components=3, loss="npair", manifold="euclidean", max_iter=20,
+                learning_rate=0.05, random_state=0).fit(X, y)
+    gram = est.components_ @ est.components_.T
+    assert not np.allclose(gram, np.eye(3), atol=1e-3)
+    assert est.loss_history_[-1] < est.loss_history_[0]
+
+
+def test_qr_retraction_and_orthonormal_rows():
+    rng = np.random.RandomState(0)
+    A = torch.tensor(rng.randn(3, 7))
+    Q = qr_retraction(A)
+    np.testing.assert_allclose((Q @ Q.T).numpy(), np.eye(3), atol=1e-12)
+    # same row space: projecting A's rows onto Q's rows leaves them unchanged
+    np.testing.assert_allclose((A @ Q.T @ Q).numpy(), A.numpy(), atol=1e-10)
+    # a point already on the manifold is a fixed point
+    np.testing.assert_allclose(qr_retraction(Q).numpy(), Q.numpy(), atol=1e-12)
+    # Gram-Schmidt keeps the preferred order and skips dependent rows
+    rows = np.array([[1.0, 0, 0], [2.0, 0, 0], [1.0, 1.0, 0]])
+    B = orthonormal_rows(rows, 3, 0)
+    np.testing.assert_allclose(B @ B.T, np.eye(3), atol=1e-12)
+    np.testing.assert_allclose(np.abs(B[:2]), [[1, 0, 0], [0, 1, 0]], atol=1e-12)
+
+
+@pytest.mark.parametrize("init", ["pca", "lda", "identity", "random"])
+def test_init_options(init):
+    X, y = _data()
+    est = ECAML(n_components=3, init=init, max_iter=2, random_state=0).fit(X, y)
+    assert est.components_.shape == (3, 10)
+
+
+def test_pca_init_matches_principal_axes():
+    X, y = _data()
+    from sklearn.decomposition import PCA
+
+    est = ECAML(n_components=2, init="pca", max_iter=1, learning_rate=1e-6,
+                random_state=0).fit(X, y)
+    axes = PCA(2).fit(X).components_
+    np.testing.assert_allclose(np.abs(np.sum(est.components_ * axes, axis=1)), 1.0, atol=1e-3)
+
+
+def test_init_array_is_used_and_checked():
+    X, y = _data()
+    rng = np.random.RandomState(1)
+    A = np.linalg.qr(rng.randn(10, 3))[0].T
+    est = ECAML(init=A, max_iter=1, learning_rate=1e-6, random_state=0).fit(X, y)
+    assert est.components_.shape == (3, 10)
+    np.testing.assert_allclose(est.components_, A, atol=1e-4)
+    with pytest.raises(ValueError, match="shape"):
+        ECAML(init=np.eye(3, 9)).fit(X, y)
+    with pytest.raises(ValueError, match="n_components"):
+        ECAML(n_components=2, init=A).fit(X, y)
+    with pytest.raises(ValueError, match="NaN"):
+        ECAML(init=np.full((3, 10), np.nan)).fit(X, y)
+
+
+@pytest.mark.parametrize("solver", ["minibatch", "batch"])
+def test_random_state_reproducible(solver):
+    X, y = _data()
+    kw = dict(n_components=3, solver=solver, max_iter=5, init="random")
+    a = ECAML(random_state=3, **kw).fit(X, y).components_
+    b = ECAML(random_state=3, **kw).fit(X, y).components_
+    c = ECAML(random_state=4, **kw).fit(X, y).components_
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+def test_clear_errors():
+    X, y = _data()
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        ECAML().fit(X, np.zeros(len(X)))
+    y_one = y.copy()
+    y_one[0] = 99
+    with pytest.raises(ValueError, match="only 1 sample"):
+        ECAML().fit(X, y_one)
+    X_nan = X.copy()
+    X_nan[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        ECAML().fit(X_nan, y)
+    X_inf = X.copy()
+    X_inf[0, 0] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        ECAML().fit(X_inf, y)
+    with pytest.raises(ValueError, match="n_components=11 must be <= n_features=10"):
+        ECAML(n_components=11).fit(X, y)
+    with pytest.raises(ValueError, match="n_reduce"):
+        ECAML(n_components=5, n_reduce=3).fit(X, y)
+    with pytest.raises(ValueError):
+        ECAML().fit(X[:0], y[:0])
+    with pytest.raises(ValueError, match="loss"):
+        ECAML(loss="nope").fit(X, y)
+
+
+def test_pml_loss_callable():
+    losses = pytest.importorskip("pytorch_metric_learning.losses")
+    X, y = _data()
+    est = ECAML(n_components=3, loss=losses.TripletMarginLoss(margin=0.1), ec_weight=0.05,
+                max_iter=10, random_state=0).fit(X, y)
+    assert est.loss_history_[-1] < est.loss_history_[0]
+    assert est._resolved_ec_weight() == 0.05
+
+
+def test_ec_weight_auto_uses_paper_values():
+    assert ECAML(loss="triplet")._resolved_ec_weight() == 0.02
+    assert ECAML(loss="npair")._resolved_ec_weight() == 0.3
+    assert ECAML(loss="binomial")._resolved_ec_weight() == 0.13
+    assert ECAML(loss=lambda z, t: z.sum())._resolved_ec_weight() == 0.1
+
+
+def test_energy_confusion_pulls_classes_together():
+    """A large EC weight gives a smaller between-class energy of the embedding than none."""
+    from skdml.losses import EnergyConfusion
+
+    X, y = _data()
+    energies = []
+    for weight in (0.0, 5.0):
+        est = ECAML(n_components=3, ec_weight=weight, solver="batch", max_iter=30,
+                    random_state=0).fit(X, y)
+        Z = torch.nn.functional.normalize(torch.tensor(est.transform(X - X.mean(0))), dim=1)
+        energies.append(float(EnergyConfusion(log=False, reduction="mean")(Z, torch.tensor(y))))
+    assert energies[1] < energies[0]
+
+
+def test_high_dimensional_input_reduced_and_folded():
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 20)
+    X = rng.randn(80, 600) + 2.0 * np.eye(4, 600)[y] * 5
+    est = ECAML(n_components=5, manifold="stiefel", max_iter=5, random_state=0).fit(X, y)
+    assert est.components_.shape == (5, 600)
+    np.testing.assert_allclose(est.components_ @ est.components_.T, np.eye(5), atol=1e-8)
+    assert est.transform(X).shape == (80, 5)
+    # explicit reduction
+    est = ECAML(n_components=5, n_reduce=20, max_iter=5, random_state=0).fit(X, y)
+    assert est.components_.shape == (5, 600)
+    # the learned map lives in the span of the centred training data
+    Xc = X - X.mean(0)
+    _, _, Vt = np.linalg.svd(Xc, full_matrices=False)
+    np.testing.assert_allclose(est.components_ @ Vt.T @ Vt, est.components_, atol=1e-8)
+
+
+def test_learned_metric_beats_euclidean_on_toy():
+    X, y = _two_informative()
+    euclid = cross_val_score(KNeighborsClassifier(3), X, y, cv=3).mean()
+    learned = cross_val_score(
+        make_pipeline(ECAML(n_components=2, loss="triplet", init="random", max_iter=40,
+                            random_state=0), KNeighborsClassifier(3)), X, y, cv=3).mean()
+    assert learned > euclid + 0.2, (learned, euclid)
+
+
+def test_convergence_warning_and_n_iter():
+    X, y = _data()
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        est = ECAML(n_components=3, max_iter=1, random_state=0).fit(X, y)
+    assert est.n_iter_ == 1
+    with pytest.warns(ConvergenceWarning):
+        est = ECAML(n_components=3, solver="batch", max_iter=1, random_state=0).fit(X, y)
+    assert est.n_iter_ == 1 and len(est.loss_history_) == 2
+
+
+def test_full_rank_stiefel_warns():
+    X, y = _data()
+    with pytest.warns(UserWarning, match="Euclidean one"):
+        ECAML(manifold="stiefel", max_iter=1).fit(X, y)
+
+
+def test_minibatch_stops_on_plateau():
+    X, y = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = ECAML(n_components=3, max_iter=500, tol=10.0, random_state=0).fit(X, y)
+    assert est.n_iter_ == 10 + 1  # first epoch sets the best loss, then 10 without improvement
+
+
+def test_verbose_prints_a_table(capsys):
+    X, y = _data()
+    ECAML(max_iter=2, verbose=1, random_state=0).fit(X, y)
+    out = capsys.readouterr().out
+    assert "Epoch" in out and "Objective" in out and len(out.strip().splitlines()) == 3
+    ECAML(solver="batch", max_iter=2, verbose=1, random_state=0).fit(X, y)
+    assert "Cost" in capsys.readouterr().out
+
+
+def test_pipeline_and_grid_search_with_class_disjoint_split():
+    from skdml.metrics import recall_at_k_scorer
+    from skdml.model_selection import ClassDisjointSplit
+
+    X, y = _data(n_samples=160, n_classes=8, n_features=8)
+    pipe = make_pipeline(ECAML(n_components=3, max_iter=3, random_state=0),
+                         KNeighborsClassifier(3)).fit(X, y)
+    assert pipe.score(X, y) > 0.5
+    search = GridSearchCV(ECAML(n_components=3, max_iter=3, random_state=0),
+                          {"ec_weight": [0.0, 0.5]}, cv=ClassDisjointSplit(n_splits=2,
+                                                                           random_state=0),
+                          scoring=recall_at_k_scorer(1)).fit(X, y)
+    assert search.best_params_["ec_weight"] in (0.0, 0.5)
+    assert 0.0 <= search.best_score_ <= 1.0
+
+
+def test_float32_input_and_feature_names():
+    pd = pytest.importorskip("pandas")
+    X, y = _data()
+    est = ECAML(n_components=2, max_iter=2, random_state=0).fit(X.astype(np.float32), y)
+    assert est.transform(X.astype(np.float32)).dtype == np.float32
+    df = pd.DataFrame(X, columns=[f"f{i}" for i in range(10)])
+    est.fit(df, y)
+    assert list(est.get_feature_names_out()) == ["ecaml0", "ecaml1"]
+
+
+def test_early_stopping_keeps_best_validation_epoch():
+    X, y = _data(n_samples=200)
+    est = ECAML(n_components=3, early_stopping=True, validation_fraction=0.2, max_iter=60,
+                random_state=0).fit(X, y)
+    scores = est.validation_scores_
+    assert len(scores) == est.n_iter_ and est.best_validation_score_ == scores.max()
+    # training stopped 10 epochs after the best one (or ran to max_iter)
+    assert est.n_iter_ == 60 or est.n_iter_ - 1 - np.argmax(scores) >= 10
+    assert 0.5 < est.best_validation_score_ <= 1.0
+    # the kept parameters are the best epoch's: refitting for exactly that many epochs (same
+    # seed, same split and batches) gives the same components_
+    best_epoch = int(np.argmax(scores)) + 1
+    again = ECAML(n_components=3, early_stopping=True, validation_fraction=0.2,
+                  max_iter=best_epoch, random_state=0).fit(X, y)
+    np.testing.assert_allclose(again.components_, est.components_, atol=1e-6)
+
+
+def test_early_stopping_needs_a_validation_sample():
+    X = np.random.RandomState(0).randn(8, 3)
+    y = np.repeat([0, 1, 2, 3], 2)
+    with pytest.raises(ValueError, match="validation"):
+        ECAML(n_components=2, early_stopping=True).fit(X, y)

@@ -1,0 +1,315 @@
+"""Tests of skdml.SUML and its private cost (skdml._suml_cost)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skdml._suml_cost import (SUMLObjective, sample_triplets, torch_fast_objective,
+                              torch_objective)
+from skdml.suml import SUML
+
+FAST = dict(n_triplets=200, max_iter=5)
+
+
+# --------------------------------------------------------------------------- checks
+@parametrize_with_checks([SUML(n_components=2, random_state=0, **FAST),
+                          SUML(n_components=2, batch_size=10, probability="sigmoid",
+                               manifold="stiefel", dtype="float64", random_state=0, **FAST)])
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
+
+
+# --------------------------------------------------------------------------- the paper
+def _reference_case_losses(X, triplets, L, S, alpha):
+    """Slow per-triplet loop over the paper's five cases: concatenate, multiply by S."""
+    t4 = 4.0 * np.tan(np.deg2rad(alpha)) ** 2
+
+    def sq(v):
+        return float(v @ v)
+
+    def softplus(x):
+        return float(np.log1p(np.exp(x)))
+
+    out = np.empty((len(triplets), 5))
+    for i, (a, p, n) in enumerate(triplets):
+        xa, xp, xn = X[a], X[p], X[n]
+        cat = np.concatenate
+        cases = {  # (c, c+, c-) exactly as in the paper
+            1: (cat([xa, xa]), cat([xa, xp]), cat([xa, xn])),
+            2: (cat([xa, xn]), cat([xa, xp]), cat([xa, xp])),
+            3: (cat([xp, xp]), cat([xp, xn]), cat([xp, xa])),
+        }
+        for c, (ci, cp, cn) in cases.items():
+            s, sp_, sn = S.T @ ci, S.T @ cp, S.T @ cn
+            sm = (s + sp_) / 2.0
+            f_m = sq(L.T @ s - L.T @ sp_) - t4 * sq(L.T @ sn - L.T @ sm)
+            f_s = t4 * sq(sn - sm) - sq(s - sp_)
+            out[i, c - 1] = softplus(f_s) + softplus(f_m)
+        s4, s4p = S.T @ cat([xa, xp]), S.T @ cat([xa, xn])
+        out[i, 3] = -sq(s4 - s4p) + sq(L.T @ s4 - L.T @ s4p)
+        s5, s5n = S.T @ cat([xa, xp]), S.T @ cat([xa, xn])
+        out[i, 4] = sq(s5 - s5n) - sq(L.T @ s5 - L.T @ s5n)
+    return out
+
+
+def _problem(seed=0, n=12, d=4, l=2, n_triplets=15, scale=0.4):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, d)
+    triplets = sample_triplets(n, n_triplets, rng)
+    L = rng.randn(d, l) * scale
+    S = rng.randn(2 * d, d) * scale
+    return X, triplets, L, S
+
+
+@pytest.mark.parametrize("alpha", [30.0, 40.0, 55.0])
+def test_five_cases_match_slow_reference(alpha):
+    X, triplets, L, S = _problem()
+    expected = _reference_case_losses(X, triplets, L, S, alpha)
+    got = SUMLObjective(X, triplets, alpha=alpha).case_losses(L, S)
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+    # and the independent torch form
+    _, losses = torch_objective(torch.tensor(X), triplets, torch.tensor(L), torch.tensor(S),
+                                alpha=alpha)
+    np.testing.assert_allclose(losses.numpy(), expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("probability", ["sigmoid", "softmax"])
+def test_cost_matches_reference_entropy(probability):
+    X, triplets, L, S = _problem(seed=1)
+    losses = _reference_case_losses(X, triplets, L, S, 40.0)
+    if probability == "sigmoid":
+        p = 1.0 / (1.0 + np.exp(losses))
+    else:
+        e = np.exp(-losses - (-losses).max(axis=1, keepdims=True))
+        p = e / e.sum(axis=1, keepdims=True)
+    entropy = -(p * np.log(p)).sum(axis=1).mean()
+    ortho = 0.5 * np.sum((L.T @ L - np.eye(L.shape[1])) ** 2)
+    cost, _, _ = SUMLObjective(X, triplets, probability=probability).cost_grad(L, S)
+    assert cost == pytest.approx(entropy + ortho, rel=1e-10)
+
+
+@pytest.mark.parametrize("probability", ["sigmoid", "softmax"])
+@pytest.mark.parametrize("ortho_weight", [0.0, 0.5])
+def test_gradient_finite_differences(probability, ortho_weight):
+    X, triplets, L, S = _problem(seed=2)
+    obj = SUMLObjective(X, triplets, probability=probability, ortho_weight=ortho_weight)
+    _, grad_L, grad_S = obj.cost_grad(L, S)
+    rng = np.random.RandomState(3)
+    eps = 1e-6
+    for which, grad in (("L", grad_L), ("S", grad_S)):
+        for _ in range(4):
+            D = rng.randn(*grad.shape)
+            Lp, Sp = (L + eps * D, S) if which == "L" else (L, S + eps * D)
+            Lm, Sm = (L - eps * D, S) if which == "L" else (L, S - eps * D)
+            fd = (obj.cost_grad(Lp, Sp)[0] - obj.cost_grad(Lm, Sm)[0]) / (2 * eps)
+            assert np.sum(grad * D) == pytest.approx(fd, rel=1e-5, abs=1e-8)
+    # upper half of S (S1) never enters the objective: zero gradient, as in the paper
+    assert np.all(grad_S[: X.shape[1]] == 0)
+
+
+@pytest.mark.parametrize("probability", ["sigmoid", "softmax"])
+def test_gradient_matches_torch_autodiff(probability):
+    X, triplets, L, S = _problem(seed=4, n=30, d=6, l=3, n_triplets=60)
+    cost, grad_L, grad_S = SUMLObjective(X, triplets, probability=probability).cost_grad(L, S)
+    Lt = torch.tensor(L, requires_grad=True)
+    St = torch.tensor(S, requires_grad=True)
+    cost_t, _ = torch_objective(torch.tensor(X), triplets, Lt, St, probability=probability)
+    cost_t.backward()
+    assert cost == pytest.approx(cost_t.item(), rel=1e-12)
+    np.testing.assert_allclose(grad_L, Lt.grad.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(grad_S, St.grad.numpy(), rtol=1e-9, atol=1e-12)
+    # the fast torch graph (used for the autodiff speed comparison) agrees as well
+    obj = SUMLObjective(X, triplets, probability=probability)
+    Lf = torch.tensor(L, requires_grad=True)
+    S2f = torch.tensor(S[X.shape[1]:], requires_grad=True)
+    idx = [torch.as_tensor(i, dtype=torch.int64) for i in (obj.ia, obj.ip, obj.in_)]
+    cost_f = torch_fast_objective(torch.tensor(obj.X_u), *idx, Lf, S2f, probability=probability)
+    cost_f.backward()
+    assert cost == pytest.approx(cost_f.item(), rel=1e-12)
+    np.testing.assert_allclose(grad_L, Lf.grad.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(grad_S[X.shape[1]:], S2f.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_float32_gradient_close_to_float64():
+    X, triplets, L, S = _problem(seed=5, n=40, d=8, l=3, n_triplets=100)
+    c64, gL64, gS64 = SUMLObjective(X, triplets).cost_grad(L, S)
+    c32, gL32, gS32 = SUMLObjective(X.astype(np.float32), triplets).cost_grad(
+        L.astype(np.float32), S.astype(np.float32))
+    assert gL32.dtype == np.float32 and gS32.dtype == np.float32
+    assert c32 == pytest.approx(c64, rel=1e-5)
+    np.testing.assert_allclose(gL32, gL64, rtol=1e-3, atol=1e-5 * np.abs(gL64).max())
+    np.testing.assert_allclose(gS32, gS64, rtol=1e-3, atol=1e-5 * np.abs(gS64).max())
+
+
+def test_sample_triplets_distinct_and_seeded():
+    t1 = sample_triplets(5, 500, np.random.RandomState(0))
+    t2 = sample_triplets(5, 500, np.random.RandomState(0))
+    np.testing.assert_array_equal(t1, t2)
+    assert t1.shape == (500, 3) and t1.min() >= 0 and t1.max() < 5
+    assert np.all((t1[:, 0] != t1[:, 1]) & (t1[:, 0] != t1[:, 2]) & (t1[:, 1] != t1[:, 2]))
+
+
+# --------------------------------------------------------------------------- estimator
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X[:400], y[:400]
+
+
+def test_same_random_state_same_components(digits):
+    X, _ = digits
+    a = SUML(n_components=5, random_state=7, **FAST).fit(X)
+    b = SUML(n_components=5, random_state=7, **FAST).fit(X)
+    c = SUML(n_components=5, random_state=8, **FAST).fit(X)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    assert not np.allclose(a.components_, c.components_)
+
+
+def test_stiefel_components_orthonormal_and_attributes(digits):
+    X, _ = digits
+    est = SUML(n_components=6, manifold="stiefel", random_state=0, **FAST).fit(X)
+    assert est.components_.shape == (6, 64)
+    np.testing.assert_allclose(est.components_ @ est.components_.T, np.eye(6), atol=1e-5)
+    assert est.n_iter_ == FAST["max_iter"]
+    assert est.cost_history_.shape[0] >= est.n_iter_
+    assert est.cost_history_[-1] < est.cost_history_[0]
+    assert est.synthesis_.shape == (128, 64)
+    assert est.projection_ is None
+
+
+def test_euclidean_manifold_penalty_keeps_near_orthonormal(digits):
+    X, _ = digits
+    est = SUML(n_components=4, manifold="euclidean", ortho_weight=5.0, random_state=0,
+               **FAST).fit(X)
+    gram = est.components_ @ est.components_.T
+    assert np.abs(gram - np.eye(4)).max() < 0.2
+
+
+@pytest.mark.parametrize("solver", ["steepest_descent", "trust_regions"])
+def test_other_solvers_decrease_cost(digits, solver):
+    X, _ = digits
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = SUML(n_components=4, solver=solver, n_triplets=200, max_iter=3,
+                   random_state=0).fit(X)
+    assert est.cost_history_[-1] < est.cost_history_[0]
+
+
+def test_convergence_warning_at_max_iter(digits):
+    X, _ = digits
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        SUML(n_components=3, n_triplets=100, max_iter=2, random_state=0).fit(X)
+
+
+def test_partial_fit_warm_start(digits):
+    X, _ = digits
+    est = SUML(n_components=4, n_triplets=200, max_iter=3, random_state=0)
+    est.partial_fit(X[:200])
+    first = est.components_.copy()
+    assert est.n_iter_ == 3
+    est.partial_fit(X[200:])
+    assert est.n_iter_ == 6
+    assert not np.allclose(est.components_, first)
+    # a call that takes no step (tol huge) starts, and so ends, exactly where the last ended
+    second, second_S = est.components_.copy(), est.synthesis_.copy()
+    est.set_params(tol=1e30).partial_fit(X[:200])
+    assert est.n_iter_ == 6
+    np.testing.assert_array_equal(est.components_, second)
+    np.testing.assert_array_equal(est.synthesis_, second_S)
+    # and a fresh estimator on the second batch alone gives a different result
+    fresh = SUML(n_components=4, n_triplets=200, max_iter=3, random_state=0).partial_fit(X[200:])
+    assert not np.allclose(fresh.components_, second)
+
+
+def test_partial_fit_keeps_reduction_from_first_call():
+    rng = np.random.RandomState(0)
+    X = rng.rand(80, 300)
+    est = SUML(n_components=3, n_reduce=10, n_triplets=100, max_iter=2, random_state=0)
+    est.partial_fit(X[:40])
+    P = est.projection_.copy()
+    est.partial_fit(X[40:])
+    np.testing.assert_array_equal(est.projection_, P)
+    assert est.components_.shape == (3, 300)
+
+
+def test_stochastic_batches(digits):
+    X, _ = digits
+    est = SUML(n_components=4, batch_size=100, n_triplets=100, max_iter=2,
+               manifold="stiefel", random_state=0).fit(X)
+    assert est.n_iter_ == 4 * 2
+    np.testing.assert_allclose(est.components_ @ est.components_.T, np.eye(4), atol=1e-5)
+
+
+def test_high_dimensional_input_is_one_linear_map():
+    rng = np.random.RandomState(0)
+    X = rng.rand(60, 500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = SUML(n_components=5, n_triplets=300, max_iter=5, random_state=0).fit(X)
+    assert est.components_.shape == (5, 500)
+    assert est.projection_.shape[1] == 500
+    X_new = rng.rand(7, 500)
+    np.testing.assert_allclose(est.transform(X_new), X_new @ est.components_.T, rtol=1e-10)
+    M = est.get_mahalanobis_matrix()
+    assert M.shape == (500, 500)
+    diff = X_new[0] - X_new[1]
+    d_pair = est.pair_distance(np.stack([X_new[0], X_new[1]])[None])[0]
+    assert d_pair == pytest.approx(np.sqrt(diff @ M @ diff), rel=1e-8)
+
+
+def test_pca_initialisation_matches_pca(digits):
+    """Stopped before any step (tol huge), components_ are the PCA directions."""
+    from sklearn.decomposition import PCA
+
+    X, _ = digits
+    est = SUML(n_components=3, n_triplets=10, max_iter=5, tol=1e10, random_state=0).fit(X)
+    assert est.n_iter_ == 0
+    pca = PCA(3).fit(X)
+    np.testing.assert_allclose(np.abs(est.components_ @ pca.components_.T), np.eye(3), atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "X, params, match",
+    [
+        (np.ones((10, 3)), dict(n_components=4), "n_components"),
+        (np.array([[0.0, np.nan], [1.0, 2.0], [3.0, 4.0]]), dict(), "NaN"),
+        (np.array([[0.0, np.inf], [1.0, 2.0], [3.0, 4.0]]), dict(), "infinity"),
+        (np.ones((2, 3)), dict(), "minimum of 3"),
+        (np.empty((0, 3)), dict(), "minimum of 3"),
+        (np.ones((5, 3)), dict(alpha=95.0), "alpha"),
+        (np.ones((5, 3)), dict(probability="tanh"), "probability"),
+    ],
+)
+def test_bad_input_raises(X, params, match):
+    with pytest.raises(ValueError, match=match):
+        SUML(**params).fit(X)
+
+
+def test_pipeline_with_knn(digits):
+    X, y = digits
+    pipe = make_pipeline(SUML(n_components=10, n_triplets=1000, max_iter=10, random_state=0),
+                         KNeighborsClassifier(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        score = pipe.fit(X[:300], y[:300]).score(X[300:], y[300:])
+    assert score > 0.8
+
+
+def test_verbose_prints_table(digits, capsys):
+    X, _ = digits
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        SUML(n_components=3, n_triplets=100, max_iter=2, verbose=1, random_state=0).fit(X)
+    out = capsys.readouterr().out
+    assert "Iteration" in out and "Cost" in out
