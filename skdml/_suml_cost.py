@@ -121,7 +121,10 @@ class SUMLObjective:
         self.k = 4.0 * self.t
         self.ortho_weight = float(ortho_weight)
         self.probability = probability
-        self.n_evaluations = 0
+        self.n_evaluations = 0  # forward passes (cost)
+        self.n_gradients = 0  # backward passes (gradient), each after a forward pass
+        self._forward_key = None
+        self._forward_state = None
         self._cache_key = None
         self._cache_value = None
 
@@ -191,15 +194,15 @@ class SUMLObjective:
                                      self._norms(*self._differences(G)))
         return losses
 
-    def cost_grad(self, L, S):
-        """Return ``(cost, grad_L, grad_S)`` (Euclidean gradients)."""
+    def _forward(self, L, S):
+        """Cost and the intermediate state the gradient needs (cached for one point)."""
         # pymanopt's line search may hand back float64 points: mixed-dtype products
         # leave BLAS (measured 10-50x slower), so cast to the objective's dtype.
         L = np.ascontiguousarray(L, dtype=self.dtype)
         S = np.ascontiguousarray(S, dtype=self.dtype)
         key = (L.tobytes(), S.tobytes())
-        if self._cache_key == key:
-            return self._cache_value
+        if self._forward_key == key:
+            return self._forward_state
         self.n_evaluations += 1
         d = self.X_u.shape[1]
         B = self.X_u @ np.ascontiguousarray(S[d:])
@@ -207,9 +210,32 @@ class SUMLObjective:
         u, w = self._differences(B)
         U, W = self._differences(G)
         q, Q = self._norms(u, w), self._norms(U, W)
-        (fs1, fm1, fs2, fm2, fs3, fm3), losses = self._case_terms(q, Q)
+        f, losses = self._case_terms(q, Q)
         entropy, g = self._entropy(losses)
-        g = g / self.n_triplets
+        cost = float(entropy.mean())
+        R = None
+        if self.ortho_weight:
+            R = L.T @ L
+            R[np.diag_indices_from(R)] -= 1.0
+            cost += self.ortho_weight * float(np.sum(R * R))
+        state = dict(key=key, L=L, S=S, B=B, G=G, f=f, g=g, R=R, cost=cost)
+        self._forward_key, self._forward_state = key, state
+        return state
+
+    def cost(self, L, S):
+        """The objective only (no gradient: the line search's trial points need no more)."""
+        return self._forward(L, S)["cost"]
+
+    def cost_grad(self, L, S):
+        """Return ``(cost, grad_L, grad_S)`` (Euclidean gradients)."""
+        state = self._forward(L, S)
+        if self._cache_key == state["key"]:
+            return self._cache_value
+        self.n_gradients += 1
+        L, S, B, G, R = state["L"], state["S"], state["B"], state["G"], state["R"]
+        fs1, fm1, fs2, fm2, fs3, fm3 = state["f"]
+        d = self.X_u.shape[1]
+        g = state["g"] / self.n_triplets
         # dJ/dq_j (data side) and dJ/dQ_j (embedding side).
         s1, m1 = g[:, 0] * expit(fs1), g[:, 0] * expit(fm1)
         s2, m2 = g[:, 1] * expit(fs2), g[:, 1] * expit(fm2)
@@ -227,14 +253,11 @@ class SUMLObjective:
         grad_S = np.zeros_like(S)
         grad_S[d:] = self.X_u.T @ dB
         grad_L = B.T @ dG
-        cost = float(entropy.mean())
-        if self.ortho_weight:
-            R = L.T @ L
-            R[np.diag_indices_from(R)] -= 1.0
-            cost += self.ortho_weight * float(np.sum(R * R))
+        if R is not None:
             grad_L += (4.0 * self.ortho_weight) * (L @ R)
-        value = (cost, grad_L.astype(self.dtype, copy=False), grad_S.astype(self.dtype, copy=False))
-        self._cache_key, self._cache_value = key, value
+        value = (state["cost"], grad_L.astype(self.dtype, copy=False),
+                 grad_S.astype(self.dtype, copy=False))
+        self._cache_key, self._cache_value = state["key"], value
         return value
 
     def _gradient_operator(self, c):
@@ -260,10 +283,19 @@ class SUMLObjective:
 
     def flops_per_evaluation(self, n_components):
         """Analytic FLOP count of one :meth:`cost_grad` (dense products + per-triplet work)."""
+        return self.flops_forward(n_components) + self.flops_backward(n_components)
+
+    def flops_forward(self, n_components):
+        """Analytic FLOP count of one cost-only evaluation (:meth:`cost`)."""
         n_u, d = self.X_u.shape
-        dense = 4 * n_u * d * d + 6 * n_u * d * n_components
-        per_triplet = self.n_triplets * (40 * d + 40 * n_components)
-        return dense + per_triplet
+        return 2 * n_u * d * d + 2 * n_u * d * n_components + self.n_triplets * 20 * (
+            d + n_components)
+
+    def flops_backward(self, n_components):
+        """Analytic FLOP count of the gradient part of :meth:`cost_grad`."""
+        n_u, d = self.X_u.shape
+        return 2 * n_u * d * d + 4 * n_u * d * n_components + self.n_triplets * 20 * (
+            d + n_components)
 
 
 def torch_objective(X, triplets, L, S, *, alpha=40.0, ortho_weight=0.5, probability="sigmoid"):

@@ -141,6 +141,34 @@ def test_gradient_matches_torch_autodiff(probability):
     np.testing.assert_allclose(grad_S[X.shape[1]:], S2f.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
+def test_cost_only_path_and_cache_agree_with_fresh_evaluations():
+    # The line search asks for the cost only; the gradient at that point is then
+    # completed from the cached forward pass. Interleaved calls at several points must
+    # give exactly what a fresh objective gives, and count passes correctly.
+    X, triplets, L, S = _problem(seed=6)
+    rng = np.random.RandomState(7)
+    points = [(L, S), (L + 0.1 * rng.randn(*L.shape), S), (L, S + 0.1 * rng.randn(*S.shape))]
+    obj = SUMLObjective(X, triplets, probability="softmax", ortho_weight=2.0)
+    first_cost = SUMLObjective(X, triplets, probability="softmax", ortho_weight=2.0).cost(*points[0])
+    for Li, Si in points:
+        fresh = SUMLObjective(X, triplets, probability="softmax", ortho_weight=2.0)
+        c, gL, gS = fresh.cost_grad(Li, Si)
+        assert obj.cost(Li, Si) == c
+        assert obj.cost(*points[0]) == first_cost  # evicts the cached forward pass
+        c2, gL2, gS2 = obj.cost_grad(Li, Si)
+        assert c2 == c
+        np.testing.assert_array_equal(gL2, gL)
+        np.testing.assert_array_equal(gS2, gS)
+    assert obj.n_gradients == len(points)
+    assert obj.n_evaluations >= len(points)
+    # A cost-only evaluation does no backward pass.
+    obj2 = SUMLObjective(X, triplets)
+    obj2.cost(L, S)
+    assert (obj2.n_evaluations, obj2.n_gradients) == (1, 0)
+    obj2.cost_grad(L, S)
+    assert (obj2.n_evaluations, obj2.n_gradients) == (1, 1)
+
+
 def test_float32_gradient_close_to_float64():
     X, triplets, L, S = _problem(seed=5, n=40, d=8, l=3, n_triplets=100)
     c64, gL64, gS64 = SUMLObjective(X, triplets).cost_grad(L, S)
