@@ -95,14 +95,17 @@ class JRD(LinearMetricLearner):
         epoch with a QR retraction; ``"batch"``: pymanopt's Riemannian
         conjugate gradient over a fixed set of class-balanced batches drawn
         once. Proxies and bias are learned by both.
-    max_iter : int, default=100
-        Epochs (minibatch) or conjugate-gradient iterations (batch).
+    max_iter : int, default=300
+        Epochs (minibatch) or conjugate-gradient iterations (batch). With
+        early stopping, the most epochs of the validation run.
     tol : float, default=1e-4
         Minibatch: stop when the epoch objective has not improved by more
         than ``tol`` for 10 consecutive epochs. Batch: stop when the Riemannian
         gradient norm falls below ``tol``.
-    learning_rate : float, default=0.01
-        Adam's learning rate (minibatch solver only).
+    learning_rate : float, default=0.0003
+        Adam's learning rate (minibatch solver only). Chosen on the SUML
+        Table 1 data with early stopping (``doc/linear.md``): larger rates
+        over-fit USPS within the first epoch.
     n_classes_per_batch : int, default=16
         ``P``, classes per batch (capped at the number of classes).
     n_samples_per_class : int, default=8
@@ -113,15 +116,19 @@ class JRD(LinearMetricLearner):
         reduction to ``n_samples`` dimensions when ``n_features > n_samples``;
         ``None``: none). The JRS input layer is this (reduced,) centred and
         scaled input.
-    early_stopping : bool, default=False
-        Minibatch solver only: hold out ``validation_fraction`` of each class
-        (stratified, seeded), stop when the 1-NN accuracy of the held-out
-        samples against the training ones (under ``L``) has not improved by
-        more than ``tol`` for 10 epochs, and keep the best epoch's
-        parameters. The cosine objectives over-fit the training classes on
-        USPS (held-out accuracy falls with the epochs); this guards against it.
+    early_stopping : bool or "auto", default="auto"
+        Minibatch solver only. Hold out ``validation_fraction`` of each class
+        (stratified, seeded), train on the rest and score each epoch by the
+        mean 1-NN / 10-NN accuracy of the held-out samples against the
+        training ones under ``L``; stop when that score has not improved by
+        more than ``tol`` for ``max(10 epochs, 300 steps)``; then refit from
+        the same start on *all* the data for the best epoch count (the latest
+        among equal scores), so that tiny classes (AT&T: 7 faces a person)
+        lose no training sample. ``"auto"``: on when some class has at least
+        3 samples. The objectives over-fit the training samples (held-out
+        accuracy falls with the epochs on USPS); this guards against it.
     validation_fraction : float, default=0.1
-        Fraction of each class held out when ``early_stopping=True``.
+        Fraction of each class held out when early stopping is used.
     verbose : int, default=0
         Print the objective per epoch / iteration.
     random_state : int, RandomState instance or None, default=None
@@ -139,13 +146,17 @@ class JRD(LinearMetricLearner):
     classes_ : ndarray of shape (n_classes,)
         The training classes, in the order of ``proxies_``.
     n_iter_ : int
-        Epochs or iterations run.
+        Epochs or iterations run (with early stopping: of the final refit,
+        i.e. ``best_iteration_``).
     loss_history_ : ndarray
         Objective per epoch (minibatch) or iteration (batch).
     validation_scores_ : ndarray of shape (n_iter_,)
-        Held-out 1-NN accuracy per epoch (only with ``early_stopping=True``).
+        Held-out mean 1-NN / 10-NN accuracy per epoch of the validation run
+        (only when early stopping is used).
     best_validation_score_ : float
-        The best of ``validation_scores_`` (its parameters are kept).
+        The best of ``validation_scores_``.
+    best_iteration_ : int
+        The epoch count of the best validation score, used by the refit.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -182,9 +193,9 @@ class JRD(LinearMetricLearner):
     }
 
     def __init__(self, n_components=None, *, alpha=1.0, margin=0.1, scale=20.0, init="pca",
-                 manifold="euclidean", solver="minibatch", max_iter=100, tol=1e-4,
-                 learning_rate=0.01, n_classes_per_batch=16, n_samples_per_class=8,
-                 n_reduce=None, early_stopping=False, validation_fraction=0.1, verbose=0,
+                 manifold="euclidean", solver="minibatch", max_iter=300, tol=1e-4,
+                 learning_rate=3e-4, n_classes_per_batch=16, n_samples_per_class=8,
+                 n_reduce=None, early_stopping="auto", validation_fraction=0.1, verbose=0,
                  random_state=None):
         self.n_components = n_components
         self.alpha = alpha

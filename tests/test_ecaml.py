@@ -172,7 +172,7 @@ def test_pml_loss_callable():
     losses = pytest.importorskip("pytorch_metric_learning.losses")
     X, y = _data()
     est = ECAML(n_components=3, loss=losses.TripletMarginLoss(margin=0.1), ec_weight=0.05,
-                max_iter=10, random_state=0).fit(X, y)
+                max_iter=10, learning_rate=0.01, early_stopping=False, random_state=0).fit(X, y)
     assert est.loss_history_[-1] < est.loss_history_[0]
     assert est._resolved_ec_weight() == 0.05
 
@@ -220,7 +220,8 @@ def test_learned_metric_beats_euclidean_on_toy():
     euclid = cross_val_score(KNeighborsClassifier(3), X, y, cv=3).mean()
     learned = cross_val_score(
         make_pipeline(ECAML(n_components=2, loss="triplet", init="random", max_iter=40,
-                            random_state=0), KNeighborsClassifier(3)), X, y, cv=3).mean()
+                            learning_rate=0.01, early_stopping=False, random_state=0),
+                      KNeighborsClassifier(3)), X, y, cv=3).mean()
     assert learned > euclid + 0.2, (learned, euclid)
 
 
@@ -244,15 +245,21 @@ def test_minibatch_stops_on_plateau():
     X, y = _data()
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        est = ECAML(n_components=3, max_iter=500, tol=10.0, random_state=0).fit(X, y)
+        est = ECAML(n_components=3, max_iter=500, tol=10.0, early_stopping=False,
+                    random_state=0).fit(X, y)
     assert est.n_iter_ == 10 + 1  # first epoch sets the best loss, then 10 without improvement
 
 
 def test_verbose_prints_a_table(capsys):
     X, y = _data()
-    ECAML(max_iter=2, verbose=1, random_state=0).fit(X, y)
+    ECAML(max_iter=2, verbose=1, early_stopping=False, random_state=0).fit(X, y)
     out = capsys.readouterr().out
     assert "Epoch" in out and "Objective" in out and len(out.strip().splitlines()) == 3
+    est = ECAML(max_iter=2, verbose=1, early_stopping=True, random_state=0).fit(X, y)
+    out = capsys.readouterr().out
+    assert out.count("validation 1/10-NN accuracy") == 2 and "refit on all the data" in out
+    # header + 2 x (epoch + validation) + refit header + best_iteration_ epochs
+    assert len(out.strip().splitlines()) == 1 + 4 + 1 + est.best_iteration_
     ECAML(solver="batch", max_iter=2, verbose=1, random_state=0).fit(X, y)
     assert "Cost" in capsys.readouterr().out
 
@@ -283,21 +290,54 @@ def test_float32_input_and_feature_names():
     assert list(est.get_feature_names_out()) == ["ecaml0", "ecaml1"]
 
 
-def test_early_stopping_keeps_best_validation_epoch():
+def test_early_stopping_refits_for_the_best_epoch_count(monkeypatch):
+    import skdml._linear as linear
+
+    monkeypatch.setattr(linear, "MIN_STEPS_NO_CHANGE", 0)  # patience: N_ITER_NO_CHANGE epochs
     X, y = _data(n_samples=200)
     est = ECAML(n_components=3, early_stopping=True, validation_fraction=0.2, max_iter=60,
                 random_state=0).fit(X, y)
     scores = est.validation_scores_
-    assert len(scores) == est.n_iter_ and est.best_validation_score_ == scores.max()
-    # training stopped 10 epochs after the best one (or ran to max_iter)
-    assert est.n_iter_ == 60 or est.n_iter_ - 1 - np.argmax(scores) >= 10
+    best_epoch = len(scores) - int(np.argmax(scores[::-1]))  # the latest of the best epochs
+    assert est.best_iteration_ == best_epoch and est.best_validation_score_ == scores.max()
+    # validation stopped N_ITER_NO_CHANGE epochs without improvement (or ran to max_iter)
+    first_best = int(np.argmax(scores)) + 1
+    assert len(scores) == 60 or len(scores) - first_best >= linear.N_ITER_NO_CHANGE
     assert 0.5 < est.best_validation_score_ <= 1.0
-    # the kept parameters are the best epoch's: refitting for exactly that many epochs (same
-    # seed, same split and batches) gives the same components_
-    best_epoch = int(np.argmax(scores)) + 1
+    # the final fit is the refit on all the data for best_epoch epochs
+    assert est.n_iter_ == best_epoch and len(est.loss_history_) == best_epoch
+    # the validation run cut at best_epoch has the same best epoch, hence the same refit
     again = ECAML(n_components=3, early_stopping=True, validation_fraction=0.2,
                   max_iter=best_epoch, random_state=0).fit(X, y)
+    assert again.best_iteration_ == best_epoch
     np.testing.assert_allclose(again.components_, est.components_, atol=1e-6)
+
+
+def test_validation_score_is_mean_knn_accuracy():
+    import skdml._linear as linear
+
+    X, y = _data(n_samples=150, n_features=6, n_classes=3)
+    L = np.random.RandomState(0).randn(2, 6)
+    tr, va = np.arange(100), np.arange(100, 150)
+    score = linear.LinearMetricLearner._validation_score(
+        torch.as_tensor(L, dtype=torch.float64), torch.as_tensor(X[tr]), torch.as_tensor(X[va]),
+        y[tr], y[va])
+    Z = X @ L.T
+    expected = np.mean([KNeighborsClassifier(k).fit(Z[tr], y[tr]).score(Z[va], y[va])
+                        for k in linear.VALIDATION_KS])
+    assert score == pytest.approx(expected)
+
+
+def test_early_stopping_auto_needs_three_samples_in_a_class():
+    X, y = _data(n_samples=60)
+    assert hasattr(ECAML(n_components=2, max_iter=3, random_state=0).fit(X, y),
+                   "best_iteration_")
+    est = ECAML(n_components=2, max_iter=3, early_stopping=False, random_state=0).fit(X, y)
+    assert not hasattr(est, "validation_scores_") and est.n_iter_ == 3
+    X2 = np.random.RandomState(0).randn(8, 3)
+    y2 = np.repeat([0, 1, 2, 3], 2)
+    est = ECAML(n_components=2, max_iter=3, random_state=0).fit(X2, y2)  # "auto": no hold-out
+    assert not hasattr(est, "validation_scores_")
 
 
 def test_early_stopping_needs_a_validation_sample():

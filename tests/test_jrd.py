@@ -82,7 +82,7 @@ def test_solvers_reduce_objective(solver):
 def test_manifolds_and_learned_proxies(solver, manifold):
     X, y = _data()
     est = JRD(n_components=3, solver=solver, manifold=manifold, max_iter=15,
-              random_state=0).fit(X, y)
+              learning_rate=0.01, early_stopping=False, random_state=0).fit(X, y)
     gram = est.components_ @ est.components_.T
     if manifold == "stiefel":
         np.testing.assert_allclose(gram, np.eye(3), atol=1e-8)
@@ -172,7 +172,8 @@ def test_learned_metric_beats_euclidean_on_toy():
     X, y = _two_informative()
     euclid = cross_val_score(KNeighborsClassifier(3), X, y, cv=3).mean()
     learned = cross_val_score(
-        make_pipeline(JRD(n_components=2, init="random", max_iter=40, random_state=0),
+        make_pipeline(JRD(n_components=2, init="random", max_iter=40, learning_rate=0.01,
+                          early_stopping=False, random_state=0),
                       KNeighborsClassifier(3)), X, y, cv=3).mean()
     assert learned > euclid + 0.2, (learned, euclid)
 
@@ -198,11 +199,13 @@ def test_grid_search_alpha_with_recall_scorer():
     assert 0.0 <= search.best_score_ <= 1.0
 
 
-def test_early_stopping_restores_best_parameters():
+def test_early_stopping_refits_for_the_best_epoch_count():
     X, y = _data(n_samples=200)
     est = JRD(n_components=3, early_stopping=True, validation_fraction=0.2, max_iter=40,
               random_state=0).fit(X, y)
-    best_epoch = int(np.argmax(est.validation_scores_)) + 1
+    scores = est.validation_scores_
+    best_epoch = len(scores) - int(np.argmax(scores[::-1]))  # the latest of the best epochs
+    assert est.best_iteration_ == best_epoch == est.n_iter_
     again = JRD(n_components=3, early_stopping=True, validation_fraction=0.2,
                 max_iter=best_epoch, random_state=0).fit(X, y)
     np.testing.assert_allclose(again.components_, est.components_, atol=1e-6)
