@@ -94,7 +94,7 @@ def demo_rows():
         DemoRow("JRD", _skdml("skdml.jrd", "JRD"), quick=False, optional=True),
         DemoRow("deep (MLP)", _skdml("skdml.deep", "DeepMetricTransformer",
                                       embedding_dim=None, loss="binomial", regularizer="ec",
-                                      regularizer_weight=0.13, lr=1e-3, max_epochs=15),
+                                      regularizer_weight=0.13, max_epochs=15),
                 quick=False, optional=True),
     ]
 
