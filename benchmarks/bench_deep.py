@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import load, markdown_table, save  # noqa: E402
 from skdml import DeepMetricTransformer  # noqa: E402
 from skdml._sampling import ClassBalancedBatchSampler  # noqa: E402
-from skdml._utils import torch_threads  # noqa: E402
+from skdml._utils import thread_limits as torch_threads  # noqa: E402
 from skdml.deep import SmallCNN, SmallResNet  # noqa: E402
 from skdml.losses import BinomialDevianceLoss  # noqa: E402
 from skdml.metrics import clustering_scores, recall_at_k, retrieval_scores  # noqa: E402

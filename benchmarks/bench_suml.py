@@ -100,7 +100,7 @@ def time_evaluations(Xs, triplets, n_comp, repeats):
     """Seconds per cost+gradient evaluation: analytic numpy vs torch autodiff, f32/f64."""
     import torch
 
-    from skdml._utils import torch_threads
+    from skdml._utils import thread_limits as torch_threads
 
     d = Xs.shape[1]
     rng = np.random.RandomState(0)

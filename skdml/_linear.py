@@ -51,7 +51,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from ._sampling import ClassBalancedBatchSampler
-from ._utils import torch_seed, torch_threads
+from ._utils import torch_seed, thread_limits as torch_threads
 from .base import BaseMahalanobis, check_n_components, reduce_input
 
 __all__ = ["LinearMetricLearner", "check_supervised_input", "orthonormal_rows", "qr_retraction"]

@@ -52,7 +52,7 @@ from sklearn.cluster import KMeans
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils.multiclass import type_of_target
 
-from ._utils import resolve_device, torch_threads
+from ._utils import resolve_device, thread_limits as torch_threads
 
 __all__ = [
     "NotATransformerError",

@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.model_selection import GridSearchCV
 from threadpoolctl import threadpool_info
 
-from skdml._utils import _THREAD_VARS, thread_budget, torch_threads
+from skdml._utils import _THREAD_VARS, thread_budget, thread_limits as torch_threads
 
 N_CPUS = cpu_count(only_physical_cores=False)
 

@@ -26,7 +26,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from .._sampling import ClassBalancedBatchSampler
-from .._utils import resolve_device, torch_seed, torch_threads
+from .._utils import resolve_device, torch_seed, thread_limits as torch_threads
 from ._hooks import LayerCapture, match_modules
 from .backbones import default_backbone
 
