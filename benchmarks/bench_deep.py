@@ -40,8 +40,8 @@ from torch import nn  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import load, markdown_table, save  # noqa: E402
 from skdml import DeepMetricTransformer  # noqa: E402
-from skdml._sampling import ClassBalancedBatchSampler  # noqa: E402
-from skdml._utils import thread_limits as torch_threads  # noqa: E402
+from skdml._training import ClassBalancedBatchSampler  # noqa: E402
+from skdml._utils import thread_limits  # noqa: E402
 from skdml.deep import SmallCNN, SmallResNet  # noqa: E402
 from skdml.losses import BinomialDevianceLoss  # noqa: E402
 from skdml.metrics import clustering_scores, recall_at_k, retrieval_scores  # noqa: E402
@@ -85,7 +85,7 @@ class BareLoop:
         self.sampler = ClassBalancedBatchSampler(y, P, K, rng, n_batches=n_batches)
 
     def epoch(self):
-        with torch_threads():
+        with thread_limits():
             self.backbone.train()
             t0 = time.perf_counter()
             for idx in self.sampler:
@@ -104,17 +104,17 @@ def bench_overhead(args):
     tr, _ = first_half_split(y)
     X, y = X[tr], y[tr]
     widths, P, K, n_batches, lr = (16, 32, 64), 5, 8, args.overhead_batches, 1e-3
-    est = DeepMetricTransformer(cnn_builder(widths), loss="binomial", lr=lr,
+    est = DeepMetricTransformer(cnn_builder(widths), loss="binomial", learning_rate=lr,
                                 n_classes_per_batch=P, n_samples_per_class=K,
-                                batches_per_epoch=n_batches, max_epochs=1, warm_start=True,
-                                device="cpu", random_state=0)
+                                batches_per_epoch=n_batches, max_iter=1, warm_start=True,
+                                early_stopping=False, device="cpu", random_state=0)
     bare = BareLoop(X, y, widths, P, K, n_batches, lr, 0)
     ours_t, bare_t = [], []
     # epochs alternate (ours, bare, ours, ...) so that load drift hits both alike; epoch 1
     # of each is a discarded warm-up. Ours resumes with warm_start: its "seconds" cover
     # the epoch loop only, exactly like one uninterrupted fit (see tests/test_deep.py).
     for epoch in range(1, args.overhead_epochs + 2):
-        est.set_params(max_epochs=epoch).fit(X, y)
+        est.set_params(max_iter=epoch).fit(X, y)
         t_bare = bare.epoch()
         if epoch > 1:
             ours_t.append(est.history_[-1]["seconds"])
@@ -202,19 +202,19 @@ def bench_zero_shot(args, name):
     K = max(2, 40 // P)
     # flattened last feature map (no global pooling): keeps the layout of small aligned
     # images, measured +2-3 points of unseen-class R@1 on USPS over global pooling
-    common = dict(backbone=cnn_builder((16, 32, 64), global_pool=False), embedding_dim=64,
-                  lr=args.lr,
+    common = dict(backbone=cnn_builder((16, 32, 64), global_pool=False), n_components=64,
+                  learning_rate=args.lr, early_stopping=False,
                   n_classes_per_batch=P, n_samples_per_class=K,
                   batches_per_epoch=args.batches, device="cpu", random_state=0)
     configs = deep_configs(n_train_classes)
     if args.quick:
         configs = {k: configs[k] for k in ("binomial", "binomial+EC", "amsoftmax+JRS")}
     for label, cfg in configs.items():
-        est = DeepMetricTransformer(**common, **cfg, max_epochs=1, warm_start=True)
+        est = DeepMetricTransformer(**common, **cfg, max_iter=1, warm_start=True)
         curve = {"train": [], "test": []}
         t0 = time.perf_counter()
         for epoch in range(1, args.epochs + 1):
-            est.set_params(max_epochs=epoch).fit(X[tr], y[tr])
+            est.set_params(max_iter=epoch).fit(X[tr], y[tr])
             curve["train"].append(recall_at_k(est.transform(X[tr_eval]), y[tr_eval], k=1))
             curve["test"].append(recall_at_k(est.transform(X[te]), y[te], k=1))
         seconds[f"deep {label}"] = sum(rec["seconds"] for rec in est.history_)
@@ -292,7 +292,7 @@ def bench_amp(args):
             32, 32, 3 if args.quick else 8
         note = "CPU only (no CUDA device), SmallResNet(16,32,64), 32x32, batch 32"
     rows, data = [], {}
-    with torch_threads():
+    with thread_limits():
         for mode in modes:
             ips = images_per_second(model, device, None if mode == "fp32" else mode, batch,
                                     side, steps)

@@ -18,7 +18,7 @@ Sections (``--sections``, all by default):
 ``zeroshot``
     First half of the classes train, the rest test (the papers' protocol):
     Recall@1/2/4/8, NMI and F1 on the held-out classes, with the ablation
-    ``ec_weight=0`` / ``alpha=0`` against the regularised learners.
+    ``ec_weight=0`` / ``jrs_weight=0`` against the regularised learners.
 ``plots``
     Held-out-class Recall@1 against the regulariser weight, and the
     train-class / held-out-class Recall@1 curves over epochs (ECAML Fig. 2),
@@ -52,7 +52,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from _common import knn_protocol, load, markdown_table, mean_std, save  # noqa: E402
 
-import skdml._linear as linear  # noqa: E402
+import skdml.linear._supervised as linear  # noqa: E402
 from skdml import ECAML, JRD  # noqa: E402
 from skdml.metrics import clustering_scores, recall_at_k  # noqa: E402
 from skdml.model_selection import FirstHalfClassSplit  # noqa: E402
@@ -101,10 +101,10 @@ def section_solvers(datasets, args):
             acc = KNeighborsClassifier(1).fit(est.transform(Xtr), ytr).score(
                 est.transform(Xte), yte)
             rows.append([name, label, dtype, f"{fit_s:.1f}", est.n_iter_,
-                         f"{est.loss_history_[-1]:.4f}", f"{100 * acc:.2f}"])
+                         f"{est.history_[-1]['loss']:.4f}", f"{100 * acc:.2f}"])
             data.setdefault(name, []).append(dict(method=label, dtype=dtype, fit_s=fit_s,
                                                   n_iter=est.n_iter_, acc1=acc,
-                                                  final_loss=est.loss_history_[-1]))
+                                                  final_loss=est.history_[-1]["loss"]))
             print(rows[-1], flush=True)
     md = ("## Solver choice (one 70/30 split, n_components="
           f"{args.n_components}, max_iter={args.max_iter})\n\n")
@@ -169,8 +169,8 @@ def section_zeroshot(datasets, args):
         for loss in ("triplet", "npair", "binomial"):
             ests[f"ECAML-{loss} ec_weight=0"] = ECAML(loss=loss, ec_weight=0.0, **kw)
             ests[f"ECAML-{loss} ec_weight=auto"] = ECAML(loss=loss, **kw)
-        ests["JRD alpha=0"] = JRD(alpha=0.0, **kw)
-        ests["JRD alpha=1"] = JRD(alpha=1.0, **kw)
+        ests["JRD jrs_weight=0"] = JRD(jrs_weight=0.0, **kw)
+        ests["JRD jrs_weight=1"] = JRD(jrs_weight=1.0, **kw)
         rows, res = [], {}
         for method, est in ests.items():
             t0 = time.perf_counter()
@@ -210,7 +210,7 @@ def section_plots(datasets, args):
          ec_weights),
         ("ECAML-triplet (ec_weight)", lambda w: ECAML(loss="triplet", ec_weight=w, **kw),
          ec_weights),
-        ("JRD (alpha)", lambda a: JRD(alpha=a, **kw), alphas),
+        ("JRD (jrs_weight)", lambda a: JRD(jrs_weight=a, **kw), alphas),
     ]:
         scores = []
         for w in grid:
@@ -234,8 +234,8 @@ def section_plots(datasets, args):
                                                        **{**kw, "max_iter": m, "tol": 0.0})),
         ("ECAML-binomial ec_weight=auto", lambda m: ECAML(loss="binomial",
                                                           **{**kw, "max_iter": m, "tol": 0.0})),
-        ("JRD alpha=0", lambda m: JRD(alpha=0.0, **{**kw, "max_iter": m, "tol": 0.0})),
-        ("JRD alpha=1", lambda m: JRD(alpha=1.0, **{**kw, "max_iter": m, "tol": 0.0})),
+        ("JRD jrs_weight=0", lambda m: JRD(jrs_weight=0.0, **{**kw, "max_iter": m, "tol": 0.0})),
+        ("JRD jrs_weight=1", lambda m: JRD(jrs_weight=1.0, **{**kw, "max_iter": m, "tol": 0.0})),
     ]:
         train, test = [], []
         for m in epochs:

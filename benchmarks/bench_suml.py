@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import knn_protocol, load, markdown_table, mean_std, save  # noqa: E402
 
 from skdml import SUML  # noqa: E402
-from skdml._suml_cost import SUMLObjective, sample_triplets, torch_fast_objective  # noqa: E402
+from skdml.linear._suml_objective import (SUMLObjective, sample_triplets,  # noqa: E402
+                                          torch_fast_objective)
 
 warnings.filterwarnings("ignore", category=ConvergenceWarning)
 
@@ -100,7 +101,7 @@ def time_evaluations(Xs, triplets, n_comp, repeats):
     """Seconds per cost+gradient evaluation: analytic numpy vs torch autodiff, f32/f64."""
     import torch
 
-    from skdml._utils import thread_limits as torch_threads
+    from skdml._utils import thread_limits
 
     d = Xs.shape[1]
     rng = np.random.RandomState(0)
@@ -122,7 +123,7 @@ def time_evaluations(Xs, triplets, n_comp, repeats):
         tdtype = torch.float32 if dtype == np.float32 else torch.float64
         Xu = torch.as_tensor(obj.X_u, dtype=tdtype)
         idx = [torch.as_tensor(i, dtype=torch.int64) for i in (obj.ia, obj.ip, obj.in_)]
-        with torch_threads() as n_torch:
+        with thread_limits() as n_torch:
             def once():
                 Lt = torch.tensor(L, requires_grad=True)
                 St = torch.tensor(S[d:], requires_grad=True)
@@ -220,10 +221,11 @@ def ablation(args):
         for manifold in ("stiefel", "euclidean"):
             est = SUML(probability=prob, manifold=manifold, max_iter=args.max_iter, **base)
             a = acc(est)
-            results[f"{prob}_{manifold}"] = {"acc": a, "cost": est.cost_history_.tolist()}
-            prob_rows.append([prob, manifold, f"{100 * a:.2f}", f"{est.cost_history_[0]:.4g}",
-                              f"{est.cost_history_[-1]:.4g}"])
-            ax.semilogy(np.maximum(est.cost_history_, 1e-12), label=f"{prob}, {manifold}")
+            cost = np.array([h["loss"] for h in est.history_])
+            results[f"{prob}_{manifold}"] = {"acc": a, "cost": cost.tolist()}
+            prob_rows.append([prob, manifold, f"{100 * a:.2f}", f"{cost[0]:.4g}",
+                              f"{cost[-1]:.4g}"])
+            ax.semilogy(np.maximum(cost, 1e-12), label=f"{prob}, {manifold}")
     ax.set_xlabel("iteration")
     ax.set_ylabel("objective (Eq. 1, mean over triplets)")
     ax.set_title(f"SUML convergence on {NAMES[name]} (cf. Fig. 3a)")
@@ -233,7 +235,7 @@ def ablation(args):
     # lambda acts), with accuracy after every iteration budget
     alphas = [30, 45] if args.quick else [30, 40, 50, 60]
     lambdas = [1e-3, 2.0] if args.quick else [1e-3, 0.1, 0.5, 2.0, 10]
-    a_acc = [acc(SUML(alpha=a, max_iter=args.max_iter, **base)) for a in alphas]
+    a_acc = [acc(SUML(angle=a, max_iter=args.max_iter, **base)) for a in alphas]
     l_acc = [acc(SUML(ortho_weight=lam, manifold="euclidean", max_iter=args.max_iter, **base))
              for lam in lambdas]
     results["alpha"] = dict(zip(alphas, a_acc))
@@ -241,9 +243,9 @@ def ablation(args):
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     axes[0].plot(alphas, 100 * np.array(a_acc), "o-", label="SUML")
     axes[0].axhline(100 * pca_acc, color="gray", ls="--", label=f"PCA-{n_comp}")
-    axes[0].set_xlabel("alpha (degrees)")
+    axes[0].set_xlabel("angle, the paper's alpha (degrees)")
     axes[0].set_ylabel(f"{args.ablation_k}-NN test accuracy %")
-    axes[0].set_title("Sensitivity to alpha (cf. Fig. 3b)")
+    axes[0].set_title("Sensitivity to the angle alpha (cf. Fig. 3b)")
     axes[0].legend(fontsize=7)
     axes[1].semilogx(lambdas, 100 * np.array(l_acc), "o-", label="SUML (euclidean L)")
     axes[1].axhline(100 * pca_acc, color="gray", ls="--", label=f"PCA-{n_comp}")

@@ -1,9 +1,11 @@
 """skdml: scikit-learn compatible distance metric learning.
 
-Linear (Mahalanobis) learners: :class:`SUML` (unsupervised), :class:`ECAML`
-and :class:`JRD` (supervised); deep learner: :class:`DeepMetricTransformer`.
-Scorers live in :mod:`skdml.metrics`, splitters in :mod:`skdml.model_selection`,
-data loaders in :mod:`skdml.datasets` and torch losses in :mod:`skdml.losses`.
+Linear (Mahalanobis) learners (:mod:`skdml.linear`): :class:`SUML`
+(unsupervised), :class:`ECAML` and :class:`JRD` (supervised); deep learner
+(:mod:`skdml.deep`): :class:`DeepMetricTransformer`. Scorers live in
+:mod:`skdml.metrics`, splitters in :mod:`skdml.model_selection`, data loaders in
+:mod:`skdml.datasets` and torch losses in :mod:`skdml.losses`. Every learner
+trains on the same machinery (``skdml._training``).
 """
 
 import importlib
@@ -12,9 +14,9 @@ __version__ = "0.1.0"
 
 # Estimators are imported lazily so that ``import skdml`` stays fast.
 _LAZY = {
-    "SUML": "skdml.suml",
-    "ECAML": "skdml.ecaml",
-    "JRD": "skdml.jrd",
+    "SUML": "skdml.linear",
+    "ECAML": "skdml.linear",
+    "JRD": "skdml.linear",
     "DeepMetricTransformer": "skdml.deep",
 }
 

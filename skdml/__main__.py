@@ -63,8 +63,6 @@ def _skdml(module, class_name, **params):
 
     def factory(n_components, random_state):
         cls = getattr(importlib.import_module(module), class_name)
-        if params.get("embedding_dim", False) is None:  # the deep learner names it so
-            return cls(random_state=random_state, **{**params, "embedding_dim": n_components})
         return cls(n_components=n_components, random_state=random_state, **params)
 
     return factory
@@ -89,12 +87,12 @@ def demo_rows():
     return [
         DemoRow("raw pixels", None),
         DemoRow("PCA", _pca),
-        DemoRow("SUML", _skdml("skdml.suml", "SUML"), quick=False, optional=True),
-        DemoRow("ECAML", _skdml("skdml.ecaml", "ECAML"), quick=False, optional=True),
-        DemoRow("JRD", _skdml("skdml.jrd", "JRD"), quick=False, optional=True),
-        DemoRow("deep (MLP)", _skdml("skdml.deep", "DeepMetricTransformer",
-                                      embedding_dim=None, loss="binomial", regularizer="ec",
-                                      regularizer_weight=0.13, max_epochs=15),
+        DemoRow("SUML", _skdml("skdml.linear", "SUML"), quick=False, optional=True),
+        DemoRow("ECAML", _skdml("skdml.linear", "ECAML"), quick=False, optional=True),
+        DemoRow("JRD", _skdml("skdml.linear", "JRD"), quick=False, optional=True),
+        DemoRow("deep (MLP)", _skdml("skdml.deep", "DeepMetricTransformer", loss="binomial",
+                                      regularizer="ec", regularizer_weight=0.13, max_iter=15,
+                                      early_stopping=False),
                 quick=False, optional=True),
     ]
 

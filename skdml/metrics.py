@@ -913,3 +913,24 @@ def clustering_f1_scorer(*, random_state=0, n_init=1):
     """
     return _EmbeddingScorer(clustering_f1_score, "clustering_f1", random_state=random_state,
                             n_init=n_init)
+
+
+def knn_accuracy(X, y, X_ref, y_ref, k=(1, 10)):
+    """Temporary (replaced by the metrics package): k-NN vote accuracy of queries X."""
+    X = np.asarray(X, dtype=np.float32)
+    R = np.asarray(X_ref, dtype=np.float32)
+    y, y_ref = np.asarray(y), np.asarray(y_ref)
+    classes, codes = np.unique(np.concatenate([y, y_ref]), return_inverse=True)
+    yq, yr = codes[:len(y)], codes[len(y):]
+    ks = list(k)
+    depth = np.full(len(yq), max(ks), dtype=np.int64)
+    correct = np.zeros(len(ks))
+    with torch.inference_mode():
+        for start, stop, nbrs in _neighbour_blocks(X, R, depth, exclude_self=False,
+                                                   metric="euclidean", batch_size=None,
+                                                   device=torch.device("cpu")):
+            labels = torch.as_tensor(yr)[nbrs]
+            for i, kk in enumerate(ks):
+                votes = torch.nn.functional.one_hot(labels[:, :kk], len(classes)).sum(dim=1)
+                correct[i] += float((votes.argmax(dim=1) == torch.as_tensor(yq[start:stop])).sum())
+    return list(correct / len(yq))

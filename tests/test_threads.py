@@ -3,8 +3,8 @@
 Two loky workers on two cores each running two torch threads were measured 40x
 slower than one process. joblib tells its workers their share of the cores
 through ``OMP_NUM_THREADS`` & co; :func:`skdml._utils.thread_budget` reads it
-and :func:`skdml._utils.torch_threads` applies it to torch for the duration of
-a fit. These tests run a tiny torch estimator in real loky workers and look at
+and :func:`skdml._utils.thread_limits` applies it to torch and to the BLAS pools
+for the duration of a fit. These tests run a tiny torch estimator in real loky workers and look at
 what it saw.
 """
 
@@ -18,13 +18,14 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.model_selection import GridSearchCV
 from threadpoolctl import threadpool_info
 
-from skdml._utils import _THREAD_VARS, thread_budget, thread_limits as torch_threads
+from skdml._utils import (_THREAD_VARS, ENV_OVERRIDE, SMALL_STEP_FLOPS, choose_n_threads,
+                          thread_budget, thread_limits)
 
 N_CPUS = cpu_count(only_physical_cores=False)
 
 
 class _TorchProbe(TransformerMixin, BaseEstimator):
-    """Fits a small torch map (a Cholesky factor) inside ``torch_threads()``; records threads."""
+    """Fits a small torch map (a Cholesky factor) inside ``thread_limits()``; records threads."""
 
     def __init__(self, alpha=1.0, preset_threads=None):
         self.alpha = alpha
@@ -34,9 +35,9 @@ class _TorchProbe(TransformerMixin, BaseEstimator):
         original = torch.get_num_threads()
         if self.preset_threads is not None:
             # Something in the worker (another library, user code) raised torch's
-            # thread count before this fit: torch_threads() must still apply the budget.
+            # thread count before this fit: thread_limits() must still apply the budget.
             torch.set_num_threads(self.preset_threads)
-        with torch_threads() as n_threads:
+        with thread_limits() as n_threads:
             Xt = torch.as_tensor(np.asarray(X, dtype=np.float32))
             gram = Xt.T @ Xt + self.alpha * torch.eye(Xt.shape[1])
             self.components_ = torch.linalg.cholesky(gram).T.numpy()
@@ -64,7 +65,7 @@ def _score_threads(estimator, X, y=None):
 
 @pytest.fixture
 def clean_thread_env(monkeypatch):
-    for var in _THREAD_VARS:
+    for var in _THREAD_VARS + (ENV_OVERRIDE,):
         monkeypatch.delenv(var, raising=False)
     previous = torch.get_num_threads()
     yield
@@ -74,7 +75,7 @@ def clean_thread_env(monkeypatch):
 def test_budget_outside_a_worker_is_the_core_count(clean_thread_env):
     torch.set_num_threads(N_CPUS)
     assert thread_budget() == N_CPUS
-    with torch_threads() as n:
+    with thread_limits() as n:
         assert n == N_CPUS == torch.get_num_threads()
 
 
@@ -83,7 +84,7 @@ def test_budget_honours_joblib_worker_variables(clean_thread_env, monkeypatch, v
     torch.set_num_threads(N_CPUS)
     monkeypatch.setenv(var, "1")
     assert thread_budget() == 1
-    with torch_threads() as n:
+    with thread_limits() as n:
         assert n == 1 == torch.get_num_threads()
     assert torch.get_num_threads() == N_CPUS  # restored
 
@@ -99,7 +100,7 @@ def test_budget_ignores_garbage_and_never_reaches_zero(clean_thread_env, monkeyp
 def test_torch_threads_restores_after_an_error(clean_thread_env):
     torch.set_num_threads(N_CPUS)
     with pytest.raises(RuntimeError, match="boom"):
-        with torch_threads(1):
+        with thread_limits(1):
             assert torch.get_num_threads() == 1
             raise RuntimeError("boom")
     assert torch.get_num_threads() == N_CPUS
@@ -135,3 +136,51 @@ def test_grid_search_n_jobs_2_does_not_oversubscribe():
             assert probe.torch_threads_after_ <= share
         else:  # the context restores what it found
             assert probe.torch_threads_after_ == probe.preset_threads
+
+
+def test_override_wins_over_everything(clean_thread_env, monkeypatch):
+    monkeypatch.setenv(ENV_OVERRIDE, "3")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert thread_budget() == 3 and choose_n_threads(1.0) == 3
+    with thread_limits() as n:
+        assert n == 3 == torch.get_num_threads()
+    monkeypatch.setenv(ENV_OVERRIDE, "many")
+    with pytest.raises(ValueError, match=ENV_OVERRIDE):
+        thread_budget()
+
+
+def test_small_steps_run_on_one_thread(clean_thread_env):
+    torch.set_num_threads(N_CPUS)
+    assert choose_n_threads(SMALL_STEP_FLOPS / 10) == 1
+    assert choose_n_threads(SMALL_STEP_FLOPS * 10) == N_CPUS
+    assert choose_n_threads(None) == N_CPUS
+
+
+def test_blas_pools_are_limited_too(clean_thread_env):
+    def blas_threads():
+        return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+    with thread_limits(1):
+        assert all(n == 1 for n in blas_threads())
+
+
+def test_fits_use_the_policy(clean_thread_env, monkeypatch):
+    """A tiny deep fit runs on one thread; the override reaches inside the fit."""
+    from skdml import DeepMetricTransformer
+
+    seen = []
+    real = torch.set_num_threads
+
+    def spy(n):
+        seen.append(n)
+        real(n)
+
+    monkeypatch.setattr(torch, "set_num_threads", spy)
+    torch.set_num_threads(N_CPUS)
+    seen.clear()
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(40, 5), np.repeat(np.arange(4), 10)
+    DeepMetricTransformer(n_components=2, max_iter=1, device="cpu", random_state=0).fit(X, y)
+    if N_CPUS > 1:
+        assert 1 in seen  # the small-step rule applied inside fit
+    assert torch.get_num_threads() == N_CPUS  # and restored after

@@ -1,25 +1,31 @@
 """Torch losses and regularisers for metric learning.
 
-Every loss and regulariser is an :class:`torch.nn.Module` whose
-``forward(embeddings, labels)`` returns a scalar tensor (the JRS regulariser
-takes a list of per-layer representations instead of one embedding tensor).
-Labels may have any integer dtype; dtype and device follow the embeddings.
-Wherever skdml takes a loss as a parameter, any callable with that signature
-(for instance a pytorch-metric-learning loss) is accepted too.
+Every loss and regulariser is a :class:`MetricLoss` (a :class:`torch.nn.Module`)
+whose ``forward(embeddings, labels)`` returns a scalar tensor (the JRS
+regulariser takes a list of per-layer representations instead of one tensor).
+They share one base: the batch is checked once, a loss declares whether it
+works on unit-norm embeddings (``normalize_embeddings``), it returns its
+per-tuple losses, and one reduction vocabulary (``"mean"``, ``"sum"``,
+``"mean_nonzero"``) turns them into a scalar. Labels may have any integer
+dtype; dtype and device follow the embeddings. Wherever skdml takes a loss as
+a parameter, any callable with that signature (for instance a
+pytorch-metric-learning loss) is accepted too.
 
-=========================  =====================================  ==================
-Class                      Formula                                Paper
-=========================  =====================================  ==================
-:class:`TripletLoss`       squared L2 on the sphere, margin 0.1   ECAML Eq. 8
-:class:`NPairLoss`         multi-class N-pair, raw dot product    ECAML Eq. 9
-:class:`BinomialDevianceLoss`  cosine, alpha=2, beta=0.5, eta=25  ECAML Eq. 10, DeML Eq. 5
-:class:`AMSoftmaxLoss`     additive margin softmax, s=20, m=0.1   JRD Eq. 11
-:class:`EnergyConfusion`   sum_{I!=J} log(1 + E||x_I - x_J||^2)   ECAML Eq. 3, 11
-:class:`JRSRegularizer`    mean_{y_i!=y_j} prod_l k_l(x_i, x_j)   JRD Eq. 8-11
-=========================  =====================================  ==================
+=============================  =====================================  ==================
+Class                          Formula                                Paper
+=============================  =====================================  ==================
+:class:`TripletLoss`           squared L2 on the sphere, margin 0.1   ECAML Eq. 8
+:class:`NPairLoss`             multi-class N-pair, raw dot product    ECAML Eq. 9
+:class:`BinomialDevianceLoss`  cosine, scale 2, margin 0.5, eta 25    ECAML Eq. 10, DeML Eq. 5
+:class:`AMSoftmaxLoss`         additive margin softmax, s=20, m=0.1   JRD Eq. 11
+:class:`EnergyConfusion`       mean_{I!=J} log(1 + E||x_I - x_J||^2)  ECAML Eq. 3, 11
+:class:`JRSRegularizer`        mean_{y_i!=y_j} prod_l k_l(x_i, x_j)   JRD Eq. 8-11
+=============================  =====================================  ==================
 """
 
-from ._registry import LOSSES, REGULARIZERS, get_loss, get_regularizer
+from ._base import REDUCTIONS, MetricLoss
+from ._objective import MetricObjective
+from ._registry import LOSSES, REGULARIZERS, build_loss, get_loss, get_regularizer
 from .amsoftmax import AMSoftmaxLoss
 from .binomial import BinomialDevianceLoss, deml_pair_weights
 from .energy_confusion import EnergyConfusion, class_pair_energies
@@ -33,9 +39,13 @@ __all__ = [
     "EnergyConfusion",
     "JRSRegularizer",
     "LOSSES",
+    "MetricLoss",
+    "MetricObjective",
     "NPairLoss",
+    "REDUCTIONS",
     "REGULARIZERS",
     "TripletLoss",
+    "build_loss",
     "class_pair_energies",
     "deml_pair_weights",
     "get_loss",

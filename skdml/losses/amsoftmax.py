@@ -6,12 +6,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._common import check_embeddings_labels, zero_loss
+from ._base import MetricLoss, check_embeddings_labels, unit_rows, zero_loss
 
 __all__ = ["AMSoftmaxLoss"]
 
 
-class AMSoftmaxLoss(nn.Module):
+class AMSoftmaxLoss(MetricLoss):
     r"""Additive-margin softmax loss (Wang et al., 2018) as used by JRD (Eq. 11).
 
     With normalised embeddings :math:`\hat x_i` and normalised proxies
@@ -22,7 +22,7 @@ class AMSoftmaxLoss(nn.Module):
         \ell_i = -\log \frac{e^{s(\cos_{i y_i} - m)}}
                  {e^{s(\cos_{i y_i} - m)} + \sum_{c \neq y_i} e^{s \cos_{ic}}},
 
-    averaged over the batch. Equal to pytorch-metric-learning's
+    reduced over the batch. Equal to pytorch-metric-learning's
     ``CosFaceLoss(num_classes, embedding_size, margin=m, scale=s)`` when its
     ``W`` (shape ``(embedding_dim, n_classes)``) equals ``proxies.T``.
 
@@ -37,14 +37,15 @@ class AMSoftmaxLoss(nn.Module):
     margin : float, default=0.1
         The additive margin ``m`` (JRD cross-validates it: 0.1 on CUB and SOP,
         0.05 on CARS).
+    reduction : {"mean", "sum"}, default="mean"
+        Reduction over the samples.
 
     Attributes
     ----------
     proxies : torch.nn.Parameter of shape (n_classes, embedding_dim)
-        The learnable class proxies :math:`w_c` (un-normalised). Initialised
-        with i.i.d. standard normal entries (as pytorch-metric-learning does),
-        i.e. uniformly random directions; seed torch (``torch.manual_seed``)
-        for reproducibility, or call :meth:`reset_parameters` with a generator.
+        The learnable class proxies :math:`w_c` (un-normalised), initialised
+        i.i.d. standard normal (as pytorch-metric-learning does); seed torch
+        or call :meth:`reset_parameters` with a generator for reproducibility.
 
     Examples
     --------
@@ -64,14 +65,12 @@ class AMSoftmaxLoss(nn.Module):
     22.0
     """
 
-    def __init__(
-        self,
-        n_classes: int,
-        embedding_dim: int,
-        scale: float = 20.0,
-        margin: float = 0.1,
-    ):
-        super().__init__()
+    normalize_embeddings = True
+    reductions = ("mean", "sum")
+
+    def __init__(self, n_classes: int, embedding_dim: int, scale: float = 20.0,
+                 margin: float = 0.1, reduction: str = "mean"):
+        super().__init__(reduction)
         if int(n_classes) < 1:
             raise ValueError(f"n_classes must be a positive integer, got {n_classes}.")
         if int(embedding_dim) < 1:
@@ -91,10 +90,8 @@ class AMSoftmaxLoss(nn.Module):
             self.proxies.normal_(generator=generator)
 
     def extra_repr(self) -> str:
-        return (
-            f"n_classes={self.n_classes}, embedding_dim={self.embedding_dim}, "
-            f"scale={self.scale}, margin={self.margin}"
-        )
+        return (f"n_classes={self.n_classes}, embedding_dim={self.embedding_dim}, "
+                f"scale={self.scale}, margin={self.margin}, reduction={self.reduction!r}")
 
     def class_cosines(self, embeddings: torch.Tensor) -> torch.Tensor:
         """Cosines ``(n, n_classes)`` between the embeddings and the normalised proxies.
@@ -107,20 +104,32 @@ class AMSoftmaxLoss(nn.Module):
                 f"got {tuple(embeddings.shape)}."
             )
         proxies = self.proxies.to(dtype=embeddings.dtype, device=embeddings.device)
-        return F.normalize(embeddings, dim=1) @ F.normalize(proxies, dim=1).T
+        return unit_rows(embeddings) @ F.normalize(proxies, dim=1).T
+
+    def _check_label_range(self, labels):
+        # Only where reading the labels costs no device synchronisation.
+        if labels.device.type == "cpu" and labels.numel() and (
+                int(labels.min()) < 0 or int(labels.max()) >= self.n_classes):
+            raise ValueError(
+                f"labels must lie in [0, {self.n_classes}), got values in "
+                f"[{int(labels.min())}, {int(labels.max())}].")
 
     def forward(self, embeddings: torch.Tensor, labels, cosines=None) -> torch.Tensor:
         """Loss of a batch; pass ``cosines=class_cosines(embeddings)`` to reuse them."""
         labels = check_embeddings_labels(embeddings, labels)
-        if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= self.n_classes):
-            raise ValueError(
-                f"labels must lie in [0, {self.n_classes}), got values in "
-                f"[{int(labels.min())}, {int(labels.max())}]."
-            )
+        self._check_label_range(labels)
         if embeddings.shape[0] == 0:
-            return zero_loss(embeddings, self.proxies)
+            return zero_loss(embeddings, self.proxies).to(embeddings.dtype)
         if cosines is None:
             cosines = self.class_cosines(embeddings)
+        losses, weights = self._losses(cosines, labels)
+        return self.reduce(losses, weights)
+
+    def tuple_losses(self, x, labels):
+        return self._losses(self.class_cosines(x), labels)
+
+    def _losses(self, cosines, labels):
         one_hot = F.one_hot(labels, self.n_classes).to(cosines.dtype)
         logits = self.scale * (cosines - self.margin * one_hot)
-        return F.cross_entropy(logits, labels)
+        losses = F.cross_entropy(logits, labels, reduction="none")
+        return losses, torch.ones_like(losses)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from ._common import check_embeddings_labels, same_class_masks, zero_loss
+from ._base import MetricLoss, check_embeddings_labels, same_class_masks
 
 __all__ = ["BinomialDevianceLoss", "deml_pair_weights"]
 
@@ -46,44 +45,44 @@ def deml_pair_weights(labels) -> torch.Tensor:
     return pos.double() / n_pos + neg.double() / n_neg
 
 
-class BinomialDevianceLoss(nn.Module):
+class BinomialDevianceLoss(MetricLoss):
     r"""Binomial deviance loss on cosine similarities (ECAML Eq. 10).
 
     For every ordered pair ``i != j`` of the batch, with the cosine similarity
-    :math:`D_{ij} = x_i^\top x_j / (\|x_i\| \|x_j\|)`, :math:`s_{ij} = 1` for
-    a same-class pair (else 0) and :math:`\eta_{ij} = 1` if :math:`s_{ij} = 1`
-    else ``eta``,
+    :math:`D_{ij}`, :math:`s_{ij} = 1` for a same-class pair (else 0) and
+    :math:`\eta_{ij} = 1` if :math:`s_{ij} = 1` else ``negative_weight``,
 
     .. math::
 
         \ell_{ij} = \log\left(1 + e^{-(2 s_{ij} - 1)\,\alpha\,(D_{ij} - \beta)\,\eta_{ij}}\right)
 
-    (computed with ``softplus``). ECAML writes the loss as the plain sum over
-    pairs; the reduction makes the batch-size dependence explicit:
+    where :math:`\alpha` is ``scale`` and :math:`\beta` is ``margin``.
 
     Parameters
     ----------
-    alpha : float, default=2.0
-        Scale :math:`\alpha` (ECAML and DeML).
-    beta : float, default=0.5
-        Translation :math:`\beta` (ECAML and DeML).
-    eta : float, default=25.0
-        Penalty on negative pairs :math:`\eta` (ECAML: 25; DeML uses 35).
-    reduction : {"mean", "sum", "balanced"}, default="mean"
-        ``"mean"``: Eq. 10 divided by the number of pairs ``n (n - 1)``;
-        ``"sum"``: the literal Eq. 10; ``"balanced"``: the DeML / BIER weighting
-        ``1 / w_pq`` (mean over positive pairs + mean over negative pairs),
-        the same as passing ``pair_weights=deml_pair_weights(labels)``.
+    scale : float, default=2.0
+        The paper's :math:`\alpha` (ECAML and DeML).
+    margin : float, default=0.5
+        The paper's :math:`\beta`, the cosine that separates positives from
+        negatives (ECAML and DeML).
+    negative_weight : float, default=25.0
+        The paper's :math:`\eta` on negative pairs (ECAML: 25; DeML: 35).
+    pair_weighting : {"uniform", "balanced"}, default="uniform"
+        ``"uniform"``: every pair weighs 1. ``"balanced"``: positive pairs weigh
+        ``1 / n_positive_pairs`` and negative pairs ``1 / n_negative_pairs``
+        (BIER / DeML Eq. 5, see :func:`deml_pair_weights`).
+    reduction : {"mean", "sum"}, default="mean"
+        ``"sum"`` with uniform weights is the literal Eq. 10; ``"mean"`` divides
+        it by the ``n (n - 1)`` ordered pairs; with balanced weights ``"sum"``
+        is DeML's Eq. 5 (mean over positive pairs + mean over negative pairs)
+        and ``"mean"`` half of it.
 
     Notes
     -----
-    The diagonal ``i == j`` is excluded (it is a constant with zero gradient).
-    ``forward(embeddings, labels, pair_weights=None)``: when an ``(n, n)``
-    tensor ``pair_weights`` is given, the loss is
-    :math:`\sum_{i \neq j} w_{ij} \ell_{ij}` and ``reduction`` is ignored; use
-    :func:`deml_pair_weights` for DeML's Eq. 5 (whose outer average over the
-    DeML learners is the caller's business). A batch of fewer than two samples
-    gives 0 attached to the graph.
+    The diagonal ``i == j`` is excluded (a constant with zero gradient).
+    ``forward(embeddings, labels, pair_weights=W)`` with an ``(n, n)`` tensor
+    returns :math:`\sum_{i \neq j} W_{ij} \ell_{ij}` and ignores the weighting
+    and the reduction.
 
     Examples
     --------
@@ -98,58 +97,54 @@ class BinomialDevianceLoss(nn.Module):
     0.6265
     """
 
-    def __init__(
-        self,
-        alpha: float = 2.0,
-        beta: float = 0.5,
-        eta: float = 25.0,
-        reduction: str = "mean",
-    ):
-        super().__init__()
-        if reduction not in ("mean", "sum", "balanced"):
+    normalize_embeddings = True
+    reductions = ("mean", "sum")
+
+    def __init__(self, scale: float = 2.0, margin: float = 0.5, negative_weight: float = 25.0,
+                 pair_weighting: str = "uniform", reduction: str = "mean"):
+        super().__init__(reduction)
+        if pair_weighting not in ("uniform", "balanced"):
             raise ValueError(
-                f"reduction must be 'mean', 'sum' or 'balanced', got {reduction!r}."
-            )
-        self.alpha = float(alpha)
-        self.beta = float(beta)
-        self.eta = float(eta)
-        self.reduction = reduction
+                f"pair_weighting must be 'uniform' or 'balanced', got {pair_weighting!r}.")
+        self.scale = float(scale)
+        self.margin = float(margin)
+        self.negative_weight = float(negative_weight)
+        self.pair_weighting = pair_weighting
 
     def extra_repr(self) -> str:
-        return (
-            f"alpha={self.alpha}, beta={self.beta}, eta={self.eta}, "
-            f"reduction={self.reduction!r}"
-        )
+        return (f"scale={self.scale}, margin={self.margin}, "
+                f"negative_weight={self.negative_weight}, "
+                f"pair_weighting={self.pair_weighting!r}, reduction={self.reduction!r}")
 
-    def pair_losses(self, embeddings: torch.Tensor, labels) -> torch.Tensor:
+    def pair_losses(self, embeddings, labels):
         """The ``(n, n)`` matrix of pair losses :math:`\\ell_{ij}` (diagonal set to 0)."""
         labels = check_embeddings_labels(embeddings, labels)
-        x = F.normalize(embeddings, p=2, dim=1)
-        cos = x @ x.T
-        pos, neg = same_class_masks(labels)
-        sign = pos.to(cos.dtype) - neg.to(cos.dtype)  # 2 s_ij - 1 off the diagonal, 0 on it
-        eta = torch.where(neg, self.eta, 1.0).to(cos.dtype)
-        losses = F.softplus(-sign * self.alpha * (cos - self.beta) * eta)
-        return losses.masked_fill(~(pos | neg), 0.0)
+        return self._pair_losses(self.prepare(embeddings), labels)[0]
 
-    def forward(self, embeddings: torch.Tensor, labels, pair_weights=None) -> torch.Tensor:
+    def _pair_losses(self, x, labels):
+        same = labels[:, None] == labels[None, :]
+        # positives: softplus(-a (D - b)); negatives: softplus(a eta (D - b))
+        coef = torch.where(same, -self.scale, self.scale * self.negative_weight).to(x.dtype)
+        losses = F.softplus(coef * (x @ x.T - self.margin))
+        off_diagonal = ~torch.eye(len(labels), dtype=torch.bool, device=labels.device)
+        return losses * off_diagonal, same & off_diagonal, ~same
+
+    def tuple_losses(self, x, labels):
+        losses, pos, neg = self._pair_losses(x, labels)
+        if self.pair_weighting == "uniform":
+            return losses, pos | neg
+        pos_w, neg_w = pos.to(losses.dtype), neg.to(losses.dtype)
+        weights = pos_w / pos_w.sum().clamp_min(1.0) + neg_w / neg_w.sum().clamp_min(1.0)
+        return losses, weights
+
+    def forward(self, embeddings, labels, pair_weights=None):
+        if pair_weights is None:
+            return super().forward(embeddings, labels)
         labels = check_embeddings_labels(embeddings, labels)
         n = embeddings.shape[0]
-        if n < 2:
-            return zero_loss(embeddings)
-        losses = self.pair_losses(embeddings, labels)
-        if pair_weights is not None:
-            pair_weights = torch.as_tensor(
-                pair_weights, dtype=losses.dtype, device=losses.device
-            )
-            if pair_weights.shape != (n, n):
-                raise ValueError(
-                    f"pair_weights must have shape ({n}, {n}), got {tuple(pair_weights.shape)}."
-                )
-            return (losses * pair_weights).sum()
-        if self.reduction == "sum":
-            return losses.sum()
-        if self.reduction == "mean":
-            return losses.sum() / (n * (n - 1))
-        weights = deml_pair_weights(labels).to(dtype=losses.dtype, device=losses.device)
-        return (losses * weights).sum()
+        losses = self._pair_losses(self.prepare(embeddings), labels)[0]
+        pair_weights = torch.as_tensor(pair_weights, dtype=losses.dtype, device=losses.device)
+        if pair_weights.shape != (n, n):
+            raise ValueError(
+                f"pair_weights must have shape ({n}, {n}), got {tuple(pair_weights.shape)}.")
+        return (losses * pair_weights).sum() + embeddings.sum() * 0.0

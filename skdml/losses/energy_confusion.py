@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 
-from ._common import check_embeddings_labels, zero_loss
+from ._base import MetricLoss, abs_max, check_embeddings_labels, zero_loss
 
 __all__ = ["EnergyConfusion", "class_pair_energies"]
 
@@ -18,7 +17,7 @@ def class_pair_energies(embeddings: torch.Tensor, labels) -> torch.Tensor:
         E_{IJ} = \frac{1}{n_I n_J} \sum_{i \in I} \sum_{j \in J} \|x_i - x_j\|_2^2
                = \overline{\|x\|^2}_I + \overline{\|x\|^2}_J - 2\,\mu_I^\top \mu_J,
 
-    computed from class means in ``O(n d + C^2 d)`` (no ``(n, n)`` matrix) and
+    computed from class means in ``O(n d + C^2 d)`` after centring the batch,
     clamped at 0 against round-off.
 
     Parameters
@@ -31,14 +30,19 @@ def class_pair_energies(embeddings: torch.Tensor, labels) -> torch.Tensor:
     energies : torch.Tensor of shape (n_classes_in_batch, n_classes_in_batch)
         Classes in sorted label order; the diagonal holds the within-class
         expected distance ``2 * (mean ||x||^2 - ||mu||^2)`` (not used by EC).
+
+    Examples
+    --------
+    >>> import torch
+    >>> E = class_pair_energies(torch.tensor([[0.0], [2.0], [5.0]]), [0, 0, 1])
+    >>> [[round(v, 4) for v in row] for row in E.tolist()]
+    [[2.0, 17.0], [17.0, 0.0]]
     """
     labels = check_embeddings_labels(embeddings, labels)
     classes, inverse = torch.unique(labels, return_inverse=True)
     n_classes = classes.shape[0]
     if n_classes == 0:
         return embeddings.new_zeros((0, 0)) + zero_loss(embeddings)
-    # distances are translation invariant: centring first avoids the cancellation
-    # of mean ||x||^2 - ||mu||^2 when the batch sits far from the origin
     embeddings = embeddings - embeddings.mean(dim=0).detach()
     one_hot = torch.nn.functional.one_hot(inverse, n_classes).to(embeddings.dtype)
     counts = one_hot.sum(dim=0)
@@ -48,21 +52,21 @@ def class_pair_energies(embeddings: torch.Tensor, labels) -> torch.Tensor:
     return energies.clamp_min(0.0)
 
 
-class EnergyConfusion(nn.Module):
+class EnergyConfusion(MetricLoss):
     r"""Energy Confusion regulariser of ECAML (Eq. 3; log form Eq. 11).
 
     For each ordered pair of different classes ``(I, J)`` present in the batch,
     :math:`L_{ec}(X_I, X_J)` is the expected squared Euclidean distance between
     an embedding of class ``I`` and one of class ``J`` (uniform over the
     samples, :math:`p_{ij} = 1 / (n_I n_J)`), see :func:`class_pair_energies`.
-    The regulariser is
+    The regulariser reduces, over the ordered class pairs,
 
     .. math::
 
-        \sum_{I \neq J} L_{ec}(X_I, X_J) \quad\text{or, with ``log=True``,}\quad
-        \sum_{I \neq J} \log(1 + L_{ec}(X_I, X_J)).
+        L_{ec}(X_I, X_J) \quad\text{or, with ``log=True``,}\quad
+        \log(1 + L_{ec}(X_I, X_J)).
 
-    It enters the objective with ``+lambda`` (the caller multiplies): its
+    It enters an objective with ``+lambda`` (the caller multiplies): its
     gradient pulls the embeddings of different classes *together*, the
     "confusion" that ECAML uses against over-fitting the seen classes.
 
@@ -71,17 +75,23 @@ class EnergyConfusion(nn.Module):
     log : bool, default=True
         Use the ``log(1 + EC)`` form of ECAML Eq. 11 (the paper's choice for
         numerical stability).
-    reduction : {"sum", "mean"}, default="sum"
-        ``"sum"`` over ordered class pairs ``I != J`` as written in ECAML
-        Eq. 7/11 (each unordered pair counted twice); ``"mean"`` divides by the
-        number of ordered class pairs, making the weight independent of the
-        number of classes per batch.
+    reduction : {"mean", "sum"}, default="mean"
+        ``"mean"`` over the ordered class pairs (the weight then does not grow
+        with the number of classes per batch; skdml's one semantics, used by
+        :class:`~skdml.ECAML` and :class:`~skdml.DeepMetricTransformer`
+        alike); ``"sum"`` as written in ECAML Eq. 7/11 (each unordered pair
+        counted twice).
 
     Notes
     -----
     The distance is taken on the embeddings as given (ECAML applies EC to the
-    fc-layer output); normalise them first if the metric loss works on the
-    sphere. A batch with fewer than two classes gives 0 attached to the graph.
+    fc-layer output); learners pass the representation their metric loss works
+    on (:meth:`MetricLoss.prepare`). The computation is dense over the batch
+    (class means through the ``(n, n)`` class-averaging matrix, no device
+    synchronisation) and rescaled, so embeddings of any finite norm give a
+    finite value (``log=True``) or ``inf`` where the energy exceeds the
+    dtype's range (``log=False``), never NaN. A batch with fewer than two
+    classes gives 0 attached to the graph.
 
     Examples
     --------
@@ -89,30 +99,33 @@ class EnergyConfusion(nn.Module):
     >>> from skdml.losses import EnergyConfusion
     >>> x = torch.tensor([[0.0, 0.0], [0.0, 2.0], [3.0, 0.0]])
     >>> y = torch.tensor([0, 0, 1])
-    >>> EnergyConfusion(log=False)(x, y)  # 2 * (9 + 13) / 2
+    >>> EnergyConfusion(log=False, reduction="sum")(x, y)  # 2 * (9 + 13) / 2
     tensor(22.)
-    >>> round(EnergyConfusion()(x, y).item(), 4)  # 2 * log(1 + 11)
-    4.9698
+    >>> round(EnergyConfusion()(x, y).item(), 4)  # log(1 + 11)
+    2.4849
     """
 
-    def __init__(self, log: bool = True, reduction: str = "sum"):
-        super().__init__()
-        if reduction not in ("sum", "mean"):
-            raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}.")
+    reductions = ("mean", "sum")
+
+    def __init__(self, log: bool = True, reduction: str = "mean"):
+        super().__init__(reduction)
         self.log = bool(log)
-        self.reduction = reduction
 
     def extra_repr(self) -> str:
         return f"log={self.log}, reduction={self.reduction!r}"
 
-    def forward(self, embeddings: torch.Tensor, labels) -> torch.Tensor:
-        labels = check_embeddings_labels(embeddings, labels)
-        energies = class_pair_energies(embeddings, labels)
-        n_classes = energies.shape[0]
-        if n_classes < 2:
-            return zero_loss(embeddings)
-        off = ~torch.eye(n_classes, dtype=torch.bool, device=energies.device)
-        terms = energies[off]
-        if self.log:
-            terms = torch.log1p(terms)
-        return terms.sum() if self.reduction == "sum" else terms.mean()
+    def tuple_losses(self, x, labels):
+        x = x - x.mean(dim=0).detach()  # distances are translation invariant
+        s = abs_max(x, 1.0).to(torch.float64)  # scale (detached)
+        x = x / s.to(x.dtype)
+        same = labels[:, None] == labels[None, :]
+        counts = same.sum(dim=1).to(x.dtype)
+        average = same.to(x.dtype) / counts[:, None]  # row i: mean over the class of i
+        means = average @ x  # mu_{c(i)}
+        mean_sq = average @ (x * x).sum(dim=1)  # mean ||x||^2 over the class of i
+        scaled = mean_sq[:, None] + mean_sq[None, :] - 2.0 * (means @ means.T)
+        energy = scaled.clamp_min(0.0).to(torch.float64) * (s * s)  # E_{c(i) c(j)}
+        terms = torch.log1p(energy) if self.log else energy
+        # each ordered class pair (I, J) is covered by n_I n_J sample pairs
+        weights = (~same).to(x.dtype) / (counts[:, None] * counts[None, :])
+        return terms.to(x.dtype), weights

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from torch import nn
 
-from ._common import check_embeddings_labels, pairwise_sq_dists, same_class_masks, zero_loss
+from ._base import (MetricLoss, abs_max, check_embeddings_labels, pairwise_sq_dists, same_class_masks,
+                    zero_loss)
 
 __all__ = ["JRSRegularizer"]
 
 
-class JRSRegularizer(nn.Module):
+class JRSRegularizer(MetricLoss):
     r"""Joint Representation Similarity (JRS) regulariser of JRD (Eq. 8-11).
 
     Given ``L`` representations :math:`x^1, \dots, x^L` of the same batch (JRD
@@ -27,7 +27,8 @@ class JRSRegularizer(nn.Module):
         \prod_{l=1}^{L} k_l(x_i^l, x_j^l).
 
     This is JRD Eq. 10 (the estimate of Eq. 8 re-weighted by :math:`n_I n_J`)
-    divided by :math:`N_{pairs}` as in Eq. 11. The kernel of layer ``l`` is a
+    divided by :math:`N_{pairs}` as in Eq. 11 (``reduction="mean"``, the one
+    semantics of :class:`~skdml.JRD` and :class:`~skdml.DeepMetricTransformer`). The kernel of layer ``l`` is a
     mixture (sum) of Gaussians
 
     .. math::
@@ -55,12 +56,17 @@ class JRSRegularizer(nn.Module):
     layer_weights : sequence of float or None, default=None
         Optional exponent per layer, ``prod_l k_l ** w_l`` (JRD has none:
         all 1). A weight of 0 removes a layer.
+    reduction : {"mean", "sum"}, default="mean"
+        Reduction over the ordered pairs of samples of different classes.
 
     Notes
     -----
     ``forward(representations, labels)`` takes a list of ``(n, d_l)`` tensors.
     Squared distances use the Gram expansion clamped at 0 (no square root), so
-    gradients are finite at zero distance. :math:`\tau_l` is clamped below by
+    gradients are finite at zero distance; each layer is rescaled first (the
+    kernels only see ``d / tau``), so representations of any finite norm work.
+    :meth:`representations` builds JRD's list from a learner's layers, its
+    embedding and, when the metric loss has ``class_cosines``, the class level. :math:`\tau_l` is clamped below by
     the dtype's ``eps`` for a batch of identical points. A batch without any
     pair of different classes gives 0 attached to the graph.
 
@@ -83,8 +89,9 @@ class JRSRegularizer(nn.Module):
         single_kernel_layers: Sequence[int] = (-1,),
         detach_tau: bool = True,
         layer_weights: Sequence[float] | None = None,
+        reduction: str = "mean",
     ):
-        super().__init__()
+        super().__init__(reduction)
         bandwidths = tuple(float(b) for b in bandwidths)
         if not bandwidths or any(b <= 0 for b in bandwidths):
             raise ValueError(f"bandwidths must be positive numbers, got {bandwidths}.")
@@ -98,13 +105,15 @@ class JRSRegularizer(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"bandwidths={self.bandwidths}, single_kernel_layers={self.single_kernel_layers}, "
-            f"detach_tau={self.detach_tau}, layer_weights={self.layer_weights}"
+            f"detach_tau={self.detach_tau}, layer_weights={self.layer_weights}, "
+            f"reduction={self.reduction!r}"
         )
 
     def layer_kernel(self, x: torch.Tensor, multi: bool = True) -> torch.Tensor:
         """The ``(n, n)`` kernel matrix of one layer with its self-adaptive bandwidth."""
         n = x.shape[0]
-        d = pairwise_sq_dists(x)
+        scale = abs_max(x, torch.finfo(x.dtype).tiny)
+        d = pairwise_sq_dists(x / scale)  # the kernel only sees d / tau: scale-free
         # mean over the n (n - 1) off-diagonal pairs (the diagonal is ~0, removed exactly)
         tau = (d.sum() - d.diagonal().sum()) / (n * (n - 1)) if n > 1 else d.new_ones(())
         if self.detach_tau:
@@ -113,16 +122,34 @@ class JRSRegularizer(nn.Module):
         mults = self.bandwidths if multi else (1.0,)
         return sum(torch.exp(-d / (b * tau)) for b in mults)
 
+    reductions = ("mean", "sum")
+
+    @staticmethod
+    def representations(layers, embeddings, loss=None):
+        """JRD's joint representation: ``[*layers, embeddings, class level]``.
+
+        The class level, :math:`x^+`, is ``loss.class_cosines(embeddings)`` when the
+        metric loss has proxies (AM-Softmax); it is omitted otherwise.
+        """
+        reps = [layer.flatten(1) for layer in (layers or [])] + [embeddings]
+        if hasattr(loss, "class_cosines"):
+            reps.append(loss.class_cosines(embeddings))
+        return reps
+
     def forward(self, representations, labels) -> torch.Tensor:
         if isinstance(representations, torch.Tensor):
             representations = [representations]
         representations = list(representations)
         if not representations:
             raise ValueError("representations must be a non-empty list of (n, d_l) tensors.")
-        n_layers = len(representations)
         labels = check_embeddings_labels(representations[0], labels, name="representations[0]")
         for i, rep in enumerate(representations[1:], start=1):
             check_embeddings_labels(rep, labels, name=f"representations[{i}]")
+        losses, weights = self.tuple_losses(representations, labels)
+        return self.reduce(losses, weights)
+
+    def tuple_losses(self, representations, labels):
+        n_layers = len(representations)
         single = set()
         for idx in self.single_kernel_layers:
             if not -n_layers <= idx < n_layers:
@@ -136,8 +163,6 @@ class JRSRegularizer(nn.Module):
                 f"layer_weights has {len(weights)} entries for {n_layers} representations."
             )
         _, neg = same_class_masks(labels)
-        if not bool(neg.any()):
-            return zero_loss(*representations)
         product = None
         for l, rep in enumerate(representations):
             if weights is not None and weights[l] == 0:
@@ -147,6 +172,5 @@ class JRSRegularizer(nn.Module):
                 k = k ** weights[l]
             product = k if product is None else product * k
         if product is None:
-            return zero_loss(*representations)
-        neg = neg.to(product.dtype)
-        return (product * neg).sum() / neg.sum()
+            product = zero_loss(*representations).expand(neg.shape)
+        return product, neg

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
-from torch import nn
 
-from ._common import check_embeddings_labels, pairwise_sq_dists, same_class_masks, zero_loss
+from ._base import MetricLoss, pairwise_sq_dists, same_class_masks
 
 __all__ = ["TripletLoss"]
 
+#: Up to this batch size the (n, n, n) triplet tensor is formed densely (no host sync);
+#: beyond it, (anchor, positive) pairs are gathered first (memory O(n^2 K), one sync).
+_DENSE_MAX = 256
 
-class TripletLoss(nn.Module):
+
+class TripletLoss(MetricLoss):
     r"""Triplet loss with squared L2 distances on the unit sphere (ECAML Eq. 8).
 
     For every valid triplet ``(a, p, n)`` of the batch (``y_a == y_p``,
@@ -26,20 +28,16 @@ class TripletLoss(nn.Module):
     ----------
     margin : float, default=0.1
         The margin :math:`m`; ECAML reports that 0.1 works best.
-    reduction : {"all", "active"}, default="all"
-        ``"all"`` averages over every valid triplet of the batch (equal to
+    reduction : {"mean", "sum", "mean_nonzero"}, default="mean"
+        ``"mean"`` averages over every valid triplet of the batch (equal to
         pytorch-metric-learning's ``TripletMarginLoss`` with ``MeanReducer``);
-        ``"active"`` averages over the triplets with a positive loss only
-        (``AvgNonZeroReducer``) and is 0 when none is active.
+        ``"mean_nonzero"`` averages over the triplets with a positive loss only
+        (``AvgNonZeroReducer``) and is 0 when none is active; ``"sum"`` sums.
 
     Notes
     -----
-    Triplets are formed as (anchor, positive) pairs x negatives of the anchor,
-    so memory is ``O(n_pos_pairs * n)`` (``O(n^2 K)`` on a ``P x K`` batch),
-    not ``O(n^3)``. A batch without
-    any valid triplet (a single class, or no class with two samples) gives a
-    loss of exactly 0 that is still attached to the graph, so ``backward()``
-    works and yields zero gradients.
+    A batch without any valid triplet (a single class, or no class with two
+    samples) gives a loss of exactly 0 that is still attached to the graph.
 
     Examples
     --------
@@ -53,32 +51,22 @@ class TripletLoss(nn.Module):
     0.708
     """
 
-    def __init__(self, margin: float = 0.1, reduction: str = "all"):
-        super().__init__()
-        if reduction not in ("all", "active"):
-            raise ValueError(f"reduction must be 'all' or 'active', got {reduction!r}.")
+    normalize_embeddings = True
+
+    def __init__(self, margin: float = 0.1, reduction: str = "mean"):
+        super().__init__(reduction)
         self.margin = float(margin)
-        self.reduction = reduction
 
     def extra_repr(self) -> str:
         return f"margin={self.margin}, reduction={self.reduction!r}"
 
-    def forward(self, embeddings: torch.Tensor, labels) -> torch.Tensor:
-        labels = check_embeddings_labels(embeddings, labels)
-        x = F.normalize(embeddings, p=2, dim=1)
+    def tuple_losses(self, x, labels):
         dist = pairwise_sq_dists(x)
         pos, neg = same_class_masks(labels)
-        anchor, positive = pos.nonzero(as_tuple=True)  # all (a, p) pairs
-        neg_of_pair = neg[anchor]  # (n_pairs, n): the negatives of each pair's anchor
-        if anchor.numel() == 0 or not bool(neg_of_pair.any()):
-            return zero_loss(embeddings)
+        if x.shape[0] <= _DENSE_MAX:
+            violation = dist[:, :, None] - dist[:, None, :] + self.margin  # [a, p, n]
+            weights = pos[:, :, None] & neg[:, None, :]
+            return F.relu(violation), weights
+        anchor, positive = pos.nonzero(as_tuple=True)
         violation = dist[anchor, positive][:, None] - dist[anchor] + self.margin
-        # masked sums instead of boolean gathers: faster forward and backward
-        mask = neg_of_pair.to(violation.dtype)
-        total = (F.relu(violation) * mask).sum()
-        if self.reduction == "all":
-            return total / mask.sum()
-        n_active = ((violation > 0) & neg_of_pair).sum()
-        if int(n_active) == 0:
-            return zero_loss(embeddings)
-        return total / n_active
+        return F.relu(violation), neg[anchor]

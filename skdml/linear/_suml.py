@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numbers
-import sys
 import warnings
 
 import numpy as np
@@ -13,18 +12,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
-from threadpoolctl import threadpool_limits
-
-from skdml._suml_cost import SUMLObjective, sample_triplets
-from skdml._utils import thread_budget
-from skdml.base import BaseMahalanobis, check_n_components, reduce_input
+from .._training import SOLVERS, run_manopt
+from .._utils import thread_limits
+from ._base import BaseMahalanobis, check_n_components
+from ._preprocessing import InputSpace
+from ._suml_objective import SUMLObjective, sample_triplets
 
 __all__ = ["SUML"]
-
-#: Below this many multiply-adds per dense product (N_u * d * d), use one BLAS thread.
-_SMALL_GEMM = 1_000_000_000
-
-_SOLVERS = ("conjugate_gradient", "steepest_descent", "trust_regions")
 
 
 class SUML(BaseMahalanobis):
@@ -42,9 +36,10 @@ class SUML(BaseMahalanobis):
     Parameters
     ----------
     n_components : int, default=None
-        Embedding dimension ``l``. ``None`` means ``n_features``.
-    alpha : float, default=40.0
-        Angle of the angular constraint, in degrees (0 < alpha < 90).
+        Embedding dimension ``l``. ``None`` means ``min(n_features, n_samples)``.
+    angle : float, default=40.0
+        The paper's alpha: angle of the angular constraint, in degrees
+        (0 < angle < 90).
     ortho_weight : float, default=2.0
         The paper's ``lambda``: weight of ``||L^T L - I||_F^2``. It only matters
         for ``manifold="euclidean"`` (on Stiefel the term is zero). Our entropy
@@ -66,7 +61,8 @@ class SUML(BaseMahalanobis):
             default="conjugate_gradient"
         pymanopt optimiser (trust regions uses a finite-difference Hessian).
     max_iter : int, default=30
-        Optimiser iterations (per mini-batch for the stochastic form).
+        Optimiser iterations (per mini-batch for the stochastic form). ``0``
+        returns the initialisation (PCA for ``init="pca"``).
     tol : float, default=1e-6
         Stop when the Riemannian gradient norm falls below ``tol``.
     batch_size : int, default=None
@@ -89,7 +85,8 @@ class SUML(BaseMahalanobis):
     dtype : {"float32", "float64"}, default="float32"
         Precision of the optimisation (``components_`` is always float64).
     verbose : int, default=0
-        ``>= 1`` prints pymanopt's per-iteration table (cost, gradient norm).
+        ``1`` shows a progress bar with an ETA; ``2`` also pymanopt's
+        per-iteration table (cost, gradient norm).
     random_state : int, RandomState instance or None, default=None
         Seeds the triplets, mini-batches, the PCA and the random init.
 
@@ -103,21 +100,23 @@ class SUML(BaseMahalanobis):
         The PCA reduction (``None`` when no reduction was done).
     scale_ : float
         The data were divided by ``scale_`` (root mean squared distance of a
-        sample to the mean) before optimising, so that ``alpha``,
-        ``ortho_weight`` and the softplus margins mean the same on every data
-        set. A uniform scale does not change neighbours; it is not folded into
-        ``components_`` (which keeps orthonormal rows on Stiefel).
+        sample to the mean, after dividing by the largest absolute input
+        value) before optimising, so that ``angle``, ``ortho_weight`` and the
+        softplus margins mean the same on every data set. A uniform scale does
+        not change neighbours; it is not folded into ``components_`` (which
+        keeps orthonormal rows on Stiefel).
     n_iter_ : int
         Total optimiser iterations (summed over mini-batches).
     n_cost_evaluations_ : int
         Objective evaluations (forward passes), line-search trial points included.
     n_grad_evaluations_ : int
         Gradient evaluations; trial points rejected by the line search need none.
-    cost_history_ : ndarray of shape (n_iter_ + n_runs,)
-        Objective at the start and after every iteration (concatenated across
-        mini-batches, each of which starts with its initial cost). For
-        ``solver="trust_regions"``, which keeps no per-iteration log, only the
-        first and last costs of each run.
+    history_ : list of dict
+        ``{"iteration", "loss", "gradient_norm"}`` at the start and after
+        every iteration of each optimiser run (the iteration counted within
+        the run), plus ``"batch"`` (the mini-batch or ``partial_fit`` call) in
+        the stochastic form. For ``solver="trust_regions"``, which keeps no
+        per-iteration log, the first and last costs of each run.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Defined only when ``X`` has string feature names.
@@ -147,26 +146,30 @@ class SUML(BaseMahalanobis):
     >>> from sklearn.neighbors import KNeighborsClassifier
     >>> from skdml import SUML
     >>> X, y = load_digits(return_X_y=True)
-    >>> suml = SUML(n_components=16, n_triplets=1000, max_iter=40, random_state=0)
+    >>> suml = SUML(n_components=8, n_triplets=2000, random_state=0)
     >>> suml.fit(X[:1000]).transform(X[1000:]).shape
-    (797, 16)
+    (797, 8)
     >>> suml.components_.shape
-    (16, 64)
-    >>> pipe = make_pipeline(SUML(n_components=16, n_triplets=1000, max_iter=40,
-    ...                           random_state=0), KNeighborsClassifier(1))
-    >>> bool(pipe.fit(X[:1000], y[:1000]).score(X[1000:], y[1000:]) > 0.9)
+    (8, 64)
+
+    The entropy objective falls from its start (the PCA initialisation):
+
+    >>> bool(suml.history_[-1]["loss"] < suml.history_[0]["loss"] - 0.05)
     True
+    >>> pipe = make_pipeline(SUML(n_components=8, random_state=0), KNeighborsClassifier(5))
+    >>> pipe.fit(X[:1000], y[:1000]).predict(X[1000:1005]).shape
+    (5,)
     """
 
     _parameter_constraints: dict = {
         "n_components": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "alpha": [Interval(numbers.Real, 0, 90, closed="neither")],
+        "angle": [Interval(numbers.Real, 0, 90, closed="neither")],
         "ortho_weight": [Interval(numbers.Real, 0, None, closed="left")],
         "n_triplets": [Interval(numbers.Integral, 1, None, closed="left")],
         "probability": [StrOptions({"sigmoid", "softmax"})],
         "manifold": [StrOptions({"stiefel", "euclidean"})],
-        "solver": [StrOptions(set(_SOLVERS))],
-        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "solver": [StrOptions(set(SOLVERS))],
+        "max_iter": [Interval(numbers.Integral, 0, None, closed="left")],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 3, None, closed="left"), None],
         "n_reduce": [StrOptions({"auto"}), Interval(numbers.Integral, 1, None, closed="left"),
@@ -177,12 +180,12 @@ class SUML(BaseMahalanobis):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, n_components=None, *, alpha=40.0, ortho_weight=2.0, n_triplets=10000,
+    def __init__(self, n_components=None, *, angle=40.0, ortho_weight=2.0, n_triplets=10000,
                  probability="softmax", manifold="euclidean", solver="conjugate_gradient",
                  max_iter=30, tol=1e-6, batch_size=None, n_reduce="auto", init="pca",
                  dtype="float32", verbose=0, random_state=None):
         self.n_components = n_components
-        self.alpha = alpha
+        self.angle = angle
         self.ortho_weight = ortho_weight
         self.n_triplets = n_triplets
         self.probability = probability
@@ -216,39 +219,38 @@ class SUML(BaseMahalanobis):
         """
         X = self._validate_input(X, reset=True)
         rng = check_random_state(self.random_state)
-        Xr = self._setup(X, rng)
-        self.n_iter_ = 0
-        self._costs = []
+        state = self._setup(X, rng)
         if self.batch_size is None:
-            result = self._run(Xr, rng)
-            if "max iterations" in result.stopping_criterion:
+            converged = self._run(state, state["X"], rng)
+            if not converged:
                 warnings.warn(
                     f"SUML stopped at max_iter={self.max_iter} iterations before reaching "
                     f"tol={self.tol}; increase max_iter for a more converged metric.",
-                    ConvergenceWarning,
-                )
+                    ConvergenceWarning)
         else:
-            order = rng.permutation(Xr.shape[0])
-            n_batches = max(1, int(np.ceil(Xr.shape[0] / self.batch_size)))
-            for batch in np.array_split(order, n_batches):
+            order = rng.permutation(state["X"].shape[0])
+            n_batches = max(1, int(np.ceil(state["X"].shape[0] / self.batch_size)))
+            for b, batch in enumerate(np.array_split(order, n_batches)):
                 if batch.shape[0] >= 3:
-                    self._run(Xr[batch], rng)
-        self._finish()
+                    self._run(state, state["X"][batch], rng, batch_index=b)
+        self._publish(state)
         return self
 
     def partial_fit(self, X, y=None):
         """One stochastic SUML step (Algorithm 1) on a mini-batch, warm-started.
 
-        The first call fits the PCA reduction and the scale on its batch and
-        initialises ``(L, S)``; every call then draws ``n_triplets`` triplets
-        from ``X`` and runs ``max_iter`` iterations from the current
-        ``(L, S)``. No ``ConvergenceWarning`` is raised: a fixed number of
-        iterations per mini-batch is the algorithm.
+        The first call fits the working space (reduction, scale) on its batch
+        and initialises ``(L, S)``; every call then draws ``n_triplets``
+        triplets from ``X`` and runs ``max_iter`` iterations from the current
+        ``(L, S)``. The parameters are validated at every call; those that
+        fix the shape of the model (``n_components``, ``n_reduce``, ``init``,
+        ``dtype``) cannot change between calls. No ``ConvergenceWarning`` is
+        raised: a fixed number of iterations per mini-batch is the algorithm.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            A mini-batch (at least 3 samples).
+            A mini-batch (at least 3 samples, not all equal on the first call).
         y : Ignored
             Accepted for API compatibility.
 
@@ -257,56 +259,50 @@ class SUML(BaseMahalanobis):
         self : SUML
             The updated estimator.
         """
-        first = not hasattr(self, "_L")
-        if first:
-            self._validate_params()
+        self._validate_params()
+        first = not hasattr(self, "_state")
         X = self._validate_input(X, reset=first)
         if first:
-            Xr = self._setup(X, check_random_state(self.random_state))
-            self.n_iter_ = 0
-            self._costs = []
+            state = self._setup(X, check_random_state(self.random_state))
+            Xr = state["X"]
         else:
-            Xr = self._reduce(X)
-        self._run(Xr, self._partial_rng)
-        self._finish()
+            state = self._state
+            frozen = {k: getattr(self, k) for k in ("n_components", "n_reduce", "init", "dtype")}
+            if frozen != state["frozen"]:
+                changed = sorted(k for k in frozen if frozen[k] != state["frozen"][k])
+                raise ValueError(
+                    f"partial_fit cannot change {changed} of a started model (they fix its "
+                    "shape); call fit to start afresh.")
+            Xr = state["space"].transform(X).astype(state["dtype"], copy=False)
+        self._run(state, Xr, state["rng"], batch_index=state["runs"])
+        self._publish(state)
         return self
 
     # -------------------------------------------------------------- helpers
     def _validate_input(self, X, reset):
-        X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32],
-                          ensure_min_samples=3)
-        if X.shape[1] < 1:
-            raise ValueError("SUML needs at least one feature.")
-        return X
+        return validate_data(self, X, reset=reset, dtype=[np.float64, np.float32],
+                             ensure_min_samples=3)
 
     def _setup(self, X, rng):
-        """Reduce, rescale and initialise ``(L, S)``; returns the working data."""
+        """The working space and the initial ``(L, S)``; returns the fit's state."""
         n_samples, n_features = X.shape
-        self._partial_rng = rng  # later partial_fit calls keep drawing from it
-        n_components = check_n_components(self.n_components, n_features)
-        self._dtype = np.dtype(self.dtype)
-        self.n_cost_evaluations_ = 0
-        self.n_grad_evaluations_ = 0
-        X64 = np.asarray(X, dtype=np.float64)
+        n_components = check_n_components(self.n_components, n_features, n_samples)
         if self.n_reduce is None:
             target = None
         elif self.n_reduce == "auto":
             target = max(n_components, 256)
         else:
             target = max(n_components, int(self.n_reduce))
-        Xr, projection = reduce_input(X64, target, random_state=rng)
-        if projection is not None and projection.shape[0] < n_components:
-            # Fewer samples than n_components: PCA cannot keep enough directions.
-            Xr, projection = X64, None
-        self.projection_ = projection
-        self._mean = X64.mean(axis=0)
-        Xc = X64 - self._mean if projection is None else Xr
-        scale = float(np.sqrt(np.mean(np.sum(Xc * Xc, axis=1))))
-        self.scale_ = scale if scale > 0 and np.isfinite(scale) else 1.0
-        Xr = self._reduce(X64)
-        d = Xr.shape[1]
+        # the optimisation stays in the span of the data (at most n_samples dimensions)
+        space, Xr = InputSpace.fit(X, target, rng)
+        if space.dim < n_components:
+            raise ValueError(
+                f"n_components={n_components} exceeds the {space.dim} dimensions the data span "
+                f"({n_samples} samples); lower n_components.")
+        dtype = np.dtype(self.dtype)
+        d = space.dim
         if self.init == "pca":
-            if projection is not None:
+            if space.projection is not None:
                 L0 = np.eye(d, n_components)  # reduced coordinates are already PCA-ordered
             else:
                 _, eigvec = np.linalg.eigh(Xr.T @ Xr)
@@ -315,46 +311,35 @@ class SUML(BaseMahalanobis):
         else:
             L0, _ = np.linalg.qr(rng.standard_normal((d, n_components)))
             S0 = rng.standard_normal((2 * d, d)) / np.sqrt(2 * d)
-        self._L = L0.astype(self._dtype)
-        self._S = S0.astype(self._dtype)
-        return Xr
+        frozen = {k: getattr(self, k) for k in ("n_components", "n_reduce", "init", "dtype")}
+        return {"space": space, "X": Xr.astype(dtype, copy=False), "dtype": dtype, "rng": rng,
+                "L": L0.astype(dtype), "S": S0.astype(dtype), "history": [], "n_iter": 0,
+                "runs": 0, "n_cost": 0, "n_grad": 0, "frozen": frozen}
 
-    def _reduce(self, X):
-        """Map raw input to the (centred, reduced, rescaled) optimisation space."""
-        Xc = np.asarray(X, dtype=np.float64) - self._mean
-        if self.projection_ is not None:
-            Xc = Xc @ self.projection_.T
-        return (Xc / self.scale_).astype(self._dtype, copy=False)
-
-    def _run(self, Xr, rng):
-        """Run the optimiser from the current ``(L, S)`` on triplets of ``Xr``."""
-        import pymanopt
+    def _run(self, state, Xr, rng, batch_index=None):
+        """Run the optimiser from the state's ``(L, S)`` on triplets of ``Xr``; return ``converged``."""
         from pymanopt.manifolds import Euclidean, Product, Stiefel
 
-        d, n_components = self._L.shape
+        dtype = state["dtype"]
+        d, n_components = state["L"].shape
+        state["runs"] += 1
+        if self.max_iter == 0:
+            return True
         triplets = sample_triplets(Xr.shape[0], self.n_triplets, rng)
-        objective = SUMLObjective(Xr, triplets, alpha=self.alpha, ortho_weight=self.ortho_weight,
+        objective = SUMLObjective(Xr, triplets, angle=self.angle, ortho_weight=self.ortho_weight,
                                   probability=self.probability)
-        if self.manifold == "stiefel":
-            L_space = Stiefel(d, n_components)
-        else:
-            L_space = Euclidean(d, n_components)
+        L_space = Stiefel(d, n_components) if self.manifold == "stiefel" else \
+            Euclidean(d, n_components)
         manifold = Product([L_space, Euclidean(2 * d, d)])
 
-        @pymanopt.function.numpy(manifold)
-        def cost(L, S):
-            return objective.cost(L, S)  # no gradient: line-search trial points
-
-        @pymanopt.function.numpy(manifold)
-        def euclidean_gradient(L, S):
+        def gradient(L, S):
             _, grad_L, grad_S = objective.cost_grad(L, S)
             return grad_L, grad_S
 
         hessian = None
         if self.solver == "trust_regions":
-            eps = float(np.sqrt(np.finfo(self._dtype).eps))
+            eps = float(np.sqrt(np.finfo(dtype).eps))
 
-            @pymanopt.function.numpy(manifold)
             def hessian(L, S, dL, dS):
                 # Finite difference of the analytic Euclidean gradient along (dL, dS).
                 norm = float(np.sqrt(np.sum(dL * dL) + np.sum(dS * dS)))
@@ -365,49 +350,40 @@ class SUML(BaseMahalanobis):
                 _, gL1, gS1 = objective.cost_grad(L + h * dL, S + h * dS)
                 return (gL1 - gL0) / h, (gS1 - gS0) / h
 
-        problem = pymanopt.Problem(manifold, cost, euclidean_gradient=euclidean_gradient,
-                                   euclidean_hessian=hessian)
-        optimizer_cls = {
-            "conjugate_gradient": pymanopt.optimizers.ConjugateGradient,
-            "steepest_descent": pymanopt.optimizers.SteepestDescent,
-            "trust_regions": pymanopt.optimizers.TrustRegions,
-        }[self.solver]
-        # pymanopt's CG counts its starting point as iteration 1 (it checks the
-        # stopping criteria before stepping); SD and TR count steps taken.
-        offset = 1 if self.solver == "conjugate_gradient" else 0
-        optimizer = optimizer_cls(max_iterations=self.max_iter + offset, min_gradient_norm=self.tol,
-                                  verbosity=2 if self.verbose else 0, log_verbosity=1)
-        if self.verbose:
-            sys.stdout.flush()
-        initial = [self._L, self._S]
-        n_u = objective.X_u.shape[0]
-        # BLAS threads: small products are faster (and far faster on a loaded machine)
-        # on one thread; large ones get this process's budget (joblib-worker aware).
-        n_threads = 1 if n_u * d * d < _SMALL_GEMM else thread_budget()
-        with threadpool_limits(limits=n_threads, user_api="blas"):
-            result = optimizer.run(problem, initial_point=initial)
-        L, S = result.point
-        self._L = np.asarray(L, dtype=self._dtype)
-        self._S = np.asarray(S, dtype=self._dtype)
-        self.n_iter_ += int(result.iterations) - offset
-        logged = result.log.get("iterations") or {}
-        # CG logs the cost before each step and at its final point; SD logs it before
-        # each step; TR keeps no per-iteration log (then: first and last cost only).
-        costs = [float(c) for c in logged.get("cost", [])]
-        if not costs:
-            costs = [objective.cost(*initial)]
-        if offset == 0:
-            costs.append(objective.cost(self._L, self._S))
-        self._costs.extend(costs)
-        self.n_cost_evaluations_ += objective.n_evaluations
-        self.n_grad_evaluations_ += objective.n_gradients
-        return result
+        initial = [state["L"], state["S"]]
+        # dense products of N_u x d x d per evaluation: the thread policy decides
+        flops = 4.0 * objective.X_u.shape[0] * d * d
+        with thread_limits(flops_per_step=flops):
+            run = run_manopt(manifold, objective.cost, gradient, initial,
+                             euclidean_hessian=hessian, solver=self.solver,
+                             max_iter=self.max_iter, tol=self.tol, verbose=self.verbose,
+                             desc="SUML")
+        L, S = run.point
+        state["L"], state["S"] = np.asarray(L, dtype=dtype), np.asarray(S, dtype=dtype)
+        state["n_iter"] += run.n_iter
+        history = run.history or [
+            {"iteration": 0, "loss": float(objective.cost(*initial)), "gradient_norm": np.nan},
+            {"iteration": run.n_iter, "loss": float(objective.cost(state["L"], state["S"])),
+             "gradient_norm": np.nan}]
+        if batch_index is not None:
+            history = [dict(record, batch=batch_index) for record in history]
+        state["history"].extend(history)
+        state["n_cost"] += objective.n_evaluations
+        state["n_grad"] += objective.n_gradients
+        return run.converged
 
-    def _finish(self):
-        L = self._L.astype(np.float64)
-        self.components_ = L.T if self.projection_ is None else L.T @ self.projection_
-        self.synthesis_ = self._S.astype(np.float64)
-        self.cost_history_ = np.asarray(self._costs, dtype=np.float64)
+    def _publish(self, state):
+        """Set the fitted attributes from the state (only once a run has finished)."""
+        space = state["space"]
+        self._state = state
+        self.components_ = space.fold(state["L"].astype(np.float64).T)
+        self.synthesis_ = state["S"].astype(np.float64)
+        self.projection_ = space.projection
+        self.scale_ = space.scale
+        self.n_iter_ = state["n_iter"]
+        self.history_ = list(state["history"])
+        self.n_cost_evaluations_ = state["n_cost"]
+        self.n_grad_evaluations_ = state["n_grad"]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -8,8 +8,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.utils.validation import validate_data
 
-from skdml._sampling import ClassBalancedBatchSampler
-from skdml.base import BaseMahalanobis, check_n_components, reduce_input
+from skdml._training import ClassBalancedBatchSampler
+from skdml.linear import BaseMahalanobis, check_n_components
+from skdml.linear._preprocessing import reduce_input
 
 
 class RandomProjection(BaseMahalanobis):

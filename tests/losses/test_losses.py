@@ -72,7 +72,7 @@ def loop_triplet(x, y, margin, reduction):
             losses.append(max(0.0, d_ap - d_an + margin))
     if not losses:
         return 0.0
-    if reduction == "all":
+    if reduction == "mean":
         return float(np.mean(losses))
     active = [v for v in losses if v > 0]
     return float(np.mean(active)) if active else 0.0
@@ -109,7 +109,7 @@ def loop_npair_sohn(x, y):
     return float(np.mean(losses)) if losses else 0.0
 
 
-def loop_binomial(x, y, alpha=2.0, beta=0.5, eta=25.0, mode="mean"):
+def loop_binomial(x, y, scale=2.0, margin=0.5, eta=25.0, mode="mean"):
     x, y = x.detach().numpy(), y.numpy()
     n = len(y)
     n_pos = sum(1 for i in range(n) for j in range(n) if i != j and y[i] == y[j])
@@ -122,7 +122,7 @@ def loop_binomial(x, y, alpha=2.0, beta=0.5, eta=25.0, mode="mean"):
             s = 1.0 if y[i] == y[j] else 0.0
             e = 1.0 if s == 1.0 else eta
             d = _unit(x[i]) @ _unit(x[j])
-            term = math.log(1.0 + math.exp(-(2 * s - 1) * alpha * (d - beta) * e))
+            term = math.log(1.0 + math.exp(-(2 * s - 1) * scale * (d - margin) * e))
             if mode == "balanced":
                 term /= n_pos if s == 1.0 else n_neg
             total += term
@@ -142,7 +142,7 @@ def loop_amsoftmax(x, y, proxies, scale, margin):
     return float(np.mean(losses))
 
 
-def loop_energy(x, y, log=True, reduction="sum"):
+def loop_energy(x, y, log=True, reduction="mean"):
     x, y = x.detach().numpy(), y.numpy()
     classes = sorted(set(y.tolist()))
     terms = []
@@ -184,7 +184,7 @@ def loop_jrs(reps, y, bandwidths=(0.5, 1.0, 2.0), single=(-1,), taus=None):
 
 # ------------------------------------------------------------------ vs loops
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("reduction", ["all", "active"])
+@pytest.mark.parametrize("reduction", ["mean", "mean_nonzero"])
 @pytest.mark.parametrize("margin", [0.1, 1.0])
 def test_triplet_matches_loop(seed, reduction, margin):
     x, y = make_batch(seed)
@@ -198,7 +198,7 @@ def test_triplet_matches_loop(seed, reduction, margin):
 def test_triplet_active_is_mean_of_positive_terms_only():
     x, y = make_batch(0, per_class=4)
     all_ = TripletLoss(margin=0.1)(x, y).item()
-    active = TripletLoss(margin=0.1, reduction="active")(x, y).item()
+    active = TripletLoss(margin=0.1, reduction="mean_nonzero")(x, y).item()
     assert 0 < all_ < active  # some, not all, triplets are active here
 
 
@@ -236,18 +236,23 @@ def test_npair_on_two_per_class_batch_is_eq9_over_batch_size():
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("mode", ["mean", "sum", "balanced"])
-def test_binomial_matches_loop(seed, mode):
+@pytest.mark.parametrize("kwargs, mode, factor", [
+    ({"reduction": "mean"}, "mean", 1.0),
+    ({"reduction": "sum"}, "sum", 1.0),
+    ({"pair_weighting": "balanced", "reduction": "sum"}, "balanced", 1.0),  # DeML Eq. 5
+    ({"pair_weighting": "balanced", "reduction": "mean"}, "balanced", 0.5),  # weighted mean
+])
+def test_binomial_matches_loop(seed, kwargs, mode, factor):
     for x, y in (make_batch(seed), unequal_batch(seed)):
-        got = BinomialDevianceLoss(reduction=mode)(x, y).item()
-        assert got == pytest.approx(loop_binomial(x, y, mode=mode), rel=1e-10)
+        got = BinomialDevianceLoss(**kwargs)(x, y).item()
+        assert got == pytest.approx(factor * loop_binomial(x, y, mode=mode), rel=1e-10)
 
 
 def test_binomial_custom_parameters_match_loop():
     x, y = make_batch(4)
-    loss = BinomialDevianceLoss(alpha=3.0, beta=0.2, eta=35.0, reduction="sum")
+    loss = BinomialDevianceLoss(scale=3.0, margin=0.2, negative_weight=35.0, reduction="sum")
     assert loss(x, y).item() == pytest.approx(
-        loop_binomial(x, y, alpha=3.0, beta=0.2, eta=35.0, mode="sum"), rel=1e-10
+        loop_binomial(x, y, scale=3.0, margin=0.2, eta=35.0, mode="sum"), rel=1e-10
     )
 
 
@@ -439,7 +444,7 @@ def test_property_random_batches_match_loops(labels, dim, seed):
     """Arbitrary label patterns (singletons, one class, unequal sizes) vs the loops."""
     y = torch.tensor(labels)
     x = torch.tensor(np.random.RandomState(seed).randn(len(labels), dim))
-    assert TripletLoss()(x, y).item() == pytest.approx(loop_triplet(x, y, 0.1, "all"), rel=1e-9, abs=1e-10)
+    assert TripletLoss()(x, y).item() == pytest.approx(loop_triplet(x, y, 0.1, "mean"), rel=1e-9, abs=1e-10)
     assert NPairLoss()(x, y).item() == pytest.approx(loop_npair_all(x, y), rel=1e-9, abs=1e-10)
     assert NPairLoss(tuples="sohn")(x, y).item() == pytest.approx(loop_npair_sohn(x, y), rel=1e-9, abs=1e-10)
     assert BinomialDevianceLoss()(x, y).item() == pytest.approx(loop_binomial(x, y), rel=1e-9, abs=1e-10)
@@ -459,13 +464,13 @@ def _grad_inputs(seed, **kw):
     "loss",
     [
         TripletLoss(margin=0.5),
-        TripletLoss(margin=0.5, reduction="active"),
+        TripletLoss(margin=0.5, reduction="mean_nonzero"),
         NPairLoss(),
         NPairLoss(tuples="sohn", l2_reg=0.01),
         BinomialDevianceLoss(),
-        BinomialDevianceLoss(reduction="balanced"),
+        BinomialDevianceLoss(pair_weighting="balanced"),
         EnergyConfusion(),
-        EnergyConfusion(log=False, reduction="mean"),
+        EnergyConfusion(log=False, reduction="sum"),
     ],
     ids=repr,
 )
@@ -507,7 +512,7 @@ def test_gradcheck_jrs_with_tau_in_graph():
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize(
     "reduction, reducer",
-    [("all", pml_reducers.MeanReducer), ("active", pml_reducers.AvgNonZeroReducer)],
+    [("mean", pml_reducers.MeanReducer), ("mean_nonzero", pml_reducers.AvgNonZeroReducer)],
 )
 def test_triplet_parity_with_pml(seed, reduction, reducer):
     x, y = make_batch(seed, n_classes=4, per_class=4, dim=6)
@@ -582,7 +587,8 @@ def test_energy_confusion_sum_counts_ordered_class_pairs():
     x, y = make_batch(22, n_classes=4)
     e = class_pair_energies(x, y)
     off = ~torch.eye(4, dtype=torch.bool)
-    assert EnergyConfusion(log=False)(x, y).item() == pytest.approx(e[off].sum().item())
+    assert EnergyConfusion(log=False, reduction="sum")(x, y).item() == pytest.approx(
+        e[off].sum().item())
     assert EnergyConfusion(log=False, reduction="mean")(x, y).item() == pytest.approx(
         e[off].sum().item() / 12
     )
@@ -603,11 +609,11 @@ def test_binomial_invariant_to_embedding_scale():
 def _all_losses():
     return [
         ("triplet", TripletLoss()),
-        ("triplet-active", TripletLoss(reduction="active")),
+        ("triplet-nonzero", TripletLoss(reduction="mean_nonzero")),
         ("npair", NPairLoss()),
         ("npair-sohn", NPairLoss(tuples="sohn")),
         ("binomial", BinomialDevianceLoss()),
-        ("binomial-balanced", BinomialDevianceLoss(reduction="balanced")),
+        ("binomial-balanced", BinomialDevianceLoss(pair_weighting="balanced")),
         ("ec", EnergyConfusion()),
         ("jrs", lambda e, lab: JRSRegularizer()([e, e[..., :2]], lab)),
         ("amsoftmax", AMSoftmaxLoss(10, 3).double()),
@@ -738,7 +744,9 @@ def test_jrs_bad_input():
 
 def test_invalid_constructor_options():
     with pytest.raises(ValueError, match="reduction"):
-        TripletLoss(reduction="mean")
+        TripletLoss(reduction="active")
+    with pytest.raises(ValueError, match="pair_weighting"):
+        BinomialDevianceLoss(pair_weighting="dense")
     with pytest.raises(ValueError, match="tuples"):
         NPairLoss(tuples="some")
     with pytest.raises(ValueError, match="reduction"):
@@ -761,9 +769,10 @@ def test_cuda_matches_cpu():
 
 
 # ---------------------------------------------------------------- registry
-def test_get_loss_names_and_aliases():
+def test_get_loss_names():
     assert isinstance(get_loss("triplet"), TripletLoss)
-    assert isinstance(get_loss("TRIPLET", margin=0.3), TripletLoss)
+    with pytest.raises(ValueError, match="Unknown loss"):
+        get_loss("TRIPLET")  # one spelling per name, as scikit-learn's string options
     assert get_loss("triplet", margin=0.3).margin == 0.3
     assert isinstance(get_loss("npair"), NPairLoss)
     assert isinstance(get_loss("binomial"), BinomialDevianceLoss)
@@ -786,6 +795,8 @@ def test_get_loss_callables_pass_through():
     assert get_loss(inst) is inst
     pml_loss = pml_losses.TripletMarginLoss()
     assert get_loss(pml_loss) is pml_loss
+    with pytest.raises(ValueError, match="already built"):
+        get_loss(pml_loss, margin=0.3)  # parameters of a built loss would be ignored
     x, y = make_batch(50)
     assert torch.isfinite(get_loss(pml_loss)(x, y))
 
@@ -811,3 +822,85 @@ def test_get_regularizer():
     assert get_regularizer(reg) is reg
     with pytest.raises(ValueError, match="'ec'"):
         get_regularizer("mmd")
+
+
+# ------------------------------------------------------ base, scale, objective
+@pytest.mark.parametrize("norm", [1e-20, 1e20, 1e30])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_extreme_norms_give_the_scaled_value_never_nan(norm, dtype):
+    """NPair and EC were NaN for embeddings of norm 1e20; scale-free losses must not move."""
+    x, y = make_batch(60, dim=3)
+    x = x / x.norm(dim=1, keepdim=True)
+    big = (x * norm).to(dtype).requires_grad_(True)
+    for name, loss in _all_losses():
+        value = loss(big, y)
+        assert not torch.isnan(value), name
+        value.backward()
+        assert not torch.isnan(big.grad).any(), name
+        big.grad = None
+    # scale-free losses: the same value at any norm
+    for loss in (TripletLoss(), BinomialDevianceLoss(), JRSRegularizer()):
+        assert loss(x.to(dtype) * norm, y).item() == pytest.approx(loss(x, y).item(), rel=1e-4)
+    # EC, log form: log(1 + s^2 E) stays finite and exact
+    expected = loop_energy(x.double() * norm, y)
+    assert EnergyConfusion()(x.to(dtype) * norm, y).item() == pytest.approx(expected, rel=1e-4)
+    # N-pair, raw dot products: l = softplus(s^2 * ...) is huge or tiny, but not NaN
+    npair = NPairLoss()(x.to(dtype) * norm, y).item()
+    assert np.isfinite(npair) or npair == np.inf
+
+
+def test_reductions_are_one_vocabulary():
+    x, y = make_batch(61)
+    t = TripletLoss(margin=0.5)
+    tl, w = t.tuple_losses(t.prepare(x), y)
+    assert t(x, y).item() == pytest.approx(((tl * w).sum() / w.sum()).item())
+    assert TripletLoss(margin=0.5, reduction="sum")(x, y).item() == pytest.approx(
+        (tl * w).sum().item())
+    n_active = ((tl > 0) & w).sum().item()
+    assert TripletLoss(margin=0.5, reduction="mean_nonzero")(x, y).item() == pytest.approx(
+        (tl * w).sum().item() / n_active)
+    for loss_cls in (TripletLoss, NPairLoss, BinomialDevianceLoss, EnergyConfusion,
+                     JRSRegularizer):
+        assert "mean" in loss_cls.reductions and "sum" in loss_cls.reductions
+
+
+def test_losses_declare_their_normalisation():
+    assert TripletLoss.normalize_embeddings and BinomialDevianceLoss.normalize_embeddings
+    assert AMSoftmaxLoss.normalize_embeddings
+    assert not NPairLoss.normalize_embeddings and not EnergyConfusion.normalize_embeddings
+
+
+def test_triplet_dense_and_gathered_forms_agree(monkeypatch):
+    from skdml.losses import triplet
+
+    x, y = make_batch(62, n_classes=4, per_class=5)
+    dense = TripletLoss(margin=0.3)(x, y).item()
+    monkeypatch.setattr(triplet, "_DENSE_MAX", 0)
+    assert TripletLoss(margin=0.3)(x, y).item() == pytest.approx(dense, rel=1e-12)
+
+
+def test_metric_objective_gives_the_regularizer_the_loss_representation():
+    from skdml.losses import MetricObjective
+
+    x, y = make_batch(63, n_classes=3, per_class=3)
+    ec = EnergyConfusion()
+    unit = torch.nn.functional.normalize(x, dim=1)
+    # a spherical loss: EC on unit-norm embeddings
+    total, terms = MetricObjective(BinomialDevianceLoss(), ec, weight=0.3)(x, y)
+    assert terms["regularizer"].item() == pytest.approx(ec(unit, y).item())
+    assert total.item() == pytest.approx(
+        BinomialDevianceLoss()(x, y).item() + 0.3 * ec(unit, y).item())
+    # a raw dot-product loss: EC on the embeddings as given
+    _, terms = MetricObjective(NPairLoss(), ec, weight=0.3)(x, y)
+    assert terms["regularizer"].item() == pytest.approx(ec(x, y).item())
+    # JRS: [layers..., embedding, class cosines]
+    torch.manual_seed(0)
+    am = AMSoftmaxLoss(3, x.shape[1]).double()
+    jrs = JRSRegularizer()
+    layer = x[:, :2] * 3
+    _, terms = MetricObjective(am, jrs, weight=1.0)(x, y, layers=[layer])
+    expected = jrs([layer, x, am.class_cosines(x)], y).item()
+    assert terms["regularizer"].item() == pytest.approx(expected)
+    # weight 0: no regulariser term at all
+    _, terms = MetricObjective(am, jrs, weight=0.0)(x, y)
+    assert set(terms) == {"metric_loss"}

@@ -8,20 +8,18 @@ import torch
 import torch.nn.functional as F
 from sklearn.utils._param_validation import Interval
 
-from ._linear import DTYPE, LinearMetricLearner, ObjectiveBase
+from ..losses import MetricObjective, build_loss, get_regularizer
+from ._supervised import DTYPE, LinearMetricLearner, LinearObjective
 
 __all__ = ["JRD"]
 
 
-class _JRDObjective(ObjectiveBase):
-    def __init__(self, n_components, dim, n_classes, alpha, margin, scale):
-        from .losses import AMSoftmaxLoss, JRSRegularizer
-
+class _JRDObjective(LinearObjective):
+    def __init__(self, n_components, dim, objective):
         super().__init__(n_components, dim)
+        self.objective = objective
+        self.am = objective.loss
         self.bias = torch.zeros(n_components, dtype=DTYPE, requires_grad=True)
-        self.am = AMSoftmaxLoss(n_classes, n_components, scale=scale, margin=margin).to(DTYPE)
-        self.jrs = JRSRegularizer()
-        self.alpha = alpha
 
     @property
     def parameters(self):
@@ -39,12 +37,8 @@ class _JRDObjective(ObjectiveBase):
         return F.normalize(X @ self.L.T + self.bias, dim=1)
 
     def __call__(self, X, y):
-        E = self.embed(X)
-        cosines = self.am.class_cosines(E)
-        value = self.am(E, y, cosines=cosines)
-        if self.alpha > 0:
-            value = value + self.alpha * self.jrs([X, E, cosines], y)
-        return value
+        # JRS over (input, embedding, class level), AM-Softmax on the embedding
+        return self.objective(self.embed(X), y, layers=[X])
 
 
 class JRD(LinearMetricLearner):
@@ -56,11 +50,11 @@ class JRD(LinearMetricLearner):
 
     .. math::
 
-        L_{AMS}(\hat x, y) + \alpha\, \frac{1}{N_{pairs}} \sum_{y_i \neq y_j}
+        L_{AMS}(\hat x, y) + \lambda\, \frac{1}{N_{pairs}} \sum_{y_i \neq y_j}
         k_{in}(x_i, x_j)\, k_{emb}(\hat x_i, \hat x_j)\, k_{cls}(x^+_i, x^+_j)
 
     over class-balanced batches: the additive-margin softmax (scale ``s``,
-    margin ``m``) plus ``alpha`` times the joint representation similarity
+    margin ``m``) plus ``jrs_weight`` times the joint representation similarity
     (JRS) of pairs of different classes over the (input, embedding,
     class-level) representations, with self-adaptive Gaussian-mixture
     kernels (:class:`skdml.losses.JRSRegularizer`). Penalising the joint
@@ -77,9 +71,11 @@ class JRD(LinearMetricLearner):
     n_components : int, default=None
         Embedding dimension. ``None`` means ``n_features`` (or the number of
         rows of an ``init`` array).
-    alpha : float, default=1.0
-        Weight of the JRS regulariser (the paper's value on CUB and CARS);
-        0 gives plain AM-Softmax (the papers' ablation).
+    jrs_weight : float, default=1.0
+        Weight of the JRS regulariser (the paper's alpha = 1 on CUB and
+        CARS); 0 gives plain AM-Softmax (the papers' ablation). The same weight
+        means the same in :class:`~skdml.DeepMetricTransformer` with
+        ``regularizer="jrs"``.
     margin : float, default=0.1
         AM-Softmax additive margin ``m`` in [0, 1).
     scale : float, default=20.0
@@ -97,11 +93,13 @@ class JRD(LinearMetricLearner):
         once. Proxies and bias are learned by both.
     max_iter : int, default=300
         Epochs (minibatch) or conjugate-gradient iterations (batch). With
-        early stopping, the most epochs of the validation run.
+        early stopping, the most epochs of the validation run. ``0`` returns
+        the initialisation.
     tol : float, default=1e-4
-        Minibatch: stop when the epoch objective has not improved by more
-        than ``tol`` for 10 consecutive epochs. Batch: stop when the Riemannian
-        gradient norm falls below ``tol``.
+        Minibatch: stop when the epoch objective (or, with early stopping, the
+        validation score) has not improved by more than ``tol`` for
+        ``n_iter_no_change`` epochs. Batch: stop when the Riemannian gradient
+        norm falls below ``tol``.
     learning_rate : float, default=0.0003
         Adam's learning rate (minibatch solver only). Chosen on the SUML
         Table 1 data with early stopping (``doc/linear.md``): larger rates
@@ -129,8 +127,11 @@ class JRD(LinearMetricLearner):
         accuracy falls with the epochs on USPS); this guards against it.
     validation_fraction : float, default=0.1
         Fraction of each class held out when early stopping is used.
+    n_iter_no_change : int, default=10
+        Epochs without an improvement larger than ``tol`` before stopping
+        (with early stopping: at least enough epochs for 300 steps).
     verbose : int, default=0
-        Print the objective per epoch / iteration.
+        ``1`` shows a progress bar with an ETA and the per-epoch table.
     random_state : int, RandomState instance or None, default=None
         Seeds the initialisation, the batches and torch.
 
@@ -148,13 +149,10 @@ class JRD(LinearMetricLearner):
     n_iter_ : int
         Epochs or iterations run (with early stopping: of the final refit,
         i.e. ``best_iteration_``).
-    loss_history_ : ndarray
-        Objective per epoch (minibatch) or iteration (batch).
-    validation_scores_ : ndarray of shape (n_iter_,)
-        Held-out mean 1-NN / 10-NN accuracy per epoch of the validation run
-        (only when early stopping is used).
+    history_ : list of dict
+        Per epoch (minibatch) or iteration (batch), as for :class:`~skdml.ECAML`.
     best_validation_score_ : float
-        The best of ``validation_scores_``.
+        The best held-out mean 1-NN / 10-NN accuracy (only with early stopping).
     best_iteration_ : int
         The epoch count of the best validation score, used by the refit.
     n_features_in_ : int
@@ -173,32 +171,44 @@ class JRD(LinearMetricLearner):
 
     Examples
     --------
-    >>> from sklearn.datasets import load_iris
-    >>> from skdml import JRD
-    >>> X, y = load_iris(return_X_y=True)
-    >>> jrd = JRD(n_components=2, max_iter=20, random_state=0).fit(X, y)
-    >>> jrd.transform(X).shape, jrd.bias_.shape, jrd.proxies_.shape
-    ((150, 2), (2,), (3, 2))
+    Only two of these 20 features carry the class; the other 18 are louder
+    noise, which PCA (the start, ``max_iter=0``) keeps and the learned metric
+    discards:
+
+    >>> import numpy as np
     >>> from sklearn.neighbors import KNeighborsClassifier
-    >>> knn = KNeighborsClassifier(3).fit(jrd.transform(X), y)
-    >>> bool(knn.score(jrd.transform(X), y) > 0.9)
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from skdml import JRD
+    >>> rng = np.random.RandomState(0)
+    >>> y = rng.randint(0, 4, 300)
+    >>> signal = 3.0 * np.array([[0, 0], [0, 1], [1, 0], [1, 1]])[y] + 0.5 * rng.randn(300, 2)
+    >>> X = np.hstack([signal, 4.0 * rng.randn(300, 18)])
+    >>> def accuracy(metric):  # 3-NN accuracy on held-out samples
+    ...     pipe = make_pipeline(metric, KNeighborsClassifier(3)).fit(X[:200], y[:200])
+    ...     return pipe.score(X[200:], y[200:])
+    >>> start = accuracy(JRD(max_iter=0, random_state=0))
+    >>> learned = accuracy(JRD(random_state=0))
+    >>> bool(learned > start + 0.3)
     True
+    >>> est = JRD(n_components=2, random_state=0).fit(X, y)
+    >>> est.transform(X).shape, len(est.history_) > 0
+    ((300, 2), True)
     """
 
     _parameter_constraints: dict = {
         **LinearMetricLearner._parameter_constraints,
-        "alpha": [Interval(Real, 0, None, closed="left")],
+        "jrs_weight": [Interval(Real, 0, None, closed="left")],
         "margin": [Interval(Real, 0, 1, closed="left")],
         "scale": [Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, n_components=None, *, alpha=1.0, margin=0.1, scale=20.0, init="pca",
+    def __init__(self, n_components=None, *, jrs_weight=1.0, margin=0.1, scale=20.0, init="pca",
                  manifold="euclidean", solver="minibatch", max_iter=300, tol=1e-4,
                  learning_rate=3e-4, n_classes_per_batch=16, n_samples_per_class=8,
-                 n_reduce=None, early_stopping="auto", validation_fraction=0.1, verbose=0,
-                 random_state=None):
+                 n_reduce=None, early_stopping="auto", validation_fraction=0.1,
+                 n_iter_no_change=10, verbose=0, random_state=None):
         self.n_components = n_components
-        self.alpha = alpha
+        self.jrs_weight = jrs_weight
         self.margin = margin
         self.scale = scale
         self.init = init
@@ -212,17 +222,25 @@ class JRD(LinearMetricLearner):
         self.n_reduce = n_reduce
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.verbose = verbose
         self.random_state = random_state
 
     def _make_objective(self, n_classes, n_components, dim):
-        return _JRDObjective(n_components, dim, n_classes, float(self.alpha), float(self.margin),
-                             float(self.scale))
+        objective = self._build_objective(n_classes, n_components)
+        objective.loss.to(DTYPE)
+        return _JRDObjective(n_components, dim, objective)
 
-    def _store_extras(self, objective, mean, scale):
-        # training embedding: normalize(L (x - mean) / scale + b)
-        #                   = normalize(components_ x - components_ mean + scale * b)
+    def _build_objective(self, n_classes, n_components):
+        """The :class:`~skdml.losses.MetricObjective`: AM-Softmax plus weighted JRS."""
+        loss = build_loss("amsoftmax", {"scale": float(self.scale), "margin": float(self.margin)},
+                          n_classes=n_classes, embedding_dim=n_components)
+        return MetricObjective(loss, get_regularizer("jrs"), float(self.jrs_weight))
+
+    def _store_extras(self, objective, space):
+        # trained embedding: normalize(L P (x / m - mu) / s + b), proportional to
+        # normalize(components_ x - m components_ mu + m s b)
         b = objective.bias.detach().to(torch.float64).numpy()
-        self.bias_ = scale * b - self.components_ @ mean
+        self.bias_ = space.peak * (space.scale * b - self.components_ @ space.mean)
         proxies = objective.am.proxies.detach().to(torch.float64)
         self.proxies_ = F.normalize(proxies, dim=1).numpy()

@@ -23,7 +23,10 @@ class ClassBalancedBatchSampler:
         P, the number of distinct classes in each batch.
     n_samples_per_class : int
         K, the number of samples drawn from each chosen class. Classes with
-        fewer than K samples are sampled with replacement.
+        fewer than K samples are sampled with replacement. K is bounded by the
+        data: it never exceeds the size of the largest class (``batch_size``
+        gives the resulting size), so an oversized K cannot allocate more than
+        the data hold.
     random_state : numpy.random.RandomState
         Resolved random state (``check_random_state`` is done by the caller in ``fit``).
     n_batches : int, default=None
@@ -53,13 +56,19 @@ class ClassBalancedBatchSampler:
             )
         self.index_by_class = [np.flatnonzero(inverse == c) for c in range(len(self.classes))]
         self.n_classes_per_batch = int(n_classes_per_batch)
-        self.n_samples_per_class = int(n_samples_per_class)
+        largest = max(len(idx) for idx in self.index_by_class)
+        self.n_samples_per_class = int(min(n_samples_per_class, largest))
         self.random_state = random_state
         batch = self.n_classes_per_batch * self.n_samples_per_class
         self.n_batches = int(n_batches) if n_batches is not None else max(1, -(-len(labels) // batch))
 
     def __len__(self):
         return self.n_batches
+
+    @property
+    def batch_size(self):
+        """Samples per batch, ``P * K`` (K bounded by the largest class)."""
+        return self.n_classes_per_batch * self.n_samples_per_class
 
     def __iter__(self):
         rng = self.random_state

@@ -1,4 +1,4 @@
-"""Private cost and gradient of SUML (Dutta, Harandi and Sekhar, AAAI 2020).
+"""Cost and gradient of SUML (Dutta, Harandi and Sekhar, AAAI 2020).
 
 Notation (the paper's ``L`` is ``d x l``; ``components_`` is its transpose):
 
@@ -25,7 +25,7 @@ case  synthesis loss ``s_c``                        metric loss ``m_c``
 5     ``|w|^2``                                    ``-|W|^2``
 ====  ==========================================  =====================================
 
-with ``sp(x) = log(1 + e^x)``, ``t = tan^2(alpha)``, ``k = 4t``. (Case 2's
+with ``sp(x) = log(1 + e^x)``, ``t = tan^2(angle)``, ``k = 4t``. (Case 2's
 ``c- = c+`` makes ``s- - s_m = (s+ - s)/2``.) The gradient wrt ``S1`` is exactly
 zero, as in the paper's gradient formulas (``delta_ap``, ``delta_an``,
 ``delta_nm`` all have a zero first block). The gradient wrt the rows of ``B``
@@ -92,13 +92,13 @@ class SUMLObjective:
     ----------
     X : ndarray of shape (n_samples, d)
     triplets : ndarray of shape (n_triplets, 3)
-    alpha : float
+    angle : float
         Angle in degrees.
     ortho_weight : float
     probability : {"sigmoid", "softmax"}
     """
 
-    def __init__(self, X, triplets, *, alpha=40.0, ortho_weight=0.5, probability="sigmoid"):
+    def __init__(self, X, triplets, *, angle=40.0, ortho_weight=0.5, probability="sigmoid"):
         uniq, inverse = np.unique(np.asarray(triplets).ravel(), return_inverse=True)
         inverse = inverse.reshape(-1, 3)
         self.X_u = np.ascontiguousarray(X[uniq])
@@ -117,7 +117,7 @@ class SUMLObjective:
         self._K_indptr = np.concatenate(
             [[0], np.cumsum(np.bincount(keys // n_u, minlength=n_u))]).astype(np.int32)
         self._n_u = n_u
-        self.t = float(np.tan(np.deg2rad(alpha)) ** 2)
+        self.t = float(np.tan(np.deg2rad(angle)) ** 2)
         self.k = 4.0 * self.t
         self.ortho_weight = float(ortho_weight)
         self.probability = probability
@@ -298,7 +298,7 @@ class SUMLObjective:
             d + n_components)
 
 
-def torch_objective(X, triplets, L, S, *, alpha=40.0, ortho_weight=0.5, probability="sigmoid"):
+def torch_objective(X, triplets, L, S, *, angle=40.0, ortho_weight=0.5, probability="sigmoid"):
     """The same objective in torch, for autodiff (tests and the speed comparison).
 
     Written independently of :class:`SUMLObjective`: it forms the synthetic
@@ -315,7 +315,7 @@ def torch_objective(X, triplets, L, S, *, alpha=40.0, ortho_weight=0.5, probabil
     d = X.shape[1]
     A, B = Xu @ S[:d], Xu @ S[d:]
     a, p, n = inverse[:, 0], inverse[:, 1], inverse[:, 2]
-    k = 4.0 * float(np.tan(np.deg2rad(alpha)) ** 2)
+    k = 4.0 * float(np.tan(np.deg2rad(angle)) ** 2)
 
     def synth(i, j):  # S^T [x_i; x_j]
         return A[i] + B[j]
@@ -345,7 +345,7 @@ def torch_objective(X, triplets, L, S, *, alpha=40.0, ortho_weight=0.5, probabil
     return entropy + ortho_weight * (R * R).sum(), losses
 
 
-def torch_fast_objective(X_u, ia, ip, in_, L, S2, *, alpha=40.0, ortho_weight=0.5,
+def torch_fast_objective(X_u, ia, ip, in_, L, S2, *, angle=40.0, ortho_weight=0.5,
                          probability="sigmoid"):
     """The fast (precompute-and-gather) form in torch, for the autodiff speed comparison.
 
@@ -355,7 +355,7 @@ def torch_fast_objective(X_u, ia, ip, in_, L, S2, *, alpha=40.0, ortho_weight=0.
     import torch
     import torch.nn.functional as F
 
-    t = float(np.tan(np.deg2rad(alpha)) ** 2)
+    t = float(np.tan(np.deg2rad(angle)) ** 2)
     k = 4.0 * t
     B = X_u @ S2
     G = B @ L

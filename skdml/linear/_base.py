@@ -12,11 +12,10 @@ from abc import abstractmethod
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.decomposition import PCA
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["BaseMahalanobis", "MahalanobisDistance", "check_n_components", "reduce_input"]
+__all__ = ["BaseMahalanobis", "MahalanobisDistance", "check_n_components"]
 
 
 class MahalanobisDistance:
@@ -39,67 +38,50 @@ class MahalanobisDistance:
         self.components = np.asarray(components, dtype=np.float64)
 
     def __call__(self, u, v):
-        diff = np.asarray(u, dtype=np.float64) - np.asarray(v, dtype=np.float64)
-        return float(np.sqrt(np.sum((self.components @ diff) ** 2)))
+        u = np.asarray(u, dtype=np.float64).ravel()
+        v = np.asarray(v, dtype=np.float64).ravel()
+        if u.shape != v.shape or u.shape[0] != self.components.shape[1]:
+            raise ValueError(
+                f"The metric compares two samples of {self.components.shape[1]} features; got "
+                f"shapes {np.shape(u)} and {np.shape(v)}.")
+        return float(_row_norms((self.components @ (u - v))[None, :])[0])
+
+
+def _row_norms(Z):
+    """Euclidean norm of each row, without overflow or underflow in the squares."""
+    peak = np.max(np.abs(Z), axis=1, initial=0.0)
+    safe = np.where(peak > 0, peak, 1.0)
+    return peak * np.sqrt(np.einsum("ij,ij->i", Z / safe[:, None], Z / safe[:, None]))
 
 
 def check_n_components(n_components, n_features, n_samples=None):
-    """Resolve ``n_components`` (``None`` means ``n_features``) and refuse impossible values."""
+    """Resolve ``n_components`` and refuse impossible values.
+
+    ``None`` means ``n_features``, or ``min(n_features, n_samples)`` when
+    ``n_samples`` is given (as :class:`~sklearn.decomposition.PCA` does: a
+    linear map of ``n_samples`` points has at most that many useful
+    directions, and optimising more only costs time).
+
+    Examples
+    --------
+    >>> check_n_components(None, 4096, n_samples=280)
+    280
+    >>> check_n_components(0, 5)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_components=0 must be a positive integer.
+    """
     if n_components is None:
-        return n_features
+        return n_features if n_samples is None else min(n_features, n_samples)
+    if isinstance(n_components, bool) or not isinstance(n_components, numbers.Integral) \
+            or n_components < 1:
+        raise ValueError(f"n_components={n_components!r} must be a positive integer.")
     if n_components > n_features:
         raise ValueError(
             f"n_components={n_components} must be <= n_features={n_features}: a metric "
             "learner cannot learn more independent directions than the input has."
         )
     return int(n_components)
-
-
-def reduce_input(X, n_dims, random_state=None):
-    """Reduce ``X`` to at most ``n_dims`` dimensions with PCA before optimising.
-
-    The optimisers of SUML, ECAML and JRD cost O(d^2)-O(d^3) in the input
-    dimension. Like scikit-learn's NCA with ``init="pca"``, we reduce the input
-    first and fold the reduction back into ``components_``: a learner that
-    finds ``L_r`` in the reduced space reports ``components_ = L_r @ P``, so that
-    ``transform`` stays one linear map of the raw input and
-    ``get_mahalanobis_matrix()`` holds in input space.
-
-    Parameters
-    ----------
-    X : ndarray of shape (n_samples, n_features)
-    n_dims : int or None
-        Target dimension. ``None`` or ``n_dims >= n_features`` means no reduction.
-    random_state : int, RandomState or None
-        Passed to :class:`~sklearn.decomposition.PCA`.
-
-    Returns
-    -------
-    X_reduced : ndarray of shape (n_samples, r)
-        Centred, projected data (or ``X`` itself when no reduction is done).
-    projection : ndarray of shape (r, n_features) or None
-        Orthonormal rows ``P`` (``None`` when no reduction is done).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.random.RandomState(0).rand(20, 6)
-    >>> Xr, P = reduce_input(X, 3)
-    >>> Xr.shape, P.shape
-    ((20, 3), (3, 6))
-    >>> reduce_input(X, None)[1] is None
-    True
-    """
-    n_samples, n_features = X.shape
-    if n_dims is None or n_dims >= n_features:
-        return X, None
-    n_dims = int(min(n_dims, n_samples, n_features))
-    # Exact SVD unless the data are large in both directions: randomized PCA is
-    # approximate and, on AT&T (280 x 4096), slower than the exact one.
-    solver = "full" if min(X.shape) <= 1000 else "auto"
-    pca = PCA(n_components=n_dims, svd_solver=solver, random_state=random_state)
-    X_reduced = pca.fit_transform(X)
-    return X_reduced.astype(X.dtype, copy=False), pca.components_.astype(X.dtype, copy=False)
 
 
 class BaseMahalanobis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -113,7 +95,7 @@ class BaseMahalanobis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     Examples
     --------
     >>> import numpy as np
-    >>> from skdml.base import BaseMahalanobis
+    >>> from skdml.linear import BaseMahalanobis
     >>> from sklearn.utils.validation import validate_data
     >>> class Scale(BaseMahalanobis):
     ...     def fit(self, X, y=None):
@@ -161,6 +143,10 @@ class BaseMahalanobis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
     def _check_pairs(self, pairs):
         check_is_fitted(self)
+        if np.ndim(pairs) != 3:
+            raise ValueError(
+                f"pairs must have shape (n_pairs, 2, n_features); got an array of "
+                f"{np.ndim(pairs)} dimensions (shape {np.shape(pairs)}).")
         pairs = check_array(pairs, allow_nd=True, ensure_2d=False, dtype=np.float64,
                             input_name="pairs")
         if pairs.ndim != 3 or pairs.shape[1] != 2:
@@ -186,8 +172,7 @@ class BaseMahalanobis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         distances : ndarray of shape (n_pairs,)
         """
         pairs = self._check_pairs(pairs)
-        diff = (pairs[:, 0] - pairs[:, 1]) @ self.components_.T
-        return np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        return _row_norms((pairs[:, 0] - pairs[:, 1]) @ self.components_.T)
 
     def pair_score(self, pairs):
         """Similarity score of each pair: minus :meth:`pair_distance` (higher is more similar)."""

@@ -1,0 +1,25 @@
+"""The shared training machinery of every skdml learner.
+
+- :func:`train_epochs` (``_engine``): the one epoch loop over minibatches, with the
+  non-finite guard; :class:`Trainable` is what it trains.
+- ``_callbacks``: validation, early stopping (restore-best or refit), checkpoints,
+  progress (tqdm).
+- ``_checkpoint``: atomic checkpoint files with a digest.
+- :func:`run_manopt` (``_manopt``): the one pymanopt runner (SUML and the linear
+  ``batch`` solver).
+- :class:`ClassBalancedBatchSampler` (``_sampler``): P x K batch plans.
+- ``_splits``: the validation hold-outs.
+"""
+
+from ._callbacks import Callback, Checkpoint, EarlyStopping, Progress, Validation
+from ._checkpoint import CheckpointError, atomic_write_bytes, load_checkpoint, save_checkpoint
+from ._engine import NonFiniteLossError, Trainable, TrainingResult, train_epochs
+from ._manopt import SOLVERS, ManoptRun, run_manopt
+from ._sampler import ClassBalancedBatchSampler
+from ._splits import class_disjoint_holdout, stratified_holdout
+
+__all__ = ["Callback", "Checkpoint", "CheckpointError", "ClassBalancedBatchSampler",
+           "EarlyStopping", "ManoptRun", "NonFiniteLossError", "Progress", "SOLVERS",
+           "Trainable", "TrainingResult", "Validation", "atomic_write_bytes",
+           "class_disjoint_holdout", "load_checkpoint", "run_manopt", "save_checkpoint",
+           "stratified_holdout", "train_epochs"]

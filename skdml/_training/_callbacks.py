@@ -1,0 +1,208 @@
+"""Callbacks of :func:`~skdml._training.train_epochs`: validation, early stopping, checkpoints, progress.
+
+Each is one implementation shared by every minibatch learner:
+
+* :class:`Validation` scores the model after each epoch (``validation_score``);
+* :class:`EarlyStopping` stops when a monitored value has not improved by more
+  than ``tol`` for ``n_iter_no_change`` epochs, remembers the best epoch and,
+  with ``restore_best=True``, puts the best weights back at the end (the deep
+  learner); without it the learner refits for ``best_epoch`` epochs (the
+  linear learners, whose small classes cannot spare their held-out samples);
+* :class:`Checkpoint` writes the training state after each epoch;
+* :class:`Progress` shows a tqdm progress bar with an ETA and a per-epoch table.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["Callback", "Checkpoint", "EarlyStopping", "Progress", "Validation"]
+
+
+class Callback:
+    """Base class: every hook does nothing; ``state_dict`` is what a checkpoint keeps."""
+
+    def on_train_begin(self, loop):
+        """Called once before the first epoch."""
+
+    def on_step_end(self, loop):
+        """Called after every optimiser step."""
+
+    def on_epoch_end(self, loop, record):
+        """Called after every epoch, before ``record`` is stored (add entries to it here)."""
+
+    def after_record(self, loop, record):
+        """Called after the epoch's ``record`` is stored in the history."""
+
+    def on_train_end(self, loop):
+        """Called once when training ends normally."""
+
+    def close(self):
+        """Release resources; called even when training fails."""
+
+    def state_dict(self):
+        """The callback's state, saved in checkpoints."""
+        return {}
+
+    def load_state_dict(self, state):
+        """Restore :meth:`state_dict`."""
+
+
+class Validation(Callback):
+    """Add ``record["validation_score"] = score_fn()`` after each epoch (model in eval mode).
+
+    Parameters
+    ----------
+    score_fn : callable
+        ``score_fn() -> float``, higher is better.
+    """
+
+    def __init__(self, score_fn):
+        self.score_fn = score_fn
+
+    def on_epoch_end(self, loop, record):
+        record["validation_score"] = float(self.score_fn())
+
+
+class EarlyStopping(Callback):
+    """Stop when ``record[monitor]`` has not improved by more than ``tol`` for a while.
+
+    Parameters
+    ----------
+    monitor : str, default="validation_score"
+        The record entry to watch.
+    greater_is_better : bool, default=True
+        ``True`` for a score, ``False`` for a loss.
+    n_iter_no_change : int, default=10
+        Epochs without an improvement larger than ``tol`` before stopping.
+    tol : float, default=1e-4
+        Minimum improvement.
+    restore_best : bool, default=False
+        Load the state of the best epoch back at the end of training.
+
+    Attributes
+    ----------
+    best_epoch : int or None
+        The epoch of the best value; on a tie, the later epoch (trained longer).
+    best_value : float
+        The best value seen.
+
+    Notes
+    -----
+    A NaN value (e.g. a validation score on a degenerate embedding) counts as
+    no improvement and is never the best.
+    """
+
+    def __init__(self, *, monitor="validation_score", greater_is_better=True,
+                 n_iter_no_change=10, tol=1e-4, restore_best=False):
+        self.monitor = monitor
+        self.sign = 1.0 if greater_is_better else -1.0
+        self.n_iter_no_change = int(n_iter_no_change)
+        self.tol = float(tol)
+        self.restore_best = bool(restore_best)
+        self.best = -math.inf
+        self.best_epoch = None
+        self.no_change = 0
+        self.best_state = None
+
+    @property
+    def best_value(self):
+        return self.sign * self.best if self.best_epoch is not None else math.nan
+
+    def on_epoch_end(self, loop, record):
+        value = record.get(self.monitor, math.nan)
+        v = self.sign * value if math.isfinite(value) else -math.inf
+        self.no_change = 0 if v > self.best + self.tol else self.no_change + 1
+        if math.isfinite(v) and v >= self.best:
+            self.best, self.best_epoch = v, loop.epoch
+            if self.restore_best:
+                self.best_state = loop.trainable.state_dict()
+        if self.no_change >= self.n_iter_no_change:
+            loop.stop("no_improvement")
+
+    def on_train_end(self, loop):
+        if self.restore_best and self.best_state is not None:
+            loop.trainable.load_state_dict(self.best_state)
+
+    def state_dict(self):
+        return {"best": self.best, "best_epoch": self.best_epoch, "no_change": self.no_change,
+                "best_state": self.best_state}
+
+    def load_state_dict(self, state):
+        self.best, self.best_epoch = state["best"], state["best_epoch"]
+        self.no_change, self.best_state = state["no_change"], state["best_state"]
+
+
+class Checkpoint(Callback):
+    """Write ``state_fn(loop)`` to ``path`` after each epoch (atomically, with a digest).
+
+    Parameters
+    ----------
+    path : path-like
+        The checkpoint file.
+    state_fn : callable
+        ``state_fn(loop) -> dict``, everything needed to resume.
+    enabled : bool, default=True
+        ``False`` makes it a no-op (e.g. on every rank but the first of a
+        distributed job).
+    """
+
+    def __init__(self, path, state_fn, enabled=True):
+        self.path, self.state_fn, self.enabled = path, state_fn, enabled
+
+    def after_record(self, loop, record):
+        if self.enabled:
+            from ._checkpoint import save_checkpoint
+
+            save_checkpoint(self.path, self.state_fn(loop))
+
+
+class Progress(Callback):
+    """A tqdm progress bar over the steps of the fit (with an ETA) and a per-epoch table.
+
+    Parameters
+    ----------
+    verbose : int
+        0: silent. 1: the bar and one table row per epoch.
+    desc : str
+        Label of the bar (the estimator's name).
+    """
+
+    def __init__(self, verbose, desc):
+        self.verbose, self.desc = int(verbose), desc
+        self.bar, self.header, self.start = None, None, 0
+
+    def on_train_begin(self, loop):
+        if self.verbose:
+            from tqdm.auto import tqdm
+
+            self.start = loop.epoch
+            self.bar = tqdm(desc=self.desc, unit="step", leave=True, dynamic_ncols=True)
+
+    def on_step_end(self, loop):
+        if self.bar is None:
+            return
+        if self.bar.total is None and loop.n_batches:
+            self.bar.total = (loop.max_iter - self.start) * loop.n_batches
+            self.bar.refresh()
+        self.bar.update(1)
+
+    def after_record(self, loop, record):
+        if self.bar is None:
+            return
+        keys = list(record)
+        if self.header != keys:
+            self.header = keys
+            self.bar.write(" | ".join(f"{k:>16s}" for k in keys))
+        self.bar.write(" | ".join(f"{v:16d}" if isinstance(v, int) else f"{v:16.6g}"
+                                  for v in record.values()))
+        self.bar.set_postfix(epoch=record["epoch"], loss=f"{record['loss']:.4g}")
+
+    def on_train_end(self, loop):
+        if self.bar is not None and loop.stop_reason:
+            self.bar.write(f"{self.desc}: stopped at epoch {loop.epoch} ({loop.stop_reason}).")
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

@@ -1,0 +1,446 @@
+"""``DeepMetricTransformer``: deep metric learning as a scikit-learn transformer."""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                          _fit_context)
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, Options, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+from torch import nn
+from torch.utils.data import Dataset
+
+from .._training import class_disjoint_holdout, stratified_holdout
+from .._utils import resolve_device, thread_limits, torch_seed
+from ..losses import LOSSES, REGULARIZERS, MetricObjective, build_loss, get_regularizer
+from ._data import as_source, dataset_labels, dataset_shape, input_shape_of, make_loader
+from ._fitting import fit_network
+from ._state import ModuleStateMixin, load_resume_state
+from ._trainable import embed
+
+__all__ = ["DeepMetricTransformer"]
+
+#: ``n_classes_per_batch="auto"``: this many classes per batch, at most.
+AUTO_CLASSES_PER_BATCH = 8
+#: ``early_stopping="auto"`` holds out classes when at least this many are given.
+AUTO_EARLY_STOPPING_CLASSES = 10
+
+
+class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                            BaseEstimator):
+    """Deep metric learning with any torch backbone, as a scikit-learn transformer.
+
+    A backbone (an ``nn.Module``) followed by a linear embedding head and an
+    optional L2 normalisation is trained with a metric loss from
+    :mod:`skdml.losses` (plus optional EC or JRS regularisation, plus any
+    auxiliary losses returned by the backbone) on class-balanced batches of
+    ``n_classes_per_batch`` x ``n_samples_per_class`` samples, by the same
+    training loop as the linear learners. ``transform`` returns the embeddings
+    as float32 numpy arrays, so the estimator drops into a ``Pipeline`` before
+    ``KNeighborsClassifier`` and into ``GridSearchCV``.
+
+    Parameters
+    ----------
+    backbone : torch.nn.Module, callable or None, default=None
+        The network. An ``nn.Module`` instance is deep-copied at each ``fit`` (so
+        clones and refits start from the same weights). A callable is called as
+        ``backbone(input_shape)`` with the shape of one sample (``(d,)`` or
+        ``(C, H, W)``) and must return an ``nn.Module``. ``None`` uses an MLP for
+        vectors and a small CNN for images (see :mod:`skdml.deep.backbones`).
+        Its output is flattened; its width is found by a dry forward pass,
+        which also checks the output contract. A backbone may return
+        ``(features, aux)`` where ``aux`` is a scalar tensor or a dict of
+        scalar tensors: these auxiliary losses are added to the objective and
+        logged in ``history_`` (as ``"aux"`` or ``"aux_<key>"``).
+    n_components : int, default=128
+        Dimension of the embedding (output of the linear head).
+    normalize : bool, default=True
+        L2-normalise the embeddings.
+    loss : {"binomial", "triplet", "npair", "amsoftmax"} or callable, default="binomial"
+        Metric loss, resolved by :func:`skdml.losses.build_loss`. A callable
+        ``loss(embeddings, labels) -> scalar tensor`` (e.g. a
+        pytorch-metric-learning loss) is used as is (an ``nn.Module`` instance
+        is deep-copied at fit); a class is instantiated with ``loss_params``.
+        For ``"amsoftmax"`` (or a class taking them), ``n_classes`` and
+        ``embedding_dim`` are filled in from the fit.
+    loss_params : dict, default=None
+        Keyword arguments of the loss (a name or a class only).
+    regularizer : {"ec", "jrs"}, callable or None, default=None
+        ``"ec"``: Energy Confusion; as in the ECAML paper its gradient only
+        reaches the embedding layer (the backbone features are detached for
+        this term). ``"jrs"``: Joint Representation Similarity on
+        ``[layers..., embeddings, class level]``, where the layers are
+        ``jrs_layers`` (or, when ``None``, the backbone's output) and the class
+        level are the class cosines of a proxy loss such as AM-Softmax. Both
+        see the representation the loss works on and are averaged as in
+        :class:`~skdml.ECAML` and :class:`~skdml.JRD`
+        (:class:`~skdml.losses.MetricObjective`), so a weight means the same
+        in the linear and the deep learners. A callable is applied as
+        ``regularizer(embeddings, labels)``.
+    regularizer_weight : float, default=0.0
+        Weight of the regulariser (0 disables it).
+    regularizer_params : dict, default=None
+        Keyword arguments of :func:`skdml.losses.get_regularizer`.
+    jrs_layers : str or list of str, default=None
+        Names (fnmatch patterns allowed) of backbone sub-modules whose outputs
+        join the JRS joint representation; captured with forward hooks that are
+        removed at the end of ``fit``.
+    optimizer : {"adam", "adamw", "sgd"} or torch.optim.Optimizer class, default="adam"
+        ``"sgd"`` uses momentum 0.9.
+    learning_rate : float, default=1e-4
+        Learning rate of the backbone.
+    head_lr_mult : float, default=10.0
+        The embedding head and the loss's own parameters (e.g. AM-Softmax
+        proxies) use ``learning_rate * head_lr_mult``, as in the papers.
+    weight_decay : float, default=2e-4
+        Weight decay (ECAML's value).
+    param_groups : list of (str, dict), default=None
+        skorch-style parameter groups: ``[("backbone.blocks.0.*", {"lr": 0.0})]``.
+        Patterns match the names ``backbone.<...>``, ``head.<...>`` and
+        ``loss.<...>``; the first matching pattern wins and its options override
+        the defaults of the parameter.
+    max_iter : int, default=100
+        Most epochs, counted over resumed runs too (``warm_start``).
+    tol : float, default=1e-4
+        Minimum improvement of the monitored value (validation score with
+        early stopping, else the epoch's mean loss).
+    n_classes_per_batch : int or "auto", default="auto"
+        P, classes per batch. ``"auto"`` uses ``min(8, n_training_classes)``. An
+        explicit value larger than the number of training classes raises.
+    n_samples_per_class : int, default=4
+        K, samples per class per batch (with replacement for smaller classes;
+        never more than the largest class holds).
+    batches_per_epoch : int, default=None
+        ``None`` gives ``ceil(n_train / (P * K))``.
+    early_stopping : bool or "auto", default="auto"
+        Hold out a validation set, stop when its Recall@1 has not improved by
+        more than ``tol`` for ``n_iter_no_change`` epochs, and restore the
+        best weights. ``"auto"``: on when the data hold at least 10 classes
+        (the class-disjoint hold-out then keeps 8 or more for training). When
+        off, training stops when the epoch loss stops improving.
+    validation_fraction : float, default=None
+        Fraction held out for validation (of the classes when
+        ``validation_split="class_disjoint"``, of the samples when
+        ``"stratified"``: each class with at least 3 samples keeps 2 for
+        training). ``None`` means 0.1 with early stopping, no validation
+        otherwise. The score is logged in ``history_``.
+    validation_split : {"class_disjoint", "stratified"}, default="class_disjoint"
+        How the validation set is drawn. Class-disjoint validation measures
+        what zero-shot retrieval needs: generalisation to unseen classes.
+    n_iter_no_change : int, default=10
+        Epochs without an improvement larger than ``tol`` before stopping.
+    checkpoint_path : str or path-like, default=None
+        Where to write (atomically, with a SHA-256 digest) a checkpoint at the
+        end of every epoch: model, loss, optimiser, grad scaler, RNG and early
+        stopping states, epoch, history and the validation split. A fit
+        without ``warm_start`` refuses to overwrite an existing file.
+    warm_start : bool, default=False
+        Resume from ``checkpoint_path`` if it exists, else from the current
+        fitted model, instead of starting afresh. The current
+        ``learning_rate`` and ``weight_decay`` apply to the resumed optimiser.
+    device : str or torch.device, default="auto"
+        ``"auto"`` uses CUDA when available.
+    amp : {"bf16", "fp16"} or False, default=False
+        Automatic mixed precision. ``"fp16"`` also uses a ``GradScaler``. Losses
+        are always computed in float32.
+    num_workers : int, default=0
+        DataLoader workers.
+    pin_memory : bool or "auto", default="auto"
+        Pin host memory of batches (``"auto"``: when the device is CUDA).
+    transform_batch_size : int, default=256
+        Batch size of ``transform`` and of the validation pass.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the batch plan, the validation split and torch (initialisation,
+        dropout), inside ``fit``; the global torch RNG is left untouched.
+    verbose : int, default=0
+        ``1`` shows a progress bar with an ETA and a table row per epoch.
+
+    Attributes
+    ----------
+    module_ : EmbeddingNet
+        The trained network (backbone + head), on ``device_``, in eval mode.
+    loss_ : callable
+        The fitted loss (holds e.g. the AM-Softmax proxies).
+    classes_ : ndarray
+        Training labels.
+    input_shape_ : tuple
+        Shape of one input sample as fed to the network.
+    history_ : list of dict
+        One dict per epoch: ``epoch``, ``loss`` (total objective),
+        ``metric_loss``, ``regularizer``, auxiliary losses,
+        ``validation_score`` (Recall@1 of the held-out set, when validating),
+        ``seconds`` (wall time, the only non-deterministic entry).
+    n_iter_ : int
+        Epochs run (in total, including resumed ones).
+    best_iteration_ : int
+        The epoch whose weights were restored (with early stopping).
+    best_validation_score_ : float
+        Its validation Recall@1 (with early stopping).
+    device_ : torch.device
+        Device of ``module_``.
+    n_features_in_ : int
+        Number of columns (or channels) of array inputs.
+
+    See Also
+    --------
+    skdml.ECAML, skdml.JRD : linear learners with the same losses and regularisers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdml import DeepMetricTransformer
+    >>> rng = np.random.RandomState(0)
+    >>> y = np.repeat(np.arange(4), 10)
+    >>> X = rng.randn(40, 6) + 3 * y[:, None]
+    >>> net = DeepMetricTransformer(n_components=3, max_iter=2, device="cpu",
+    ...                             random_state=0)
+    >>> Z = net.fit(X, y).transform(X)
+    >>> Z.shape, Z.dtype, len(net.history_)
+    ((40, 3), dtype('float32'), 2)
+    """
+
+    _parameter_constraints = {
+        "backbone": [None, callable],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "normalize": ["boolean"],
+        "loss": [StrOptions(set(LOSSES)), callable],
+        "loss_params": [None, dict],
+        "regularizer": [None, StrOptions(set(REGULARIZERS)), callable],
+        "regularizer_weight": [Interval(Real, 0, None, closed="left")],
+        "regularizer_params": [None, dict],
+        "jrs_layers": [None, str, list, tuple],
+        "optimizer": [StrOptions({"adam", "adamw", "sgd"}), type],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "head_lr_mult": [Interval(Real, 0, None, closed="left")],
+        "weight_decay": [Interval(Real, 0, None, closed="left")],
+        "param_groups": [None, list, tuple],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "n_classes_per_batch": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"})],
+        "n_samples_per_class": [Interval(Integral, 1, None, closed="left")],
+        "batches_per_epoch": [Interval(Integral, 1, None, closed="left"), None],
+        "early_stopping": ["boolean", StrOptions({"auto"})],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither"), None],
+        "validation_split": [StrOptions({"class_disjoint", "stratified"})],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "checkpoint_path": [None, str, os.PathLike],
+        "warm_start": ["boolean"],
+        "device": [str, torch.device],
+        "amp": [StrOptions({"bf16", "fp16"}), Options(bool, {False}), None],
+        "num_workers": [Interval(Integral, 0, None, closed="left")],
+        "pin_memory": [StrOptions({"auto"}), "boolean"],
+        "transform_batch_size": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, backbone=None, *, n_components=128, normalize=True, loss="binomial",
+                 loss_params=None, regularizer=None, regularizer_weight=0.0,
+                 regularizer_params=None, jrs_layers=None, optimizer="adam", learning_rate=1e-4,
+                 head_lr_mult=10.0, weight_decay=2e-4, param_groups=None, max_iter=100, tol=1e-4,
+                 n_classes_per_batch="auto", n_samples_per_class=4, batches_per_epoch=None,
+                 early_stopping="auto", validation_fraction=None,
+                 validation_split="class_disjoint", n_iter_no_change=10, checkpoint_path=None,
+                 warm_start=False, device="auto", amp=False, num_workers=0, pin_memory="auto",
+                 transform_batch_size=256, random_state=None, verbose=0):
+        self.backbone = backbone
+        self.n_components = n_components
+        self.normalize = normalize
+        self.loss = loss
+        self.loss_params = loss_params
+        self.regularizer = regularizer
+        self.regularizer_weight = regularizer_weight
+        self.regularizer_params = regularizer_params
+        self.jrs_layers = jrs_layers
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.head_lr_mult = head_lr_mult
+        self.weight_decay = weight_decay
+        self.param_groups = param_groups
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_classes_per_batch = n_classes_per_batch
+        self.n_samples_per_class = n_samples_per_class
+        self.batches_per_epoch = batches_per_epoch
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.validation_split = validation_split
+        self.n_iter_no_change = n_iter_no_change
+        self.checkpoint_path = checkpoint_path
+        self.warm_start = warm_start
+        self.device = device
+        self.amp = amp
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self.transform_batch_size = transform_batch_size
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.input_tags.allow_nan = False
+        tags.transformer_tags.preserves_dtype = ["float32"]  # embeddings are always float32
+        return tags
+
+    @property
+    def _n_features_out(self):
+        return self.n_components
+
+    # ------------------------------------------------------------------ input
+    def _validate_fit_input(self, X, y):
+        """Return ``(source, y, input_shape)``; source is a float32 tensor or the Dataset."""
+        if isinstance(X, Dataset):
+            input_shape = dataset_shape(X, "training")
+            return X, dataset_labels(X, y), input_shape
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
+                             "is None: labels are missing.")
+        X, y = validate_data(self, X, y, allow_nd=True, dtype=np.float32)
+        check_classification_targets(y)
+        source = as_source(X)
+        return source, y, tuple(source.shape[1:])
+
+    def _validate_transform_input(self, X):
+        if isinstance(X, Dataset):
+            shape = dataset_shape(X, "transform")
+        else:
+            X = validate_data(self, X, reset=False, allow_nd=True, dtype=np.float32)
+            shape = input_shape_of(X.shape[1:])
+        if shape != self.input_shape_:
+            raise ValueError(f"X has samples of shape {shape}, the model was fitted on "
+                             f"{self.input_shape_}.")
+        return X if isinstance(X, Dataset) else as_source(X)
+
+    def _pin(self, device):
+        return device.type == "cuda" if self.pin_memory == "auto" else bool(self.pin_memory)
+
+    def _embed(self, net, source, indices, device, input_shape):
+        """Embeddings of ``source[indices]`` in eval mode, no grad, float32 numpy."""
+        loader = make_loader(source, indices, batch_size=self.transform_batch_size,
+                             num_workers=self.num_workers, pin_memory=self._pin(device))
+        return embed(net, loader, n_components=self.n_components, device=device,
+                     input_shape=input_shape, amp=self.amp)
+
+    # ------------------------------------------------------------------ building blocks
+    def _use_early_stopping(self, n_classes):
+        if self.early_stopping == "auto":
+            return n_classes >= AUTO_EARLY_STOPPING_CLASSES
+        return bool(self.early_stopping)
+
+    def _validation_split(self, y_enc, early_stopping, rng):
+        fraction = self.validation_fraction
+        if fraction is None and not early_stopping:
+            return np.arange(len(y_enc)), None
+        seed = np.random.RandomState(rng.randint(0, 2**31 - 1))
+        holdout = class_disjoint_holdout if self.validation_split == "class_disjoint" \
+            else stratified_holdout
+        return holdout(y_enc, 0.1 if fraction is None else fraction, seed)
+
+    def _build_objective(self, n_classes):
+        """The :class:`~skdml.losses.MetricObjective` (same wiring as ECAML and JRD)."""
+        loss = build_loss(self.loss, self.loss_params, n_classes=n_classes,
+                          embedding_dim=self.n_components)
+        regularizer = None
+        if self.regularizer is not None and self.regularizer_weight > 0:
+            regularizer = get_regularizer(self.regularizer, **(self.regularizer_params or {}))
+            if isinstance(self.regularizer, nn.Module):  # fits never share state
+                regularizer = copy.deepcopy(regularizer)
+        return MetricObjective(loss, regularizer, self.regularizer_weight)
+
+    def _batch_classes(self, n_train_classes):
+        if self.n_classes_per_batch == "auto":
+            return min(AUTO_CLASSES_PER_BATCH, n_train_classes)
+        P = int(self.n_classes_per_batch)
+        if P > n_train_classes:
+            raise ValueError(
+                f"The batch plan cannot be met: n_classes_per_batch={P} but the training data "
+                f"hold only {n_train_classes} classes. Lower n_classes_per_batch or use 'auto'.")
+        return P
+
+    # ------------------------------------------------------------------ fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Train the network on ``X`` (arrays or a torch ``Dataset``) with labels ``y``.
+
+        A fit that does not finish (an error, a non-finite loss, Ctrl-C)
+        leaves the estimator as it was before the call; with
+        ``checkpoint_path``, the last complete epoch can be resumed with
+        ``warm_start=True``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), (n_samples, H, W), \
+(n_samples, C, H, W) or torch.utils.data.Dataset
+            Training inputs. A ``Dataset`` yields ``x`` or ``(x, label)``; its labels
+            come from ``y`` if given, else its ``targets`` attribute, else one pass
+            over it.
+        y : array-like of shape (n_samples,)
+            Class labels (required for arrays).
+
+        Returns
+        -------
+        self : DeepMetricTransformer
+            The fitted estimator.
+        """
+        source, y, input_shape = self._validate_fit_input(X, y)
+        classes, y_enc = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"Metric learning needs at least 2 classes; the labels hold "
+                             f"{len(classes)} class (1 class).")
+        device = resolve_device(self.device)
+        rng = check_random_state(self.random_state)
+        resume = load_resume_state(self, classes, input_shape)
+        early_stopping = self._use_early_stopping(len(classes))
+        if resume is not None:  # the split of the first run, whatever the seed now
+            train_idx, val_idx = resume["split"]
+        else:
+            train_idx, val_idx = self._validation_split(y_enc, early_stopping, rng)
+        P = self._batch_classes(len(np.unique(y_enc[train_idx])))
+        seed = torch_seed(rng)
+        fork_devices = [device.index or 0] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=fork_devices):
+            torch.manual_seed(seed)
+            fitted = fit_network(self, source, y_enc, classes, input_shape,
+                                 (train_idx, val_idx), P, rng, device, resume, early_stopping)
+        # only a finished fit changes the estimator
+        converged = fitted.pop("_converged")
+        for stale in ("best_iteration_", "best_validation_score_"):
+            self.__dict__.pop(stale, None)
+        for key, value in fitted.items():
+            setattr(self, key, value)
+        if not converged:
+            warnings.warn(
+                f"{type(self).__name__} reached max_iter={self.max_iter} epochs while still "
+                f"improving (by more than tol={self.tol}); increase max_iter for a more "
+                "converged model.", ConvergenceWarning)
+        return self
+
+    # ------------------------------------------------------------------ transform
+    def transform(self, X):
+        """Embed ``X`` in batches, in eval mode, without gradients.
+
+        Parameters
+        ----------
+        X : array-like of the fitted sample shape, or torch.utils.data.Dataset
+            A ``Dataset`` may yield ``x`` or ``(x, y)``; its items must be finite.
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, n_components), dtype float32
+            The embeddings.
+        """
+        check_is_fitted(self, "module_")
+        source = self._validate_transform_input(X)
+        with thread_limits():
+            return self._embed(self.module_, source, np.arange(len(source)), self.device_,
+                               self.input_shape_)

@@ -1,0 +1,129 @@
+"""One deep fit: build the network and the objective, resume if asked, run the shared loop."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+from .._training import (Checkpoint, ClassBalancedBatchSampler, EarlyStopping, Progress,
+                         Validation, train_epochs)
+from .._utils import thread_limits
+from ._data import MappedSampler, first_items, make_loader, to_model_input
+from ._hooks import LayerCapture, match_modules
+from ._network import EmbeddingNet, build_backbone, build_optimizer, probe_backbone
+from ._state import to_cpu
+from ._trainable import DeepTrainable
+
+__all__ = ["fit_network"]
+
+
+def _optimizer(est, net, loss):
+    return build_optimizer(net, loss, optimizer=est.optimizer, learning_rate=est.learning_rate,
+                           head_lr_mult=est.head_lr_mult, weight_decay=est.weight_decay,
+                           param_groups=est.param_groups)
+
+
+def _restore(est, resume, net, objective, optimizer, scaler, rng, device, stopper):
+    """Load a resume state; the optimiser takes the *current* learning rates (honoured)."""
+    net.load_state_dict(resume["model"])
+    if isinstance(objective.loss, nn.Module) and resume.get("loss") is not None:
+        objective.loss.load_state_dict(resume["loss"])
+    optimizer.load_state_dict(resume["optimizer"])
+    fresh = _optimizer(est, net, objective.loss)
+    for group, new in zip(optimizer.param_groups, fresh.param_groups):
+        group["lr"], group["weight_decay"] = new["lr"], new["weight_decay"]
+    if resume["scaler"]:
+        scaler.load_state_dict(resume["scaler"])
+    rng.set_state(resume["numpy_rng"])
+    torch.set_rng_state(resume["torch_rng"])
+    if device.type == "cuda" and resume.get("cuda_rng") is not None:
+        torch.cuda.set_rng_state(resume["cuda_rng"], device)
+    stopper.load_state_dict(resume["stopper"])
+    return list(resume["history"]), int(resume["epoch"])
+
+
+def fit_network(est, source, y_enc, classes, input_shape, split, P, rng, device, resume,
+                early_stopping):
+    """Train ``est``'s network; return its fitted attributes (the caller sets them)."""
+    train_idx, val_idx = split
+    backbone = build_backbone(est.backbone, input_shape)
+    probe = to_model_input(first_items(source), torch.device("cpu"), input_shape)
+    n_features, flops = probe_backbone(backbone, probe)
+    net = EmbeddingNet(backbone, n_features, est.n_components, est.normalize).to(device)
+    objective = est._build_objective(len(classes))
+    for part in (objective.loss, objective.regularizer):
+        if isinstance(part, nn.Module):
+            part.to(device)
+    hooked = []
+    if est.regularizer == "jrs" and objective.regularized and est.jrs_layers is not None:
+        hooked = match_modules(net.backbone, est.jrs_layers)
+    optimizer = _optimizer(est, net, objective.loss)
+    scaler = torch.amp.GradScaler(device.type, enabled=est.amp == "fp16")
+    sampler = ClassBalancedBatchSampler(y_enc[train_idx], P, est.n_samples_per_class, rng,
+                                        n_batches=est.batches_per_epoch)
+    loader = make_loader(source, batch_sampler=MappedSampler(sampler, train_idx),
+                         num_workers=est.num_workers, pin_memory=est._pin(device))
+    capture = LayerCapture(net.backbone, hooked)
+    trainable = DeepTrainable(net, objective, torch.as_tensor(y_enc, dtype=torch.long),
+                              input_shape=input_shape, device=device, amp=est.amp,
+                              capture=capture if hooked else None)
+    validating = val_idx is not None
+    if early_stopping and not validating:
+        raise ValueError("early_stopping needs a validation set: set validation_fraction.")
+    if validating and early_stopping:
+        stopper = EarlyStopping(n_iter_no_change=est.n_iter_no_change, tol=est.tol,
+                                restore_best=True)
+    else:
+        stopper = EarlyStopping(monitor="loss", greater_is_better=False,
+                                n_iter_no_change=est.n_iter_no_change, tol=est.tol)
+    callbacks = []
+    if validating:
+        from ..metrics import recall_at_k
+
+        callbacks.append(Validation(lambda: recall_at_k(
+            est._embed(net, source, val_idx, device, input_shape), y_enc[val_idx], k=1)))
+    callbacks.append(stopper)
+    history, start_epoch, max_iter = [], 0, est.max_iter
+    if resume is not None:
+        history, start_epoch = _restore(est, resume, net, objective, optimizer, scaler, rng,
+                                        device, stopper)
+        if resume.get("stopped"):  # an early-stopped run stays finished
+            max_iter = start_epoch
+        max_iter = max(max_iter, start_epoch)
+
+    def state(loop):
+        loss = objective.loss
+        return {"format": "skdml-deep", "model": net.state_dict(),
+                "loss": loss.state_dict() if isinstance(loss, nn.Module) else None,
+                "optimizer": optimizer.state_dict(),
+                "scaler": scaler.state_dict() if scaler.is_enabled() else None,
+                "numpy_rng": rng.get_state(), "torch_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                "epoch": loop.epoch, "history": list(loop.history),
+                "stopper": stopper.state_dict(), "stopped": loop.stop_reason is not None,
+                "classes": classes, "input_shape": tuple(input_shape),
+                "split": (train_idx, val_idx)}
+
+    if est.checkpoint_path is not None:
+        callbacks.append(Checkpoint(est.checkpoint_path, state))
+    callbacks.append(Progress(est.verbose, type(est).__name__))
+    batch_flops = 3.0 * flops * P * est.n_samples_per_class  # forward + backward
+    with thread_limits(flops_per_step=batch_flops if device.type == "cpu" else None), capture:
+        result = train_epochs(trainable, optimizer, lambda epoch: loader, max_iter=max_iter,
+                              callbacks=callbacks, start_epoch=start_epoch, history=history,
+                              grad_scaler=scaler, device=device)
+    stopped = result.stop_reason if result.stop_reason != "max_iter" else None
+    if resume is not None and resume.get("stopped"):
+        stopped = "no_improvement"
+    final = state(SimpleNamespace(epoch=result.n_iter, history=result.history,
+                                  stop_reason=stopped))
+    fitted = {"module_": net.eval(), "loss_": objective.loss, "classes_": classes,
+              "input_shape_": tuple(input_shape), "device_": device,
+              "history_": result.history, "n_iter_": result.n_iter,
+              "_resume_state": to_cpu(final), "_converged": stopped is not None}
+    if validating and early_stopping:
+        fitted["best_iteration_"] = stopper.best_epoch
+        fitted["best_validation_score_"] = stopper.best_value
+    return fitted

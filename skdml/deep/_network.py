@@ -1,0 +1,176 @@
+"""The deep learner's network: backbone + embedding head, and its optimiser's parameter groups."""
+
+from __future__ import annotations
+
+import copy
+from fnmatch import fnmatchcase
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .backbones import default_backbone
+
+__all__ = ["EmbeddingNet", "build_backbone", "build_optimizer", "probe_backbone"]
+
+
+class EmbeddingNet(nn.Module):
+    """Backbone + linear embedding head (+ optional L2 normalisation).
+
+    ``forward`` returns ``(embeddings, aux, features)``: ``aux`` is what the
+    backbone returned beside its features (``None``, a tensor or a dict of
+    scalar tensors) and ``features`` the flattened backbone output.
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = EmbeddingNet(torch.nn.Linear(5, 8), 8, 3, normalize=True)
+    >>> z, aux, features = net(torch.randn(4, 5))
+    >>> z.shape, aux, features.shape
+    (torch.Size([4, 3]), None, torch.Size([4, 8]))
+    """
+
+    def __init__(self, backbone, in_features, n_components, normalize):
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Linear(in_features, n_components)
+        self.normalize = bool(normalize)
+
+    def features(self, x):
+        out = self.backbone(x)
+        aux = None
+        if isinstance(out, (tuple, list)):
+            if len(out) != 2:
+                raise ValueError("A backbone returning a tuple must return (features, aux).")
+            out, aux = out
+        return _check_features(out).flatten(1), aux
+
+    def embed(self, features):
+        z = self.head(features)
+        return F.normalize(z, dim=1) if self.normalize else z
+
+    def forward(self, x):
+        features, aux = self.features(x)
+        return self.embed(features), aux, features
+
+
+def _check_features(out):
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(
+            f"The backbone returned {type(out).__name__}; it must return a torch.Tensor of "
+            "shape (batch, ...) (or a (features, aux) tuple).")
+    if out.ndim < 2:
+        raise ValueError(
+            f"The backbone returned a tensor of shape {tuple(out.shape)}; it must keep the batch "
+            "dimension first: (batch, features...).")
+    if not out.is_floating_point():
+        raise TypeError(f"The backbone returned {out.dtype} features; they must be floating.")
+    return out
+
+
+def build_backbone(spec, input_shape):
+    """The backbone: a deep copy of a module, the result of a builder, or the default."""
+    if spec is None:
+        return default_backbone(input_shape)
+    if isinstance(spec, type):
+        raise TypeError(
+            f"backbone={spec.__name__} is a class; pass an instance "
+            f"(backbone={spec.__name__}(...)) or a builder called with the input shape.")
+    if isinstance(spec, nn.Module):
+        return copy.deepcopy(spec)
+    module = spec(input_shape)
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"The backbone builder returned {type(module).__name__}, "
+                        "not a torch.nn.Module.")
+    return module
+
+
+def probe_backbone(backbone, sample):
+    """Dry forward pass (eval mode, no grad) on ``sample``: ``(n_features, flops_per_sample)``.
+
+    Checks the output contract once, before training: a tensor with the batch
+    first, floating, of a width that does not depend on the batch size, and an
+    auxiliary output that is a scalar tensor or a dict of them.
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    backbone.eval()
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        out = backbone(sample)
+    widths = []
+    for x in (sample, sample[:1]):
+        if x is not sample:
+            with torch.no_grad():
+                out_x = backbone(x)
+        else:
+            out_x = out
+        feats = out_x[0] if isinstance(out_x, (tuple, list)) else out_x
+        feats = _check_features(feats)
+        if feats.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"The backbone maps a batch of {x.shape[0]} to {feats.shape[0]} rows; it must "
+                "keep one row per sample.")
+        widths.append(int(np.prod(feats.shape[1:])))
+    if widths[0] != widths[1]:
+        raise ValueError(
+            f"The backbone's output width depends on the batch size ({widths[1]} for 1 sample, "
+            f"{widths[0]} for {sample.shape[0]}); it must not (flatten per sample, not across "
+            "the batch).")
+    if isinstance(out, (tuple, list)):
+        check_aux(out[1])
+    return widths[0], counter.get_total_flops() / max(sample.shape[0], 1)
+
+
+def check_aux(aux):
+    """Auxiliary losses must be a scalar tensor or a dict of scalar tensors."""
+    items = aux.items() if isinstance(aux, dict) else [("aux", aux)]
+    for key, value in items:
+        if value is None and not isinstance(aux, dict):
+            continue
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            raise TypeError(
+                f"The backbone's auxiliary loss {key!r} is {type(value).__name__}; it must be a "
+                "floating torch.Tensor (a scalar, or summed if not) so that it can be trained.")
+
+
+def build_optimizer(net, loss, *, optimizer, learning_rate, head_lr_mult, weight_decay,
+                    param_groups):
+    """The optimiser with skorch-style parameter groups.
+
+    The backbone gets ``learning_rate``; the head and the loss's own parameters
+    (e.g. AM-Softmax proxies) get ``learning_rate * head_lr_mult``. Each
+    ``(pattern, options)`` of ``param_groups`` is matched (fnmatch) against
+    ``backbone.<...>``, ``head.<...>`` and ``loss.<...>`` names; the first
+    match's options override the defaults of the parameter.
+    """
+    named = list(net.named_parameters())
+    if isinstance(loss, nn.Module):
+        named += [(f"loss.{name}", p) for name, p in loss.named_parameters()]
+    patterns = list(param_groups or [])
+    for entry in patterns:
+        if not (isinstance(entry, (tuple, list)) and len(entry) == 2
+                and isinstance(entry[0], str) and isinstance(entry[1], dict)):
+            raise ValueError(f"param_groups must be a list of (pattern, dict) pairs, got {entry!r}.")
+    groups = {}
+    for name, p in named:
+        if not p.requires_grad:
+            continue
+        is_head = not name.startswith("backbone.")
+        options = {"lr": learning_rate * (head_lr_mult if is_head else 1.0)}
+        key = ("head" if is_head else "backbone", None)
+        for i, (pattern, opts) in enumerate(patterns):
+            if fnmatchcase(name, pattern):
+                options.update(opts)
+                key = (key[0], i)
+                break
+        groups.setdefault(key, {"params": [], **options})["params"].append(p)
+    if not groups:
+        raise ValueError("The network has no trainable parameters.")
+    opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
+               "sgd": torch.optim.SGD}.get(optimizer, optimizer)
+    kwargs = {"lr": learning_rate, "weight_decay": weight_decay}
+    if optimizer == "sgd":
+        kwargs["momentum"] = 0.9
+    return opt_cls(list(groups.values()), **kwargs)

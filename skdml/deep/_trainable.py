@@ -1,0 +1,107 @@
+"""How the deep learner computes a batch's loss, for the shared training loop."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
+from torch import nn
+
+from .._training import Trainable
+from ..losses import EnergyConfusion, JRSRegularizer
+from ._data import to_model_input
+from ._state import clone_state
+
+__all__ = ["DeepTrainable", "autocast", "embed"]
+
+
+def autocast(amp, device):
+    """The mixed-precision context of ``amp`` (``"bf16"``, ``"fp16"`` or off)."""
+    if not amp:
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if amp == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+class DeepTrainable(Trainable):
+    """Network + objective + labels: ``batch_loss((x, idx)) -> (total, terms)``.
+
+    The objective (:class:`~skdml.losses.MetricObjective`) sees float32
+    embeddings; Energy Confusion sees the embedding of *detached* backbone
+    features, so its gradient reaches only the embedding layer, as in ECAML;
+    JRS sees the hooked layers (or the backbone's output), the embedding and
+    the class level. Auxiliary losses returned by the backbone are added and
+    logged as ``aux`` or ``aux_<key>``.
+    """
+
+    def __init__(self, net, objective, labels, *, input_shape, device, amp=False,
+                 capture=None, standardizer=None):
+        self.net, self.objective, self.labels = net, objective, labels
+        self.input_shape, self.device, self.amp = input_shape, device, amp
+        self.capture, self.standardizer = capture, standardizer
+
+    def batch_loss(self, batch):
+        xb, idx = batch
+        xb = to_model_input(xb, self.device, self.input_shape, self.standardizer)
+        yb = self.labels[idx].to(self.device, non_blocking=True)
+        with autocast(self.amp, self.device):
+            z, aux, features = self.net(xb)
+            layers = self.capture.representations() if self.capture is not None else None
+        z = z.float()
+        reg_embeddings, reg_layers = None, None
+        if self.objective.regularized:
+            if isinstance(self.objective.regularizer, EnergyConfusion):
+                reg_embeddings = self.net.embed(features.detach().float()).float()
+            elif isinstance(self.objective.regularizer, JRSRegularizer):
+                reg_layers = [r.float() for r in layers] if layers else [features.float()]
+        total, terms = self.objective(z, yb, regularizer_embeddings=reg_embeddings,
+                                      layers=reg_layers)
+        if aux is not None:
+            items = aux.items() if isinstance(aux, dict) else [("", aux)]
+            for key, value in items:
+                value = value.float()
+                value = value.sum() if value.ndim else value
+                terms[f"aux_{key}" if key else "aux"] = value
+                total = total + value
+        return total, terms
+
+    def train(self, mode=True):
+        self.net.train(mode)
+        if isinstance(self.objective.loss, nn.Module):
+            self.objective.loss.train(mode)
+
+    def state_dict(self):
+        return {"model": clone_state(self.net), "loss": clone_state(self.objective.loss)}
+
+    def load_state_dict(self, state):
+        self.net.load_state_dict(state["model"])
+        if state.get("loss") is not None and isinstance(self.objective.loss, nn.Module):
+            self.objective.loss.load_state_dict(state["loss"])
+
+
+def embed(net, loader, *, n_components, device, input_shape, amp=False):
+    """Embeddings of the loader's batches in eval mode, without gradients, as float32 numpy.
+
+    Raises a ``ValueError`` when the network produces NaN or infinite
+    embeddings (e.g. from non-finite items of a ``Dataset``, or a backbone that
+    misbehaves only in evaluation mode): never silently NaN.
+    """
+    was_training = net.training
+    net.eval()
+    out = []
+    try:
+        with torch.inference_mode():
+            for xb, _ in loader:
+                with autocast(amp, device):
+                    z = net(to_model_input(xb, device, input_shape))[0]
+                out.append(z.float().cpu())
+    finally:
+        net.train(was_training)
+    Z = torch.cat(out).numpy() if out else np.zeros((0, n_components), np.float32)
+    if not np.all(np.isfinite(Z)):
+        raise ValueError(
+            "The network produced NaN or infinite embeddings (in evaluation mode); check the "
+            "input for NaN/inf and the backbone's eval-mode behaviour (e.g. batch norm "
+            "statistics).")
+    return Z

@@ -1,0 +1,384 @@
+"""The core shared by the supervised linear learners :class:`~skdml.ECAML` and :class:`~skdml.JRD`.
+
+A learner here fits ``L`` (``components_``) by minimising a torch objective
+``f(L, extra parameters; X_batch, y_batch)`` in the working space of
+:mod:`skdml.linear._preprocessing`. This module owns everything that does not
+depend on the objective: the supervised input checks, the initialisation and
+the two solvers, both from the shared training machinery:
+
+- ``"minibatch"``: Adam over class-balanced ``P x K`` batches, through
+  :func:`skdml._training.train_epochs`, with a QR retraction onto the Stiefel
+  manifold after each step (``manifold="stiefel"``) and early stopping on a
+  held-out k-NN score, followed by a refit on all the data;
+- ``"batch"``: Riemannian conjugate gradient on the product manifold through
+  :func:`skdml._training.run_manopt`, over a fixed set of class-balanced
+  batches drawn once (its line search needs a deterministic cost).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import validate_data
+
+from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLossError, Progress,
+                         Trainable, Validation, run_manopt, stratified_holdout, train_epochs)
+from .._utils import thread_limits, torch_seed
+from ._base import BaseMahalanobis, check_n_components
+from ._preprocessing import InputSpace, initial_components, polar, qr_retraction
+
+__all__ = ["LinearMetricLearner", "LinearObjective", "check_supervised_input"]
+
+#: With early stopping, the patience is at least this many optimisation steps (a small data
+#: set has few batches per epoch, and its held-out score, on few samples, is noisy).
+MIN_STEPS_NO_CHANGE = 300
+#: k of the k-NN accuracies averaged by the early-stopping validation score.
+VALIDATION_KS = (1, 10)
+#: dtype of the optimisation (float32 measured as accurate as float64 here, and faster).
+DTYPE = torch.float32
+
+
+def check_supervised_input(estimator, X, y):
+    """Validate ``(X, y)`` for a supervised metric learner; return ``X, y_encoded, classes``.
+
+    Raises a clear ``ValueError`` for NaN/inf, empty input, a single class or
+    a class with a single sample (no positive pair can be formed from it).
+    """
+    X, y = validate_data(estimator, X, y, dtype=[np.float64, np.float32], ensure_min_samples=2,
+                         y_numeric=False)
+    check_classification_targets(y)
+    encoder = LabelEncoder()
+    y_enc = encoder.fit_transform(y)
+    classes = encoder.classes_
+    name = type(estimator).__name__
+    if len(classes) < 2:
+        raise ValueError(f"{name} is supervised and needs at least 2 classes; "
+                         f"y holds only 1 class ({classes[0]!r}).")
+    counts = np.bincount(y_enc)
+    if counts.min() < 2:
+        lonely = classes[counts < 2]
+        raise ValueError(
+            f"{name} needs at least 2 samples in every class (a class with one sample has no "
+            f"positive pair); class(es) {list(lonely[:5])} have only 1 sample.")
+    return X, y_enc.astype(np.int64), classes
+
+
+class LinearObjective:
+    """The parameters and objective of a linear learner; ``parameters[0]`` is ``L`` (k, r).
+
+    Subclasses set ``self.objective`` (a :class:`~skdml.losses.MetricObjective`)
+    and may add parameters (``parameters``), initialise them from the data
+    (``init_extras``) and change the embedding (``embed``).
+    """
+
+    def __init__(self, n_components, dim):
+        self.L = torch.zeros(n_components, dim, dtype=DTYPE, requires_grad=True)
+        self.objective = None
+
+    @property
+    def parameters(self):
+        return [self.L]
+
+    def init_extras(self, X, y):
+        """Initialise extra parameters from the data and the initial ``L`` (default: none)."""
+
+    def embed(self, X):
+        return X @ self.L.T
+
+    def __call__(self, X, y):
+        """``(total, terms)`` of a batch."""
+        return self.objective(self.embed(X), y)
+
+
+class _LinearTrainable(Trainable):
+    """Adapts a :class:`LinearObjective` on in-memory data to :func:`train_epochs`."""
+
+    def __init__(self, objective, X, y, stiefel):
+        self.objective, self.X, self.y, self.stiefel = objective, X, y, stiefel
+
+    def batch_loss(self, idx):
+        idx = torch.as_tensor(idx, dtype=torch.int64)
+        return self.objective(self.X[idx], self.y[idx])
+
+    def after_step(self):
+        if self.stiefel:
+            with torch.no_grad():
+                self.objective.L.copy_(qr_retraction(self.objective.L))
+
+    def state_dict(self):
+        return [p.detach().clone() for p in self.objective.parameters]
+
+    def load_state_dict(self, state):
+        with torch.no_grad():
+            for p, value in zip(self.objective.parameters, state):
+                p.copy_(value)
+
+
+class LinearMetricLearner(BaseMahalanobis):
+    """Base of ECAML and JRD: fits ``components_`` by minimising a torch objective.
+
+    Subclasses implement ``_make_objective(n_classes, n_components, dim)``
+    returning a :class:`LinearObjective`, and may implement
+    ``_store_extras(objective, space)`` for extra fitted attributes.
+    """
+
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "init": [StrOptions({"pca", "lda", "identity", "random"}), np.ndarray],
+        "manifold": [StrOptions({"stiefel", "euclidean"})],
+        "solver": [StrOptions({"batch", "minibatch"})],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "n_classes_per_batch": [Interval(Integral, 2, None, closed="left")],
+        "n_samples_per_class": [Interval(Integral, 2, None, closed="left")],
+        "n_reduce": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
+        "early_stopping": ["boolean", StrOptions({"auto"})],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "verbose": ["verbose"],
+        "random_state": ["random_state"],
+    }
+
+    # ------------------------------------------------------------------ fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit the metric on labelled data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,)
+            Class labels (at least 2 classes, at least 2 samples per class).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        X, y, classes = check_supervised_input(self, X, y)
+        rng = check_random_state(self.random_state)
+        n_samples, n_features = X.shape
+        n_components = self._check_init(n_features, n_samples)
+        n_reduce = self.n_reduce
+        if n_reduce == "auto":
+            n_reduce = n_samples if n_features > n_samples >= n_components else None
+        elif n_reduce is not None and n_reduce < n_components:
+            raise ValueError(
+                f"n_reduce={n_reduce} is smaller than n_components={n_components}: the input "
+                "cannot be reduced below the embedding dimension.")
+        space, X_t = InputSpace.fit(X, n_reduce, rng)
+        if space.dim < n_components:
+            raise ValueError(
+                f"n_components={n_components} exceeds the {space.dim} dimensions left after the "
+                "PCA reduction (at most n_samples); lower n_components.")
+        if self.manifold == "stiefel" and n_components >= space.dim:
+            warnings.warn(
+                f"{type(self).__name__}: with manifold='stiefel' and n_components="
+                f"{n_components} equal to the input dimension, L is orthogonal and the learned "
+                "distance is the Euclidean one whatever the objective; choose n_components < "
+                "n_features or manifold='euclidean'.", UserWarning)
+        P = min(self.n_classes_per_batch, len(classes))
+        flops = 6.0 * P * self.n_samples_per_class * space.dim * n_components
+        with thread_limits(flops_per_step=flops), torch.random.fork_rng(devices=[]):
+            L0 = initial_components(self.init, X_t, y, n_components, space, self.manifold, rng)
+            torch.manual_seed(torch_seed(rng))
+            objective = self._make_objective(len(classes), n_components, space.dim)
+            X_tensor = torch.as_tensor(X_t, dtype=DTYPE)
+            y_tensor = torch.as_tensor(y, dtype=torch.int64)
+            with torch.no_grad():
+                objective.L.copy_(torch.as_tensor(L0, dtype=DTYPE))
+            objective.init_extras(X_tensor, y_tensor)
+            if self.max_iter == 0:  # the starting point itself, e.g. to measure a gain
+                fitted = {"n_iter_": 0, "history_": []}
+                converged = True
+            elif self.solver == "batch":
+                sampler = ClassBalancedBatchSampler(y, P, self.n_samples_per_class, rng)
+                fitted, converged = self._solve_batch(objective, X_tensor, y_tensor, sampler)
+            else:
+                fitted, converged = self._solve_minibatch(objective, X_tensor, y, P, rng)
+            L = objective.L.detach().to(torch.float64).numpy()
+            if self.manifold == "stiefel":  # remove float32 round-off of the constraint
+                L = polar(L)
+        # a fit that fails above leaves the estimator as it was: attributes are set only here
+        for stale in ("best_iteration_", "best_validation_score_"):
+            self.__dict__.pop(stale, None)
+        self.components_ = space.fold(L)
+        self.classes_ = classes
+        for key, value in fitted.items():
+            setattr(self, key, value)
+        self._store_extras(objective, space)
+        if not converged:
+            warnings.warn(
+                f"{type(self).__name__} ({self.solver} solver) did not converge within "
+                f"max_iter={self.max_iter} iterations; increase max_iter or tol.",
+                ConvergenceWarning)
+        return self
+
+    def _check_init(self, n_features, n_samples):
+        """Check an ``init`` array against the data; return ``n_components``."""
+        init = self.init
+        if not isinstance(init, np.ndarray):
+            return check_n_components(self.n_components, n_features, n_samples)
+        init = np.asarray(init, dtype=np.float64)
+        if init.ndim != 2 or init.shape[1] != n_features:
+            raise ValueError(
+                f"The init array must have shape (n_components, n_features) = "
+                f"(n_components, {n_features}); got shape {init.shape}.")
+        if self.n_components is not None and init.shape[0] != self.n_components:
+            raise ValueError(f"The init array has {init.shape[0]} rows but n_components="
+                             f"{self.n_components}; they must agree.")
+        if not np.all(np.isfinite(init)):
+            raise ValueError("The init array contains NaN or infinity.")
+        if np.linalg.matrix_rank(init) < init.shape[0]:
+            raise ValueError(
+                f"The init array has rank {np.linalg.matrix_rank(init)} < {init.shape[0]} rows "
+                "(e.g. all zeros): its embedding collapses directions that no gradient can "
+                "separate again. Pass linearly independent rows.")
+        return check_n_components(init.shape[0], n_features)
+
+    def _use_early_stopping(self, y):
+        """Minibatch only; ``"auto"``: on when some class has at least 3 samples."""
+        if self.solver != "minibatch" or self.early_stopping is False:
+            return False
+        if self.early_stopping == "auto":
+            return bool(np.bincount(y).max() >= 3)
+        return True
+
+    def _optimizer(self, objective):
+        return torch.optim.Adam(objective.parameters, lr=self.learning_rate)
+
+    def _solve_minibatch(self, objective, X, y, P, rng):
+        """Adam over class-balanced batches (+ early stopping and refit); return ``(fitted, converged)``."""
+        K, stiefel, name = self.n_samples_per_class, self.manifold == "stiefel", type(self).__name__
+        y_tensor = torch.as_tensor(y, dtype=torch.int64)
+        if not self._use_early_stopping(y):
+            sampler = ClassBalancedBatchSampler(y, P, K, rng)
+            stopper = EarlyStopping(monitor="loss", greater_is_better=False,
+                                    n_iter_no_change=self.n_iter_no_change, tol=self.tol)
+            result = train_epochs(_LinearTrainable(objective, X, y_tensor, stiefel),
+                                  self._optimizer(objective), lambda epoch: sampler,
+                                  max_iter=self.max_iter,
+                                  callbacks=[stopper, Progress(self.verbose, name)])
+            return {"n_iter_": result.n_iter, "history_": result.history}, \
+                result.stop_reason != "max_iter"
+        # a) choose the number of epochs on a stratified hold-out
+        refit_seed = rng.randint(np.iinfo(np.int32).max)  # drawn first: reproducible
+        train, val = stratified_holdout(y, self.validation_fraction, rng)
+        if len(val) == 0:
+            raise ValueError("early_stopping=True needs at least one class with 3 or more "
+                             "samples to hold out a validation set.")
+        start = [p.detach().clone() for p in objective.parameters]
+        sampler = ClassBalancedBatchSampler(y[train], P, K, rng)
+        patience = max(self.n_iter_no_change, -(-MIN_STEPS_NO_CHANGE // len(sampler)))
+        stopper = EarlyStopping(n_iter_no_change=patience, tol=self.tol)
+        score = Validation(lambda: _knn_score(objective.L.detach(), X[train], X[val], y[train],
+                                              y[val]))
+        result = train_epochs(_LinearTrainable(objective, X[train], y_tensor[train], stiefel),
+                              self._optimizer(objective), lambda epoch: sampler,
+                              max_iter=self.max_iter,
+                              callbacks=[score, stopper, Progress(self.verbose, name)])
+        best = stopper.best_epoch or result.n_iter
+        # b) refit on all the data for that many epochs, from the same start (tiny classes,
+        # e.g. 7 faces a person, cannot spare their held-out samples)
+        with torch.no_grad():
+            for p, p0 in zip(objective.parameters, start):
+                p.copy_(p0)
+        sampler = ClassBalancedBatchSampler(y, P, K, np.random.RandomState(refit_seed))
+        refit = train_epochs(_LinearTrainable(objective, X, y_tensor, stiefel),
+                             self._optimizer(objective), lambda epoch: sampler, max_iter=best,
+                             callbacks=[Progress(self.verbose, f"{name} (refit)")])
+        history = result.history + [dict(record, refit=True) for record in refit.history]
+        fitted = {"n_iter_": best, "history_": history, "best_iteration_": best,
+                  "best_validation_score_": stopper.best_value}
+        return fitted, result.stop_reason != "max_iter"
+
+    def _solve_batch(self, objective, X, y, sampler):
+        """Riemannian conjugate gradient over a fixed set of batches; return ``(fitted, converged)``."""
+        from pymanopt.manifolds import Euclidean, Product, Stiefel
+
+        batches = [torch.as_tensor(idx, dtype=torch.int64) for idx in sampler]
+        batches = [(X[idx], y[idx]) for idx in batches]
+        params = objective.parameters
+        k, r = params[0].shape
+        factors = [Stiefel(r, k) if self.manifold == "stiefel" else Euclidean(r, k)]
+        factors += [Euclidean(*p.shape) for p in params[1:]]
+        manifold = Product(factors) if len(factors) > 1 else factors[0]
+        cache = {"key": None}
+
+        def evaluate(*arrays):
+            key = [np.array(a, copy=True) for a in arrays]
+            if cache["key"] is not None and all(
+                    np.array_equal(a, b) for a, b in zip(key, cache["key"])):
+                return cache["value"], cache["grads"]
+            with torch.no_grad():
+                params[0].copy_(torch.as_tensor(arrays[0].T, dtype=DTYPE))
+                for p, a in zip(params[1:], arrays[1:]):
+                    p.copy_(torch.as_tensor(a, dtype=DTYPE))
+            for p in params:
+                p.grad = None
+            total = 0.0
+            for Xb, yb in batches:  # backward per batch: memory of one batch only
+                value = objective(Xb, yb)[0] / len(batches)
+                value.backward()
+                total += float(value.detach())
+            if not math.isfinite(total):
+                raise NonFiniteLossError(
+                    f"Non-finite objective ({total}) in the batch solver of "
+                    f"{type(self).__name__}; the fit is discarded. Check the data and the loss.")
+            grads = [params[0].grad.T] + [p.grad for p in params[1:]]
+            grads = [g.detach().to(torch.float64).numpy().copy() for g in grads]
+            cache.update(key=key, value=total, grads=grads)
+            return total, grads
+
+        def gradient(*arrays):
+            grads = evaluate(*arrays)[1]
+            return tuple(grads) if len(grads) > 1 else grads[0]
+
+        start = [params[0].detach().to(torch.float64).numpy().T.copy()]
+        start += [p.detach().to(torch.float64).numpy().copy() for p in params[1:]]
+        run = run_manopt(manifold, lambda *a: evaluate(*a)[0], gradient,
+                         start if len(start) > 1 else start[0], max_iter=self.max_iter,
+                         tol=self.tol, min_step_size=1e-12, verbose=self.verbose,
+                         desc=type(self).__name__)
+        evaluate(*(run.point if len(factors) > 1 else [run.point]))  # parameters at the optimum
+        return {"n_iter_": max(run.n_iter, 1), "history_": run.history}, run.converged
+
+    # ---------------------------------------------------------------- hooks
+    def _make_objective(self, n_classes, n_components, dim):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _store_extras(self, objective, space):
+        """Store extra fitted attributes (default: none)."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.input_tags.allow_nan = False
+        return tags
+
+
+def _knn_score(L, X_train, X_val, y_train, y_val):
+    """Mean k-NN accuracy (k in ``VALIDATION_KS``) of the held-out samples under ``L``.
+
+    Averaging the 1-NN and 10-NN accuracies gives a smoother signal than the
+    1-NN accuracy alone, which saturates early on small data sets while the
+    10-NN accuracy still improves. The search is skdml's exact neighbour engine.
+    """
+    from ..metrics import knn_accuracy
+
+    with torch.no_grad():
+        Z_train, Z_val = (X_train @ L.T).numpy(), (X_val @ L.T).numpy()
+    ks = [min(k, len(y_train)) for k in VALIDATION_KS]
+    return float(np.mean(knn_accuracy(Z_val, y_val, Z_train, y_train, k=ks)))

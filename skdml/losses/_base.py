@@ -1,0 +1,198 @@
+"""The base every skdml loss and regulariser shares: input checks, tuples, one reduction.
+
+A loss here is a :class:`torch.nn.Module` computed in three steps:
+
+1. :meth:`MetricLoss.forward` checks the batch once (2-D floating embeddings,
+   one integer label per row) and, when the loss declares
+   ``normalize_embeddings = True``, puts the embeddings on the unit sphere;
+2. :meth:`MetricLoss.tuple_losses` returns the loss of every tuple the batch
+   offers (triplets, pairs, samples, class pairs...) with a weight per tuple
+   (0 for "not a tuple", so dense masked forms need no boolean gather);
+3. :meth:`MetricLoss.reduce` applies the reduction, one vocabulary for all:
+
+   - ``"mean"``: the weighted mean over the tuples, ``sum(w l) / sum(w)``;
+   - ``"sum"``: the weighted sum ``sum(w l)`` (the papers' literal sums);
+   - ``"mean_nonzero"``: the weighted sum over the number of tuples with a
+     positive loss (pytorch-metric-learning's ``AvgNonZeroReducer``).
+
+A batch without any tuple gives an exact 0 that is still attached to the
+graph, so ``backward()`` works and gives zero gradients. No reduction reads a
+value back to the host: a loss never synchronises with the device.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["MetricLoss", "REDUCTIONS", "abs_max", "check_embeddings_labels", "pairwise_sq_dists",
+           "same_class_masks", "zero_loss"]
+
+#: The reduction vocabulary of every loss.
+REDUCTIONS = ("mean", "sum", "mean_nonzero")
+
+
+def check_embeddings_labels(embeddings, labels, *, name="embeddings"):
+    """Validate a batch and return ``labels`` as an int64 tensor on the embeddings' device.
+
+    Parameters
+    ----------
+    embeddings : torch.Tensor of shape (n_samples, n_dims)
+        Floating point batch.
+    labels : torch.Tensor or array-like of shape (n_samples,)
+        Integer class labels of any integer dtype.
+    name : str, default="embeddings"
+        Name used in error messages.
+
+    Returns
+    -------
+    labels : torch.Tensor of shape (n_samples,), dtype int64
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_embeddings_labels(torch.zeros(2, 3), [1, 0])
+    tensor([1, 0])
+    """
+    if not isinstance(embeddings, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(embeddings).__name__}.")
+    if embeddings.ndim != 2:
+        raise ValueError(
+            f"{name} must be a 2D tensor (n_samples, n_dims), got shape {tuple(embeddings.shape)}."
+        )
+    if not embeddings.is_floating_point():
+        raise ValueError(f"{name} must have a floating dtype, got {embeddings.dtype}.")
+    labels = torch.as_tensor(labels, device=embeddings.device)
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"labels must have an integer dtype, got {labels.dtype}.")
+    if labels.ndim != 1:
+        raise ValueError(f"labels must be a 1D tensor, got shape {tuple(labels.shape)}.")
+    if labels.shape[0] != embeddings.shape[0]:
+        raise ValueError(
+            f"{name} and labels have different lengths: "
+            f"{embeddings.shape[0]} != {labels.shape[0]}."
+        )
+    return labels.long()
+
+
+def zero_loss(*tensors):
+    """A scalar zero that is still connected to the graph of ``tensors``."""
+    out = None
+    for tensor in tensors:
+        term = tensor.sum() * 0.0
+        out = term if out is None else out + term
+    return out
+
+
+def pairwise_sq_dists(x, y=None):
+    """Squared Euclidean distances ``||x_i - y_j||^2``, clamped at zero.
+
+    Uses the Gram expansion (no ``(n, n, d)`` tensor) and no square root, so the
+    gradient is finite everywhere, including at zero distance.
+    """
+    y = x if y is None else y
+    x_sq = (x * x).sum(dim=1)
+    y_sq = x_sq if y is x else (y * y).sum(dim=1)
+    d = x_sq[:, None] + y_sq[None, :] - 2.0 * (x @ y.T)
+    return d.clamp_min(0.0)
+
+
+def same_class_masks(labels):
+    """Boolean ``(n, n)`` masks of positive pairs (same class, i != j) and negative pairs."""
+    same = labels[:, None] == labels[None, :]
+    eye = torch.eye(labels.shape[0], dtype=torch.bool, device=labels.device)
+    return same & ~eye, ~same
+
+
+def abs_max(x, floor=0.0):
+    """The largest ``|x|`` (detached, at least ``floor``; ``floor`` for an empty tensor)."""
+    if x.numel() == 0:
+        return x.new_full((), max(floor, 1.0)).detach()
+    return x.detach().abs().amax().clamp_min(floor)
+
+
+def unit_rows(x):
+    """Rows scaled to unit L2 norm, robust to huge or tiny norms (no overflow in the norm)."""
+    if x.numel() == 0:
+        return x
+    peak = x.detach().abs().amax(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+    scaled = x / peak  # largest entry of each row is +-1 (or the row is 0)
+    return scaled / torch.linalg.vector_norm(scaled, dim=1, keepdim=True).clamp_min(1.0)
+
+
+class MetricLoss(nn.Module):
+    """Base class of the skdml losses and regularisers.
+
+    Subclasses implement :meth:`tuple_losses` and may set the class attributes
+    ``normalize_embeddings`` (the loss is defined on unit-norm embeddings;
+    :meth:`forward` normalises them, and learners take a regulariser on the
+    same representation) and ``reductions`` (the subset of :data:`REDUCTIONS`
+    that makes sense for the loss).
+
+    Parameters
+    ----------
+    reduction : {"mean", "sum", "mean_nonzero"}, default="mean"
+        How the tuple losses are reduced to a scalar (see the module docstring).
+
+    Examples
+    --------
+    >>> import torch
+    >>> class Spread(MetricLoss):
+    ...     def tuple_losses(self, embeddings, labels):
+    ...         return embeddings.pow(2).sum(dim=1), torch.ones_like(labels, dtype=torch.float)
+    >>> Spread()(torch.tensor([[1.0, 0.0], [0.0, 3.0]]), [0, 1])
+    tensor(5.)
+    >>> Spread(reduction="sum")(torch.tensor([[1.0, 0.0], [0.0, 3.0]]), [0, 1])
+    tensor(10.)
+    """
+
+    #: The loss is defined on unit-norm embeddings (``forward`` normalises them).
+    normalize_embeddings = False
+    #: Reductions this loss accepts.
+    reductions = REDUCTIONS
+
+    def __init__(self, reduction: str = "mean"):
+        super().__init__()
+        if reduction not in self.reductions:
+            raise ValueError(
+                f"reduction must be one of {self.reductions} for {type(self).__name__}, "
+                f"got {reduction!r}.")
+        self.reduction = reduction
+
+    def prepare(self, embeddings):
+        """The representation the loss works on: unit rows if ``normalize_embeddings``."""
+        return unit_rows(embeddings) if self.normalize_embeddings else embeddings
+
+    def tuple_losses(self, embeddings, labels):  # pragma: no cover - abstract
+        """Return ``(losses, weights)``: per-tuple losses and weights of the same shape."""
+        raise NotImplementedError
+
+    def reduce(self, losses, weights):
+        """Reduce per-tuple ``losses`` with ``weights`` (0 = not a tuple) to a scalar.
+
+        ``losses`` must be computed from the embeddings (so that the result
+        stays on the graph even when no tuple exists: it is then an exact 0).
+        """
+        weights = weights.to(losses.dtype)
+        # where, not a product: an infinite loss on a non-tuple (weight 0) must not give NaN
+        total = torch.where(weights != 0, losses * weights, 0.0).sum()
+        if self.reduction == "sum":
+            return total
+        if self.reduction == "mean":
+            count = weights.sum()
+        else:
+            count = ((losses > 0) & (weights > 0)).sum().to(losses.dtype)
+        # no tuple: total is an exact 0 and 0 / tiny stays 0 (no host sync)
+        return total / count.clamp_min(torch.finfo(losses.dtype).tiny)
+
+    def forward(self, embeddings, labels):
+        labels = check_embeddings_labels(embeddings, labels)
+        if embeddings.shape[0] == 0:
+            return zero_loss(embeddings, *self.parameters())
+        x = self.prepare(embeddings)
+        losses, weights = self.tuple_losses(x, labels)
+        return self.reduce(losses, weights)
+
+    def extra_repr(self) -> str:
+        return f"reduction={self.reduction!r}"
