@@ -904,3 +904,13 @@ def test_metric_objective_gives_the_regularizer_the_loss_representation():
     # weight 0: no regulariser term at all
     _, terms = MetricObjective(am, jrs, weight=0.0)(x, y)
     assert set(terms) == {"metric_loss"}
+
+
+def test_metric_objective_refuses_a_non_scalar_loss():
+    from skdml.losses import MetricObjective
+
+    x, y = make_batch(64)
+    with pytest.raises(TypeError, match=r"scalar torch.Tensor.*shape \(9,\)"):
+        MetricObjective(lambda z, labels: z.sum(dim=1))(x, y)
+    with pytest.raises(TypeError, match="returned float"):
+        MetricObjective(lambda z, labels: 1.0)(x, y)
