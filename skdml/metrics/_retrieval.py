@@ -134,7 +134,10 @@ def recall_at_k(X, y, k=1, *, metric="euclidean", X_ref=None, y_ref=None, batch_
     Notes
     -----
     The query itself is excluded by index, so an exact duplicate of a query
-    counts as a neighbour. Ties in distance are broken in favour of the
+    counts as a neighbour. The ranking is that of a float64 brute force for any
+    finite input (large offsets, outliers, scales from 1e-150 to 1e150): float32
+    values certified by error bounds, float64 where they cannot decide (see
+    :mod:`skdml.metrics`). Ties in distance are broken in favour of the
     reference with the lower index. Queries without any same-label reference
     (singleton classes) are left out of the mean, as in pytorch-metric-learning;
     Recall@1 then equals its ``precision_at_1``.
@@ -156,8 +159,8 @@ def recall_at_k(X, y, k=1, *, metric="euclidean", X_ref=None, y_ref=None, batch_
     >>> recall_at_k(X, y, k=1)  # the lone class-2 query is left out
     0.8
     """
-    recalls, _ = _retrieval(X, y, k, want_map=False, metric=metric, X_ref=X_ref, y_ref=y_ref,
-                            batch_size=batch_size, device=device)
+    recalls, _ = _retrieval(X, y, k, want_map=False, metric=metric, X_ref=X_ref,
+                            y_ref=y_ref, batch_size=batch_size, device=device)
     single = isinstance(k, numbers.Integral) and not isinstance(k, bool)
     return recalls[int(k)] if single else recalls
 
@@ -213,7 +216,9 @@ def map_at_r(X, y, *, metric="euclidean", X_ref=None, y_ref=None, batch_size=Non
     (classes with a single sample) are left out of the mean, as in
     pytorch-metric-learning's ``mean_average_precision_at_r``, which this
     function matches. The search needs, per query block, the ``max R``
-    nearest references, so its cost grows with the largest class.
+    nearest references, so its cost grows with the largest class. The relevance
+    sequence of the first ``R`` neighbours is exact for any finite input (see
+    :func:`recall_at_k`).
 
     References
     ----------
@@ -229,8 +234,8 @@ def map_at_r(X, y, *, metric="euclidean", X_ref=None, y_ref=None, batch_size=Non
     >>> round(map_at_r(X, y), 4)
     0.2
     """
-    _, score = _retrieval(X, y, _NO_RECALL, want_map=True, metric=metric, X_ref=X_ref, y_ref=y_ref,
-                          batch_size=batch_size, device=device)
+    _, score = _retrieval(X, y, _NO_RECALL, want_map=True, metric=metric, X_ref=X_ref,
+                          y_ref=y_ref, batch_size=batch_size, device=device)
     return score
 
 
