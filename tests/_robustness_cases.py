@@ -95,9 +95,12 @@ def classify(case):
         detail = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160]
         if isinstance(exc, (KeyboardInterrupt, SystemExit)) or isinstance(exc, OBSCURE_TYPES):
             return "obscure", detail, seconds
-        if "/skdml/" in where and "/tests/" not in where:
+        # a deliberate refusal is a ``raise`` statement in skdml (or sklearn) itself, not an
+        # error that numpy or torch raised from C code called in one of our frames
+        deliberate = bool(frames) and "raise" in (frames[-1].line or "")
+        if deliberate and "/skdml/" in where and "/tests/" not in where:
             return "clear", detail, seconds
-        if "/sklearn/" in where and isinstance(exc, (ValueError, TypeError)):
+        if deliberate and "/sklearn/" in where and isinstance(exc, (ValueError, TypeError)):
             return "standard", detail, seconds
         return "obscure", detail + f" (in {where.rsplit('/', 2)[-2:]})", seconds
     finally:
@@ -120,18 +123,23 @@ def _skdml():
     return skdml
 
 
-def _make(cls, **params):
-    """``cls(**params)`` with the 0.1 parameter names where ``cls`` still uses them."""
+def _renamed(cls, params):
     names = set(inspect.signature(cls).parameters)
     renames = {"n_components": "embedding_dim", "learning_rate": "lr",
                "max_iter": "max_epochs", "n_iter_no_change": "patience", "angle": "alpha",
                "jrs_weight": "alpha"}
-    out = {}
-    for key, value in params.items():
-        if key not in names and renames.get(key) in names:
-            key = renames[key]
-        out[key] = value
-    return cls(**out)
+    return {renames[k] if k not in names and renames.get(k) in names else k: v
+            for k, v in params.items()}
+
+
+def set_params(est, **params):
+    """``est.set_params(**params)`` with the 0.1 names where the class still uses them."""
+    return est.set_params(**_renamed(type(est), params))
+
+
+def _make(cls, **params):
+    """``cls(**params)`` with the 0.1 parameter names where ``cls`` still uses them."""
+    return cls(**_renamed(cls, params))
 
 
 def deep(**params):
@@ -325,7 +333,7 @@ def partial_fit_zero_triplets():
 def partial_fit_new_components():
     X, _ = blobs()
     est = linear("SUML", n_components=3, batch_size=40).partial_fit(X)
-    est.set_params(n_components=5)
+    set_params(est, n_components=5)
     est.partial_fit(X)
     check(est.components_.shape[0] == 5, "a new n_components is ignored by partial_fit")
 
@@ -410,7 +418,7 @@ def warm_start_learning_rate():
         path = os.path.join(tmp, "ck.pt")
         est = deep(backbone=tiny_backbone(), max_iter=1, checkpoint_path=path,
                    learning_rate=1e-3, early_stopping=False).fit(X, y)
-        est.set_params(warm_start=True, max_iter=2, learning_rate=0.5)
+        set_params(est, warm_start=True, max_iter=2, learning_rate=0.5)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             est.fit(X, y)
@@ -475,7 +483,7 @@ def resume_keeps_split():
         a = deep(backbone=tiny_backbone(), max_iter=1, checkpoint_path=path,
                  early_stopping=True, random_state=None).fit(X, y)
         first = read_checkpoint(path).get("split")
-        a.set_params(warm_start=True, max_iter=2)
+        set_params(a, warm_start=True, max_iter=2)
         a.fit(X, y)
         second = read_checkpoint(path).get("split")
         check(first is not None and second is not None, "validation split not recorded")
@@ -490,7 +498,7 @@ def suml_wide():
 
 
 def ecaml_wide():
-    X, y = blobs(10, 10, 4096)
+    X, y = blobs(6, 10, 4096)
     linear("ECAML").fit(X, y)
 
 
@@ -573,7 +581,12 @@ def _split_labels(labels):
 def data_home_file():
     from skdml.datasets import load_usps
     with tempfile.NamedTemporaryFile() as fh:
-        load_usps(data_home=fh.name, download_if_missing=False)
+        try:
+            load_usps(data_home=fh.name, **_loader_kwargs(load_usps, download_if_missing=False))
+        except Exception as exc:  # noqa: BLE001
+            if "not a directory" in str(exc) or "is a file" in str(exc):
+                raise
+            raise RuntimeError(f"does not say data_home is a file: {str(exc)[:80]}") from None
     check(False, "data_home that is a file accepted")
 
 
@@ -740,7 +753,7 @@ CASES = [
          _corrupt_checkpoint(lambda d: b"PK\x03\x04 not a checkpoint" * 10)),
     Case("resume with random_state=None keeps the split", "lost", resume_keeps_split),
     Case("SUML default n_components, 50 x 3000", "slow", suml_wide),
-    Case("ECAML default n_components, 100 x 4096", "slow", ecaml_wide),
+    Case("ECAML default n_components, 60 x 4096", "slow", ecaml_wide),
     Case("ECAML n_samples_per_class=1000 on 60 samples", "slow", ecaml_huge_batch),
     Case("deep n_samples_per_class=1000 on 60 samples", "slow", deep_huge_batch),
     Case("download trickling 2 bytes/s", "slow", download_trickle, budget=40),

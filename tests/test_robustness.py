@@ -17,6 +17,7 @@ PENDING = {
     "deep, input x 1e-12", "deep, input x 1e30", "deep, n_components=1",
     "downloaded file mode in a shared cache", "python -m skdml demo --seed -1",
     "download offline: hint where to put the file", "download trickling 2 bytes/s",
+    "data_home is an existing file",
 }
 
 
