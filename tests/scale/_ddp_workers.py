@@ -66,9 +66,13 @@ def equivalence(rank, world_size, port, out_dir, losses, checkpoint):
     _init(rank, world_size, port)
     try:
         steps = {loss: one_step(loss) for loss in losses}
+        from skdml.metrics import distributed_retrieval_scores
+
+        X, y = data(n_classes=5, per_class=7, seed=1)
+        scores = distributed_retrieval_scores(X, y, k=[1, 3])
         est = estimator(checkpoint_path=checkpoint).fit(*data())
         if rank == 0:
-            torch.save({"steps": steps, "history": est.history_,
+            torch.save({"steps": steps, "history": est.history_, "scores": scores,
                         "state": est.module_.state_dict()},
                        os.path.join(out_dir, "ddp.pt"))
         dist.barrier()

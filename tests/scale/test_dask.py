@@ -208,3 +208,37 @@ def test_killed_worker_with_default_scatter_is_same_result_or_clear_error(client
         assert isinstance(error, (distributed.client.FutureCancelledError,
                                   distributed.KilledWorker)), repr(error)
         assert not hasattr(search, "cv_results_")
+
+
+def _retrieval_cases():
+    rng = np.random.RandomState(0)
+    y = rng.randint(0, 7, 301)
+    X = rng.randn(301, 5) + y[:, None]
+    grid = np.round(X)  # many exact ties: the float64 repair path decides them
+    gallery = rng.randn(120, 5) + rng.randint(0, 7, 120)[:, None]
+    y_gallery = rng.randint(0, 7, 120)
+    return [dict(X=X, y=y), dict(X=grid, y=y), dict(X=X, y=y, metric="cosine"),
+            dict(X=X, y=y, X_ref=gallery, y_ref=y_gallery)]
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_sharded_retrieval_on_dask_equals_one_process(client, case):
+    from skdml.metrics import retrieval_scores, sharded_retrieval_scores
+
+    kwargs = _retrieval_cases()[case]
+    expected = retrieval_scores(k=[1, 5, 20], batch_size=64, **kwargs)
+    with joblib.parallel_config(backend="dask"):
+        got = sharded_retrieval_scores(k=[1, 5, 20], n_shards=3, n_jobs=-1, batch_size=64,
+                                       **kwargs)
+    assert got == expected  # bit for bit
+
+
+def test_reduction_refuses_missing_shards():
+    from skdml.metrics._retrieval import query_scores
+    from skdml.metrics._sharded import _check_tiling
+
+    X, y = _retrieval_cases()[0]["X"], _retrieval_cases()[0]["y"]
+    part = query_scores(X, y, [1], want_map=True, metric="euclidean", X_ref=None, y_ref=None,
+                        batch_size=None, device=None, rows=(0, 100))
+    with pytest.raises(ValueError, match="a shard is missing or repeated"):
+        _check_tiling([part], len(X))

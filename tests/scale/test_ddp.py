@@ -85,6 +85,13 @@ def test_checkpoint_written_by_rank_0_records_world_size(ddp_run):
     assert not hasattr(est, "module_")  # the failed resume left the estimator unfitted
 
 
+def test_retrieval_scores_shared_by_ranks_equal_one_process(ddp_run):
+    from skdml.metrics import retrieval_scores
+
+    X, y = workers.data(n_classes=5, per_class=7, seed=1)
+    assert ddp_run[0]["scores"] == retrieval_scores(X, y, k=[1, 3])
+
+
 def test_a_rank_that_raises_stops_every_rank():
     start = time.monotonic()
     with pytest.raises(mp.ProcessRaisedException, match="rank 1 failed on purpose"):
