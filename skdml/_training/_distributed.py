@@ -36,8 +36,12 @@ __all__ = ["DistributedContext", "DistributedClassBalancedBatchSampler",
            "all_gather_with_grad", "distributed_context"]
 
 
+def _in_group():
+    return dist.is_available() and dist.is_initialized()
+
+
 def _world():
-    if dist.is_available() and dist.is_initialized():
+    if _in_group():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
 
@@ -68,19 +72,19 @@ def distributed_context(device):
             and int(os.environ.get("WORLD_SIZE", "1")) > 1 and "RANK" in os.environ):
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank, world = _world()
-    return DistributedContext(rank, world, device)
+    return DistributedContext(rank, world, device, active=_in_group())
 
 
 class DistributedContext:
-    """What a fit needs to know and wrap to train on ``world_size`` ranks."""
+    """What a fit needs to know and wrap to train on ``world_size`` ranks.
 
-    def __init__(self, rank, world_size, device):
+    ``active``: inside a process group (even of one rank, e.g. a 1-GPU NCCL smoke
+    run), the fit goes through the distributed path.
+    """
+
+    def __init__(self, rank, world_size, device, active=None):
         self.rank, self.world_size, self.device = int(rank), int(world_size), device
-
-    @property
-    def active(self):
-        """``True`` when more than one rank trains."""
-        return self.world_size > 1
+        self.active = self.world_size > 1 if active is None else bool(active)
 
     @property
     def is_main(self):
@@ -181,7 +185,7 @@ def all_gather_with_grad(tensor):
     The shards must have the same shape on every rank (the sampler's shards do).
     """
     rank, world = _world()
-    if world == 1:
+    if not _in_group():
         return tensor
     parts = [torch.empty_like(tensor) for _ in range(world)]
     dist.all_gather(parts, tensor.detach().contiguous())

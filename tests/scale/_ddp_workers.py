@@ -97,3 +97,15 @@ def failing_rank(rank, world_size, port):
     _init(rank, world_size, port)
     est = estimator(backbone=lambda shape: _Failing(shape, fail=rank == 1), max_iter=3)
     est.fit(*data())
+
+
+def nccl_smoke(rank, world_size, port, out_dir):
+    """World size 1 on one GPU through NCCL: the distributed path of a CUDA fit."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0",
+                      WORLD_SIZE="1")
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    try:
+        est = estimator(device="cuda").fit(*data())
+        torch.save({"history": est.history_}, os.path.join(out_dir, "nccl.pt"))
+    finally:
+        dist.destroy_process_group()

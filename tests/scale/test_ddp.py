@@ -30,9 +30,9 @@ def _port():
         return s.getsockname()[1]
 
 
-def _spawn(fn, *args):
-    """Run ``fn(rank, WORLD, port, *args)`` in WORLD processes; fail, never hang, past TIMEOUT."""
-    ctx = mp.start_processes(fn, args=(WORLD, _port(), *args), nprocs=WORLD, join=False,
+def _spawn(fn, *args, world=WORLD):
+    """Run ``fn(rank, world, port, *args)`` in ``world`` processes; fail, never hang, past TIMEOUT."""
+    ctx = mp.start_processes(fn, args=(world, _port(), *args), nprocs=world, join=False,
                              start_method="spawn")
     deadline = time.monotonic() + TIMEOUT
     try:
@@ -105,3 +105,13 @@ def test_sampler_needs_whole_classes_per_rank():
     with pytest.raises(ValueError, match="multiple of the world size 2"):
         DistributedClassBalancedBatchSampler(np.repeat(np.arange(5), 3), 3, 2,
                                              np.random.RandomState(0), rank=0, world_size=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or not dist.is_nccl_available(),
+                    reason="needs a CUDA device and NCCL")
+def test_nccl_world_size_1_smoke(tmp_path):
+    _spawn(workers.nccl_smoke, str(tmp_path), world=1)
+    ddp = torch.load(tmp_path / "nccl.pt", weights_only=False)["history"]
+    one = workers.estimator(device="cuda").fit(*workers.data()).history_
+    np.testing.assert_allclose([r["loss"] for r in ddp], [r["loss"] for r in one], rtol=1e-4)
