@@ -9,6 +9,11 @@ the BLAS pools (through threadpoolctl, a scikit-learn dependency):
    (``GridSearchCV(n_jobs=2)``, ``cross_val_score``), joblib tells the worker its
    share of the cores through ``OMP_NUM_THREADS`` & co; the budget never
    exceeds it, nor what torch was already told (``torch.set_num_threads``).
+   Inside a Dask task (``joblib.parallel_config(backend="dask")``) the
+   worker's budget is further split between its task slots: a worker with
+   ``nthreads=T`` runs T tasks at once in one process, so each gets
+   ``budget // T`` threads (Dask's nanny also sets ``OMP_NUM_THREADS=1`` by
+   default, which rule 2 already honours).
 3. **Small steps run on one thread.** A step below :data:`SMALL_STEP_FLOPS`
    floating-point operations is over before a second thread pays for its
    start-up; on a loaded 2-core machine, two OpenMP threads spin-waiting on each
@@ -19,6 +24,8 @@ the BLAS pools (through threadpoolctl, a scikit-learn dependency):
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from contextlib import contextmanager
 
 import torch
@@ -32,6 +39,10 @@ __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "choose_n_threads", "thread_budge
 ENV_OVERRIDE = "SKDML_NUM_THREADS"
 #: Environment variables through which joblib's loky workers get ``cpu_count // n_jobs``.
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+#: Process-wide record of the open :func:`thread_limits` sections (see there).
+_SHARED_LOCK = threading.Lock()
+_SHARED = {"active": 0, "torch": None, "blas": None}
+_LOCAL = threading.local()
 #: Floating-point operations per step below which one thread is used (about 10 ms on one core).
 SMALL_STEP_FLOPS = 1e9
 
@@ -53,11 +64,24 @@ def _override():
     return n
 
 
+def _dask_task_slots():
+    """Task slots (``nthreads``) of the Dask worker running this code; ``None`` elsewhere."""
+    distributed = sys.modules.get("distributed")  # never import it: only a worker has it loaded
+    if distributed is None:
+        return None
+    try:
+        worker = distributed.get_worker()
+    except (ValueError, AttributeError):
+        return None
+    return _positive_int(getattr(worker.state, "nthreads", None) or worker.nthreads)
+
+
 def thread_budget() -> int:
     """Threads this process may use: the override, else the joblib worker's share.
 
     Outside a joblib worker the budget is the number of usable cores, capped by
-    what torch was already told (``torch.set_num_threads``).
+    what torch was already told (``torch.set_num_threads``). Inside a task of a
+    Dask worker with ``nthreads=T`` task slots it is divided by ``T``.
 
     Returns
     -------
@@ -79,6 +103,9 @@ def thread_budget() -> int:
             n = _positive_int(value)
             if n is not None:
                 budget = min(budget, n)
+    slots = _dask_task_slots()
+    if slots is not None:
+        budget //= slots
     return max(budget, 1)
 
 
@@ -139,12 +166,33 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
     True
     """
     wanted = choose_n_threads(flops_per_step) if n_threads is None else max(int(n_threads), 1)
-    previous = torch.get_num_threads()
-    if wanted != previous:
-        torch.set_num_threads(wanted)
+    # torch's and the BLAS pools' sizes are process-wide. Sections running at once in
+    # threads (a Dask worker's task slots) must not restore the size under each other:
+    # the original sizes come back when the last section of the process ends; a nested
+    # section gives its thread back the enclosing section's size.
+    stack = _LOCAL.__dict__.setdefault("stack", [])
+    with _SHARED_LOCK:
+        if _SHARED["active"] == 0:
+            _SHARED["torch"] = torch.get_num_threads()
+            _SHARED["blas"] = threadpool_limits(limits=wanted, user_api="blas")
+        else:
+            threadpool_limits(limits=wanted, user_api="blas")
+        _SHARED["active"] += 1
+        if torch.get_num_threads() != wanted:
+            torch.set_num_threads(wanted)
+    stack.append(wanted)
     try:
-        with threadpool_limits(limits=wanted, user_api="blas"):
-            yield wanted
+        yield wanted
     finally:
-        if torch.get_num_threads() != previous:
-            torch.set_num_threads(previous)
+        stack.pop()
+        with _SHARED_LOCK:
+            _SHARED["active"] -= 1
+            if _SHARED["active"] == 0:
+                _SHARED["blas"].restore_original_limits()
+                restore, _SHARED["blas"] = _SHARED["torch"], None
+            else:
+                restore = stack[-1] if stack else None
+                if restore is not None:
+                    threadpool_limits(limits=restore, user_api="blas")
+            if restore is not None and torch.get_num_threads() != restore:
+                torch.set_num_threads(restore)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 
-__all__ = ["resolve_device", "torch_seed", "as_float_tensor"]
+__all__ = ["resolve_device", "torch_seed", "torch_rng_scope", "as_float_tensor"]
+
+#: torch's default generators are process-wide: seeded sections in threads take turns.
+_TORCH_RNG_LOCK = threading.RLock()
 
 _DEVICE_TYPES = ("cpu", "cuda", "mps")
 
@@ -42,6 +48,31 @@ def resolve_device(device) -> torch.device:
 def torch_seed(random_state: np.random.RandomState) -> int:
     """Draw a torch seed from a resolved numpy ``RandomState`` (done in ``fit``)."""
     return int(random_state.randint(0, 2**31 - 1))
+
+
+@contextmanager
+def torch_rng_scope(devices=()):
+    """Fork torch's global random state for a seeded fit, one thread at a time.
+
+    ``torch.random.fork_rng`` restores the global generators afterwards, but they
+    are shared by every thread of the process: two fits seeding them at once in
+    threads (a Dask worker with ``nthreads > 1``, joblib's threading backend)
+    would interleave their draws and lose reproducibility. The section therefore
+    holds a process-wide re-entrant lock, so a fit gives the same result with
+    ``n_jobs=1``, in a loky process or in a threaded Dask worker.
+
+    Examples
+    --------
+    >>> with torch_rng_scope():
+    ...     _ = torch.manual_seed(0)
+    ...     a = torch.rand(1)
+    >>> with torch_rng_scope():
+    ...     _ = torch.manual_seed(0)
+    ...     bool(torch.rand(1) == a)
+    True
+    """
+    with _TORCH_RNG_LOCK, torch.random.fork_rng(devices=list(devices)):
+        yield
 
 
 def as_float_tensor(X, device=None, dtype=torch.float32) -> torch.Tensor:

@@ -20,7 +20,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from .._training import class_disjoint_holdout, stratified_holdout
-from .._utils import resolve_device, thread_limits, torch_seed
+from .._utils import resolve_device, thread_limits, torch_rng_scope, torch_seed
 from ..losses import LOSSES, REGULARIZERS, MetricObjective, build_loss, get_regularizer
 from ._data import as_source, dataset_labels, dataset_shape, input_shape_of, make_loader
 from ._fitting import fit_network
@@ -408,7 +408,7 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         P = self._batch_classes(len(np.unique(y_enc[train_idx])))
         seed = torch_seed(rng)
         fork_devices = [device.index or 0] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=fork_devices):
+        with torch_rng_scope(fork_devices):
             torch.manual_seed(seed)
             fitted = fit_network(self, source, y_enc, classes, input_shape,
                                  (train_idx, val_idx), P, rng, device, resume, early_stopping)
@@ -441,6 +441,6 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         """
         check_is_fitted(self, "module_")
         source = self._validate_transform_input(X)
-        with thread_limits():
+        with thread_limits(), torch_rng_scope():  # DataLoader draws a seed from torch's RNG
             return self._embed(self.module_, source, np.arange(len(source)), self.device_,
                                self.input_shape_)

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from .._training import (Checkpoint, ClassBalancedBatchSampler, EarlyStopping, Progress,
-                         Validation, train_epochs)
+from .._training import Checkpoint, EarlyStopping, Progress, Validation, train_epochs
+from .._training._distributed import distributed_context
 from .._utils import thread_limits
 from ._data import MappedSampler, first_items, make_loader, to_model_input
 from ._hooks import LayerCapture, match_modules
@@ -61,14 +61,15 @@ def fit_network(est, source, y_enc, classes, input_shape, split, P, rng, device,
         hooked = match_modules(net.backbone, est.jrs_layers)
     optimizer = _optimizer(est, net, objective.loss)
     scaler = torch.amp.GradScaler(device.type, enabled=est.amp == "fp16")
-    sampler = ClassBalancedBatchSampler(y_enc[train_idx], P, est.n_samples_per_class, rng,
-                                        n_batches=est.batches_per_epoch)
+    ddp = distributed_context(device)  # world size 1 unless launched by torchrun
+    sampler = ddp.batch_sampler(y_enc[train_idx], P, est.n_samples_per_class, rng,
+                                n_batches=est.batches_per_epoch)
     loader = make_loader(source, batch_sampler=MappedSampler(sampler, train_idx),
                          num_workers=est.num_workers, pin_memory=est._pin(device))
     capture = LayerCapture(net.backbone, hooked)
-    trainable = DeepTrainable(net, objective, torch.as_tensor(y_enc, dtype=torch.long),
+    trainable = DeepTrainable(net, ddp.objective(objective), torch.as_tensor(y_enc, dtype=torch.long),
                               input_shape=input_shape, device=device, amp=est.amp,
-                              capture=capture if hooked else None)
+                              capture=capture if hooked else None, forward=ddp.forward(net))
     validating = val_idx is not None
     if early_stopping and not validating:
         raise ValueError("early_stopping needs a validation set: set validation_fraction.")
@@ -87,6 +88,7 @@ def fit_network(est, source, y_enc, classes, input_shape, split, P, rng, device,
     callbacks.append(stopper)
     history, start_epoch, max_iter = [], 0, est.max_iter
     if resume is not None:
+        ddp.check_resume(resume)
         history, start_epoch = _restore(est, resume, net, objective, optimizer, scaler, rng,
                                         device, stopper)
         if resume.get("stopped"):  # an early-stopped run stays finished
@@ -104,11 +106,11 @@ def fit_network(est, source, y_enc, classes, input_shape, split, P, rng, device,
                 "epoch": loop.epoch, "history": list(loop.history),
                 "stopper": stopper.state_dict(), "stopped": loop.stop_reason is not None,
                 "classes": classes, "input_shape": tuple(input_shape),
-                "split": (train_idx, val_idx)}
+                "split": (train_idx, val_idx), "world_size": ddp.world_size}
 
-    if est.checkpoint_path is not None:
+    if est.checkpoint_path is not None and ddp.is_main:
         callbacks.append(Checkpoint(est.checkpoint_path, state))
-    callbacks.append(Progress(est.verbose, type(est).__name__))
+    callbacks.append(Progress(est.verbose if ddp.is_main else 0, type(est).__name__))
     batch_flops = 3.0 * flops * P * est.n_samples_per_class  # forward + backward
     with thread_limits(flops_per_step=batch_flops if device.type == "cpu" else None), capture:
         result = train_epochs(trainable, optimizer, lambda epoch: loader, max_iter=max_iter,

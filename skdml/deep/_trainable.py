@@ -36,8 +36,9 @@ class DeepTrainable(Trainable):
     """
 
     def __init__(self, net, objective, labels, *, input_shape, device, amp=False,
-                 capture=None, standardizer=None):
+                 capture=None, standardizer=None, forward=None):
         self.net, self.objective, self.labels = net, objective, labels
+        self.forward = forward if forward is not None else net  # DDP wrapper (distributed fit)
         self.input_shape, self.device, self.amp = input_shape, device, amp
         self.capture, self.standardizer = capture, standardizer
 
@@ -46,7 +47,7 @@ class DeepTrainable(Trainable):
         xb = to_model_input(xb, self.device, self.input_shape, self.standardizer)
         yb = self.labels[idx].to(self.device, non_blocking=True)
         with autocast(self.amp, self.device):
-            z, aux, features = self.net(xb)
+            z, aux, features = self.forward(xb)
             layers = self.capture.representations() if self.capture is not None else None
         z = z.float()
         reg_embeddings, reg_layers = None, None

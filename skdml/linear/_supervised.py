@@ -33,7 +33,7 @@ from sklearn.utils.validation import validate_data
 
 from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLossError, Progress,
                          Trainable, Validation, run_manopt, stratified_holdout, train_epochs)
-from .._utils import thread_limits, torch_seed
+from .._utils import thread_limits, torch_rng_scope, torch_seed
 from ._base import BaseMahalanobis, check_n_components
 from ._preprocessing import InputSpace, initial_components, polar, qr_retraction
 
@@ -191,7 +191,7 @@ class LinearMetricLearner(BaseMahalanobis):
                 "n_features or manifold='euclidean'.", UserWarning)
         P = min(self.n_classes_per_batch, len(classes))
         flops = 6.0 * P * self.n_samples_per_class * space.dim * n_components
-        with thread_limits(flops_per_step=flops), torch.random.fork_rng(devices=[]):
+        with thread_limits(flops_per_step=flops), torch_rng_scope():
             L0 = initial_components(self.init, X_t, y, n_components, space, self.manifold, rng)
             torch.manual_seed(torch_seed(rng))
             objective = self._make_objective(len(classes), n_components, space.dim)

@@ -15,6 +15,9 @@ Retrieval scores (from the same engine):
 - :func:`map_at_r`: MAP@R of Musgrave et al., "A Metric Learning Reality Check"
   (2020).
 - :func:`retrieval_scores`: both from one neighbour search.
+- :func:`sharded_retrieval_scores`, :func:`distributed_retrieval_scores`: the
+  same scores with the queries spread over joblib/Dask workers or over the ranks
+  of a ``torch.distributed`` job, equal to one process bit for bit.
 
 Clustering scores (k-means with as many clusters as classes):
 
@@ -63,6 +66,7 @@ Conventions shared by the neighbour-based functions
 from ._clustering import clustering_f1_score, clustering_scores, nmi_score
 from ._neighbors import knn_accuracy, nearest_neighbors
 from ._retrieval import map_at_r, recall_at_k, retrieval_scores
+from ._sharded import distributed_retrieval_scores, sharded_retrieval_scores
 from ._scorers import (NotATransformerError, clustering_f1_scorer, map_at_r_scorer,
                        nmi_scorer, recall_at_k_scorer)
 
@@ -73,6 +77,8 @@ __all__ = [
     "recall_at_k",
     "map_at_r",
     "retrieval_scores",
+    "sharded_retrieval_scores",
+    "distributed_retrieval_scores",
     "nmi_score",
     "clustering_f1_score",
     "clustering_scores",

@@ -31,7 +31,35 @@ _K = {"k": [Interval(Integral, 1, None, closed="left"), "array-like"]}
 
 
 def _retrieval(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device):
-    """Shared driver: returns ``({k: recall}, map_at_r or None)``.
+    """Shared driver: returns ``({k: recall}, map_at_r or None)``."""
+    return reduce_query_scores([query_scores(
+        X, y, ks, want_map=want_map, metric=metric, X_ref=X_ref, y_ref=y_ref,
+        batch_size=batch_size, device=device)])
+
+
+def reduce_query_scores(parts):
+    """``({k: recall}, map_at_r or None)`` from the per-query scores of query shards.
+
+    ``parts`` are :func:`query_scores` results of disjoint query ranges, in any
+    order; the means are taken over the queries in their original order, so the
+    result is the one of a single call, bit for bit.
+    """
+    parts = sorted(parts, key=lambda p: p["rows"][0])
+    ks, want_map = parts[0]["ks"], parts[0]["want_map"]
+    first_hit = np.concatenate([p["first_hit"] for p in parts])
+    ap = np.concatenate([p["ap"] for p in parts])
+    not_lone = np.concatenate([p["not_lone"] for p in parts])
+    recalls = {k: float(np.mean(first_hit[not_lone] < k)) for k in ks}
+    map_r = float(np.mean(ap[not_lone])) if want_map else None
+    return recalls, map_r
+
+
+def query_scores(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device, rows=None):
+    """Per-query retrieval results of the queries ``rows = (start, stop)`` (all by default).
+
+    Each query of the range is searched against the *whole* reference set, so a
+    range can be scored by any process that holds the data (a Dask worker, a DDP
+    rank); :func:`reduce_query_scores` combines the ranges.
 
     ``ks`` is the user's ``k`` (validated here) or ``_NO_RECALL`` for MAP@R alone.
     The engine is asked for what the scores read: the relevance ("same label as
@@ -54,6 +82,9 @@ def _retrieval(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device):
     if want_map:
         depth = np.maximum(depth, relevant)
     depth[~not_lone] = 0  # a lone query is left out: nothing to search
+    start_row, stop_row = (0, yq.shape[0]) if rows is None else rows
+    depth[:start_row] = 0  # queries of other shards: nothing to search here
+    depth[stop_row:] = 0
     first_hit = np.full(yq.shape[0], _NEVER, dtype=np.int64)
     ap = np.zeros(yq.shape[0], dtype=np.float64)
     blocks = neighbor_blocks(X, R, depth, exclude_self=exclude_self, metric=metric,
@@ -73,9 +104,9 @@ def _retrieval(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device):
             rel = same & (ranks[None, :] <= r[:, None])
             precision = np.cumsum(rel, axis=1) / ranks
             ap[start:stop] = np.sum(precision * rel, axis=1) / np.maximum(r, 1)
-    recalls = {k: float(np.mean(first_hit[not_lone] < k)) for k in ks}
-    map_r = float(np.mean(ap[not_lone])) if want_map else None
-    return recalls, map_r
+    part = slice(start_row, stop_row)
+    return {"rows": (start_row, stop_row), "ks": ks, "want_map": want_map,
+            "first_hit": first_hit[part], "ap": ap[part], "not_lone": not_lone[part]}
 
 
 @validate_params({**_CONSTRAINTS, **_K}, prefer_skip_nested_validation=True)
