@@ -151,7 +151,7 @@ def run_dataset(name, args):
     P, K = batch_plan(args, len(np.unique(ytr)))
     runs, keep = {row: [] for row in args.rows}, {}
     warm = build(args.rows[0], args, 0, len(np.unique(ytr)))  # first-fit imports, not timed
-    warm.set_params(max_iter=1, batches_per_epoch=1).fit(Xtr[:200], ytr[:200])
+    warm.set_params(max_iter=1, batches_per_epoch=1, n_classes_per_batch=2).fit(Xtr[:200], ytr[:200])
     for seed in args.seeds:
         for row in args.rows:  # interleaved: every row of a seed before the next seed
             est = build(row, args, seed, len(np.unique(ytr)))
