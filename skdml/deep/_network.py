@@ -50,9 +50,19 @@ class EmbeddingNet(nn.Module):
             if len(out) != 2:
                 raise ValueError("A backbone returning a tuple must return (features, aux).")
             out, aux = out
-        return _check_features(out).flatten(1), aux
+        features = _check_features(out).flatten(1)
+        if features.shape[1] != self.head.in_features:
+            raise ValueError(
+                f"The backbone returned {features.shape[1]} features per sample for a batch of "
+                f"{features.shape[0]}, but {self.head.in_features} when probed before training; "
+                "its output width must not depend on the batch (flatten per sample).")
+        return features, aux
 
     def embed(self, features):
+        if features.dtype != self.head.weight.dtype and not torch.is_autocast_enabled(
+                features.device.type):
+            # e.g. a float64 backbone in front of the float32 head: compute in the head's dtype
+            features = features.to(self.head.weight.dtype)
         z = self.head(features)
         return F.normalize(z, dim=1) if self.normalize else z
 
@@ -106,7 +116,7 @@ def probe_backbone(backbone, sample):
     with torch.no_grad(), counter:
         out = backbone(sample)
     widths = []
-    for x in (sample, sample[:1]):
+    for x in (sample, sample[:1], torch.cat([sample, sample])):
         if x is not sample:
             with torch.no_grad():
                 out_x = backbone(x)
@@ -119,11 +129,11 @@ def probe_backbone(backbone, sample):
                 f"The backbone maps a batch of {x.shape[0]} to {feats.shape[0]} rows; it must "
                 "keep one row per sample.")
         widths.append(int(np.prod(feats.shape[1:])))
-    if widths[0] != widths[1]:
+    if len(set(widths)) > 1:
         raise ValueError(
             f"The backbone's output width depends on the batch size ({widths[1]} for 1 sample, "
-            f"{widths[0]} for {sample.shape[0]}); it must not (flatten per sample, not across "
-            "the batch).")
+            f"{widths[0]} for {sample.shape[0]}, {widths[2]} for {2 * sample.shape[0]}); it must "
+            "not (flatten per sample, not across the batch).")
     if isinstance(out, (tuple, list)):
         check_aux(out[1])
     return widths[0], counter.get_total_flops() / max(sample.shape[0], 1)

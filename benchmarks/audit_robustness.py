@@ -1,0 +1,76 @@
+"""Run the issue-11 bad-input catalogue against a checkout and tabulate the outcome classes.
+
+Usage::
+
+    python benchmarks/audit_robustness.py                     # this checkout
+    python benchmarks/audit_robustness.py --checkout ../old --name before
+
+Each case of ``tests/_robustness_cases.py`` is classified as ok / standard /
+clear / silent-wrong / obscure / slow (see that module). Writes
+``benchmarks/results/robustness_<name>.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CLASSES = ["ok", "standard", "clear", "silent-wrong", "obscure", "slow", "skipped"]
+
+WORKER = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[2])
+import skdml
+from _robustness_cases import CASES, classify
+out = []
+for case in CASES:
+    outcome, detail, seconds = classify(case)
+    out.append(dict(name=case.name, group=case.group, outcome=outcome, detail=detail,
+                    seconds=round(seconds, 2)))
+    print(f"{outcome:>12}  {seconds:6.1f} s  {case.name}  {detail[:90]}", file=sys.stderr)
+print(json.dumps(dict(skdml=skdml.__file__, cases=out)))
+"""
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkout", default=str(ROOT), help="repository root to audit")
+    parser.add_argument("--name", default="after", help="results file suffix")
+    args = parser.parse_args(argv)
+    env = dict(os.environ, PYTHONPATH=args.checkout)
+    proc = subprocess.run([sys.executable, "-c", WORKER, args.checkout, str(ROOT / "tests")],
+                          capture_output=True, text=True, env=env, cwd=args.checkout)
+    sys.stderr.write(proc.stderr)
+    if proc.returncode:
+        raise SystemExit(proc.returncode)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    counts = Counter(c["outcome"] for c in result["cases"])
+    commit = subprocess.run(["git", "-C", args.checkout, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    result.update(commit=commit, counts=dict(counts), machine=platform.processor() or
+                  platform.machine(), cpus=os.cpu_count(),
+                  command="python benchmarks/audit_robustness.py " + " ".join(argv or sys.argv[1:]))
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"robustness_{args.name}.json").write_text(json.dumps(result, indent=1))
+    lines = [f"## Robustness audit of {commit} ({len(result['cases'])} cases)", "",
+             f"Command: `{result['command']}`; machine {result['machine']}, "
+             f"{result['cpus']} CPUs.", "",
+             "| case | group | outcome | seconds | detail |", "|---|---|---|---|---|"]
+    lines += [f"| {c['name']} | {c['group']} | {c['outcome']} | {c['seconds']} | "
+              f"{c['detail'].replace('|', '/')[:100]} |" for c in result["cases"]]
+    lines += ["", "| " + " | ".join(CLASSES) + " |", "|" + "---|" * len(CLASSES),
+              "| " + " | ".join(str(counts.get(k, 0)) for k in CLASSES) + " |"]
+    (out / f"robustness_{args.name}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[-3:]))
+
+
+if __name__ == "__main__":
+    main()
