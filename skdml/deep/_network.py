@@ -41,6 +41,7 @@ class EmbeddingNet(nn.Module):
             raise ValueError(f"The backbone provides a {in_features}-dimensional embedding; "
                              f"set n_components={in_features} (got {n_components}).")
         self.head = nn.Identity() if own else nn.Linear(in_features, n_components)
+        self.in_features = int(in_features)
         self.normalize = bool(normalize)
 
     def features(self, x):
@@ -51,18 +52,19 @@ class EmbeddingNet(nn.Module):
                 raise ValueError("A backbone returning a tuple must return (features, aux).")
             out, aux = out
         features = _check_features(out).flatten(1)
-        if features.shape[1] != self.head.in_features:
+        if features.shape[1] != self.in_features:
             raise ValueError(
                 f"The backbone returned {features.shape[1]} features per sample for a batch of "
-                f"{features.shape[0]}, but {self.head.in_features} when probed before training; "
+                f"{features.shape[0]}, but {self.in_features} when probed before training; "
                 "its output width must not depend on the batch (flatten per sample).")
         return features, aux
 
     def embed(self, features):
-        if features.dtype != self.head.weight.dtype and not torch.is_autocast_enabled(
+        weight = getattr(self.head, "weight", None)  # None: a backbone's own embedding (DeML)
+        if weight is not None and features.dtype != weight.dtype and not torch.is_autocast_enabled(
                 features.device.type):
             # e.g. a float64 backbone in front of the float32 head: compute in the head's dtype
-            features = features.to(self.head.weight.dtype)
+            features = features.to(weight.dtype)
         z = self.head(features)
         return F.normalize(z, dim=1) if self.normalize else z
 

@@ -107,6 +107,31 @@ def test_mass_concentrates_on_a_small_distinct_patch(seed):
     assert m[patch].min() > m[~patch].max()
 
 
+def test_patch_on_an_exactly_uniform_background_is_periodic_but_attended_in_the_limit():
+    """Why the walk is tested on textured maps: a patch on a constant background.
+
+    The graph is then bipartite (patch <-> background, zero distances inside each),
+    so the walk swings: odd steps put the background's mass on the patch, even steps
+    bring the uniform start back. The chain's stationary vector (the eigenvector of
+    D^T) still gives every patch location more mass than any background location.
+    """
+    C, H, W = 4, 10, 10
+    fmap = torch.zeros(1, C, H, W, dtype=torch.float64)
+    fmap[0, :, 2:5, 6:9] = 1.0
+    patch = torch.zeros(H, W, dtype=torch.bool)
+    patch[2:5, 6:9] = True
+    n, n_patch = H * W, 9
+    odd = random_walk_attention(fmap, n_steps=1)[0]
+    np.testing.assert_allclose(odd[patch].numpy(), (n - n_patch) / n / n_patch, rtol=1e-12)
+    np.testing.assert_allclose(odd[~patch].numpy(), n_patch / n / (n - n_patch), rtol=1e-12)
+    even = random_walk_attention(fmap, n_steps=10)[0]
+    np.testing.assert_allclose(even.numpy(), 1.0 / n, rtol=1e-10)
+    pi = torch.as_tensor(stationary(fmap[0].numpy()))
+    np.testing.assert_allclose(pi[patch].numpy(), 1 / (2 * n_patch), rtol=1e-8)
+    np.testing.assert_allclose(pi[~patch].numpy(), 1 / (2 * (n - n_patch)), rtol=1e-8)
+    assert pi[patch].min() > 5 * pi[~patch].max()
+
+
 def test_a_constant_map_gives_uniform_attention():
     m = random_walk_attention(torch.ones(2, 3, 4, 4))
     torch.testing.assert_close(m, torch.full((2, 4, 4), 1 / 16))

@@ -196,4 +196,5 @@ def test_one_step_of_the_game_moves_l_adv_both_ways():
                 if f".{part}." in name and p.grad is not None:
                     p -= 1e-3 * p.grad
         after = aux()
-        assert direction * float(after - before) > 0, (part, float(before), float(after))
+        change = float((after - before).detach())
+        assert direction * change > 0, (part, float(before.detach()), float(after.detach()))
