@@ -84,7 +84,9 @@ def make_deml(n_scales=2, n_cams=2, *, n_components=128, backbone="small_cnn", w
     * J))``, the paper's floor). The learners take ``learning_rate *
     head_lr_mult`` (10x by default, as in the paper). ``transform`` returns
     the concatenated, L2-normalised learner outputs (scaled to unit norm
-    overall, which leaves cosine and Euclidean rankings unchanged).
+    overall, which leaves cosine and Euclidean rankings unchanged). The
+    learners' 10x rate is set here (``head_lr_mult=10``), not inherited from
+    the estimator's defaults.
 
     Parameters
     ----------
@@ -101,7 +103,8 @@ def make_deml(n_scales=2, n_cams=2, *, n_components=128, backbone="small_cnn", w
         ``activation_decay``, ``crop_min_size``...).
     **estimator_params
         Parameters of :class:`~skdml.DeepMetricTransformer` (``max_iter``,
-        ``learning_rate``, ``random_state``...); ``loss`` overrides the default.
+        ``learning_rate``, ``random_state``...); ``loss`` and ``head_lr_mult``
+        override the defaults (:class:`~skdml.losses.DecoupledLoss`, 10).
 
     Returns
     -------
@@ -128,6 +131,7 @@ def make_deml(n_scales=2, n_cams=2, *, n_components=128, backbone="small_cnn", w
     builder = DeMLBuilder(backbone, widths=widths, split=split, n_scales=n_scales,
                           n_cams=n_cams, n_components=dim, **(deml_params or {}))
     estimator_params.setdefault("loss", DecoupledLoss(learners))
+    estimator_params.setdefault("head_lr_mult", 10.0)  # the paper's 10x for the learners
     return DeepMetricTransformer(backbone=builder, n_components=dim, **estimator_params)
 
 
