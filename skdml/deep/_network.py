@@ -20,7 +20,9 @@ class EmbeddingNet(nn.Module):
 
     ``forward`` returns ``(embeddings, aux, features)``: ``aux`` is what the
     backbone returned beside its features (``None``, a tensor or a dict of
-    scalar tensors) and ``features`` the flattened backbone output.
+    scalar tensors) and ``features`` the flattened backbone output. A backbone
+    with ``provides_embedding = True`` (:class:`~skdml.deep.DeML`) gets no head
+    (``nn.Identity``); its width must then be ``n_components``.
 
     Examples
     --------
@@ -34,7 +36,12 @@ class EmbeddingNet(nn.Module):
     def __init__(self, backbone, in_features, n_components, normalize):
         super().__init__()
         self.backbone = backbone
-        self.head = nn.Linear(in_features, n_components)
+        own = getattr(backbone, "provides_embedding", False)  # e.g. DeML: ends in its learners
+        if own and in_features != n_components:
+            raise ValueError(f"The backbone provides a {in_features}-dimensional embedding; "
+                             f"set n_components={in_features} (got {n_components}).")
+        self.head = nn.Identity() if own else nn.Linear(in_features, n_components)
+        self.in_features = int(in_features)
         self.normalize = bool(normalize)
 
     def features(self, x):
@@ -45,18 +52,19 @@ class EmbeddingNet(nn.Module):
                 raise ValueError("A backbone returning a tuple must return (features, aux).")
             out, aux = out
         features = _check_features(out).flatten(1)
-        if features.shape[1] != self.head.in_features:
+        if features.shape[1] != self.in_features:
             raise ValueError(
                 f"The backbone returned {features.shape[1]} features per sample for a batch of "
-                f"{features.shape[0]}, but {self.head.in_features} when probed before training; "
+                f"{features.shape[0]}, but {self.in_features} when probed before training; "
                 "its output width must not depend on the batch (flatten per sample).")
         return features, aux
 
     def embed(self, features):
-        if features.dtype != self.head.weight.dtype and not torch.is_autocast_enabled(
+        weight = getattr(self.head, "weight", None)  # None: a backbone's own embedding (DeML)
+        if weight is not None and features.dtype != weight.dtype and not torch.is_autocast_enabled(
                 features.device.type):
             # e.g. a float64 backbone in front of the float32 head: compute in the head's dtype
-            features = features.to(self.head.weight.dtype)
+            features = features.to(weight.dtype)
         z = self.head(features)
         return F.normalize(z, dim=1) if self.normalize else z
 
@@ -153,9 +161,12 @@ def build_optimizer(net, loss, *, optimizer, learning_rate, head_lr_mult, weight
     (e.g. AM-Softmax proxies) get ``learning_rate * head_lr_mult``. Each
     ``(pattern, options)`` of ``param_groups`` is matched (fnmatch) against
     ``backbone.<...>``, ``head.<...>`` and ``loss.<...>`` names; the first
-    match's options override the defaults of the parameter.
+    match's options override the defaults of the parameter. A backbone's
+    ``head_parameters`` (fnmatch patterns of its parameter names) count as head.
     """
     named = list(net.named_parameters())
+    own_head = [f"backbone.{p}" for p in getattr(getattr(net, "backbone", None),
+                                                 "head_parameters", ())]
     if isinstance(loss, nn.Module):
         named += [(f"loss.{name}", p) for name, p in loss.named_parameters()]
     patterns = list(param_groups or [])
@@ -167,7 +178,7 @@ def build_optimizer(net, loss, *, optimizer, learning_rate, head_lr_mult, weight
     for name, p in named:
         if not p.requires_grad:
             continue
-        is_head = not name.startswith("backbone.")
+        is_head = not name.startswith("backbone.") or any(fnmatchcase(name, pat) for pat in own_head)
         options = {"lr": learning_rate * (head_lr_mult if is_head else 1.0)}
         key = ("head" if is_head else "backbone", None)
         for i, (pattern, opts) in enumerate(patterns):
