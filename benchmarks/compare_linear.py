@@ -51,6 +51,7 @@ from sklearn.model_selection import StratifiedShuffleSplit  # noqa: E402
 from sklearn.neighbors import KNeighborsClassifier, NeighborhoodComponentsAnalysis  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, load, markdown_table, save  # noqa: E402
 
