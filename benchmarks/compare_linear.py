@@ -257,6 +257,20 @@ def run(args):
                           f"k=10 {100 * acc[10]:6.2f}  fit {fit_s:7.2f} CPU s "
                           f"({wall_s:.2f} s wall)", flush=True)
             results[name] = res
+    if args.reuse:  # rows of an earlier run of this script (same protocol), e.g. the rivals
+        earlier = json.loads(Path(args.reuse).read_text())
+        for name in args.datasets:
+            for m in ("pca", "nca", "lmnn", "itml", "ecaml", "jrd", "suml"):
+                row = earlier["results"].get(name, {}).get(keys[m])
+                if m in args.methods or row is None:
+                    continue
+                row["acc"] = {int(k): v for k, v in row["acc"].items()}
+                row["note"] = row["note"] or "reused"
+                results[name][keys[m]] = row
+        order = [m for m in ("pca", "nca", "lmnn", "itml", "ecaml", "jrd", "suml")
+                 if keys[m] in results[args.datasets[0]]]
+        ml_versions = ml_versions or earlier["info"]["metric_learn_environment"]
+        how = f"reused from {Path(args.reuse).name}" if how == "skipped" else how
     return results, keys, order, ml_versions, how
 
 
@@ -266,6 +280,32 @@ def cell(r):
     acc = " / ".join(f"{100 * np.mean(r['acc'][k]):.1f}" for k in KS)
     note = f" ({r['note']})" if r["note"] else ""
     return f"{acc}{note}, {np.median(r['fit_s']):.2g} s"
+
+
+def plot(results, keys, order, datasets):
+    """k=10 accuracy against the median fit time (log), one panel per data set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.6), squeeze=False)
+    for ax, name in zip(axes[0], datasets):
+        for m in order:
+            r = results[name][keys[m]]
+            if not r["fit_s"]:
+                continue
+            x, acc = max(np.median(r["fit_s"]), 1e-3), [100 * np.mean(r["acc"][k]) for k in KS]
+            ax.plot([x, x], acc, "-", color="0.7")
+            ax.scatter([x], [acc[1]], label=keys[m], marker="o" if "skdml" in keys[m] else "s")
+            ax.scatter([x], [acc[0]], marker="_", color="k")
+        ax.set_xscale("log")
+        ax.set_xlabel("median fit time (CPU s, 1 thread)")
+        ax.set_title(f"{NAMES[name]}: k=10 (dot), k=1 (dash)")
+    axes[0][0].set_ylabel("k-NN test accuracy %")
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
 
 
 def goals(results, keys, order):
@@ -322,6 +362,9 @@ def main(argv=None):
     parser.add_argument("--itml-timeout", type=float, default=300.0,
                         help="CPU seconds after which an ITML fit is stopped")
     parser.add_argument("--venv", default=str(VENV))
+    parser.add_argument("--reuse", default=None,
+                        help="JSON of an earlier run: its rows for the methods not run now "
+                             "join the table (marked 'reused'); CPU-second fit times compare")
     parser.add_argument("--name", default=None)
     args = parser.parse_args(argv)
     if args.quick:
@@ -353,7 +396,8 @@ def main(argv=None):
           + "\n\n" + "\n".join(f"- {line}" for line in goals(results, keys, order))
           + f"\n\nTotal time {total:.0f} s.")
     name = args.name or ("linear_comparison_quick" if args.quick else "linear_comparison")
-    save(name, md, {"info": info, "results": results})
+    save(name, md, {"info": info, "results": results},
+         figures=[(name, plot(results, keys, order, args.datasets))])
     print(f"Wrote {RESULTS / name}.md and .json")
 
 
