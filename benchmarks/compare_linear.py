@@ -297,7 +297,8 @@ def plot(results, keys, order, datasets):
                 continue
             x, acc = max(np.median(r["fit_s"]), 1e-3), [100 * np.mean(r["acc"][k]) for k in KS]
             ax.plot([x, x], acc, "-", color="0.7")
-            ax.scatter([x], [acc[1]], label=keys[m], marker="o" if "skdml" in keys[m] else "s")
+            ax.scatter([x], [acc[1]], label=keys[m], color=f"C{order.index(m)}",
+                       marker="o" if "skdml" in keys[m] else "s")
             ax.scatter([x], [acc[0]], marker="_", color="k")
         ax.set_xscale("log")
         ax.set_xlabel("median fit time (CPU s, 1 thread)")
