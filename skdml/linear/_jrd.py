@@ -100,10 +100,13 @@ class JRD(LinearMetricLearner):
         validation score) has not improved by more than ``tol`` for
         ``n_iter_no_change`` epochs. Batch: stop when the Riemannian gradient
         norm falls below ``tol``.
-    learning_rate : float, default=0.0003
-        Adam's learning rate (minibatch solver only). Chosen on the SUML
-        Table 1 data with early stopping (``doc/linear.md``): larger rates
-        over-fit USPS within the first epoch.
+    learning_rate : float or "auto", default="auto"
+        Adam's learning rate (minibatch solver only). ``"auto"``:
+        ``0.015 / n_batches`` (``n_batches`` batches an epoch), at most 0.01,
+        so that an epoch moves ``L`` as far on a small data set as on a large
+        one: 3e-4 on USPS (50 batches an epoch, where larger rates over-fit
+        within the first epoch), 0.01 on AT&T (2 batches an epoch, where
+        3e-4 had not converged after 300 epochs). See ``doc/linear_study.md``.
     n_classes_per_batch : int, default=16
         ``P``, classes per batch (capped at the number of classes).
     n_samples_per_class : int, default=8
@@ -195,6 +198,8 @@ class JRD(LinearMetricLearner):
     ((300, 2), True)
     """
 
+    _epoch_learning_rate = 0.015  # "auto": 3e-4 at USPS's 50 batches an epoch
+
     _parameter_constraints: dict = {
         **LinearMetricLearner._parameter_constraints,
         "jrs_weight": [Interval(Real, 0, None, closed="left")],
@@ -204,7 +209,7 @@ class JRD(LinearMetricLearner):
 
     def __init__(self, n_components=None, *, jrs_weight=1.0, margin=0.1, scale=20.0, init="pca",
                  manifold="euclidean", solver="minibatch", max_iter=300, tol=1e-4,
-                 learning_rate=3e-4, n_classes_per_batch=16, n_samples_per_class=8,
+                 learning_rate="auto", n_classes_per_batch=16, n_samples_per_class=8,
                  n_reduce=None, early_stopping="auto", validation_fraction=0.1,
                  n_iter_no_change=10, verbose=0, random_state=None):
         self.n_components = n_components

@@ -42,6 +42,8 @@ __all__ = ["LinearMetricLearner", "LinearObjective", "check_supervised_input"]
 #: With early stopping, the patience is at least this many optimisation steps (a small data
 #: set has few batches per epoch, and its held-out score, on few samples, is noisy).
 MIN_STEPS_NO_CHANGE = 300
+#: The largest rate ``learning_rate="auto"`` gives (data sets of one or two batches an epoch).
+MAX_AUTO_LR = 0.01
 #: k of the k-NN accuracies averaged by the early-stopping validation score.
 VALIDATION_KS = (1, 10)
 #: dtype of the optimisation (float32 measured as accurate as float64 here, and faster).
@@ -139,7 +141,7 @@ class LinearMetricLearner(BaseMahalanobis):
         "solver": [StrOptions({"batch", "minibatch"})],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "n_classes_per_batch": [Interval(Integral, 2, None, closed="left")],
         "n_samples_per_class": [Interval(Integral, 2, None, closed="left")],
         "n_reduce": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
@@ -256,8 +258,21 @@ class LinearMetricLearner(BaseMahalanobis):
             return bool(np.bincount(y).max() >= 3)
         return True
 
-    def _optimizer(self, objective):
-        return torch.optim.Adam(objective.parameters, lr=self.learning_rate)
+    #: ``learning_rate="auto"``: this rate times the batches of an epoch (set by subclasses).
+    _epoch_learning_rate = 0.05
+
+    def _learning_rate(self, n_batches):
+        """The Adam rate; ``"auto"``: ``_epoch_learning_rate / n_batches``, at most ``MAX_AUTO_LR``.
+
+        The same progress per epoch whatever the data size: a small data set
+        (AT&T, 2 batches an epoch) takes larger steps than USPS (50 batches).
+        """
+        if self.learning_rate != "auto":
+            return float(self.learning_rate)
+        return min(MAX_AUTO_LR, self._epoch_learning_rate / max(n_batches, 1))
+
+    def _optimizer(self, objective, n_batches):
+        return torch.optim.Adam(objective.parameters, lr=self._learning_rate(n_batches))
 
     def _solve_minibatch(self, objective, X, y, P, rng):
         """Adam over class-balanced batches (+ early stopping and refit); return ``(fitted, converged)``."""
@@ -268,7 +283,7 @@ class LinearMetricLearner(BaseMahalanobis):
             stopper = EarlyStopping(monitor="loss", greater_is_better=False,
                                     n_iter_no_change=self.n_iter_no_change, tol=self.tol)
             result = train_epochs(_LinearTrainable(objective, X, y_tensor, stiefel),
-                                  self._optimizer(objective), lambda epoch: sampler,
+                                  self._optimizer(objective, len(sampler)), lambda epoch: sampler,
                                   max_iter=self.max_iter,
                                   callbacks=[stopper, Progress(self.verbose, name)])
             return {"n_iter_": result.n_iter, "history_": result.history}, \
@@ -286,7 +301,7 @@ class LinearMetricLearner(BaseMahalanobis):
         score = Validation(lambda: _knn_score(objective.L.detach(), X[train], X[val], y[train],
                                               y[val]))
         result = train_epochs(_LinearTrainable(objective, X[train], y_tensor[train], stiefel),
-                              self._optimizer(objective), lambda epoch: sampler,
+                              self._optimizer(objective, len(sampler)), lambda epoch: sampler,
                               max_iter=self.max_iter,
                               callbacks=[score, stopper, Progress(self.verbose, name)])
         best = stopper.best_epoch or result.n_iter
@@ -295,9 +310,11 @@ class LinearMetricLearner(BaseMahalanobis):
         with torch.no_grad():
             for p, p0 in zip(objective.parameters, start):
                 p.copy_(p0)
+        n_batches = len(sampler)  # the refit steps at the rate the epochs were counted at
         sampler = ClassBalancedBatchSampler(y, P, K, np.random.RandomState(refit_seed))
         refit = train_epochs(_LinearTrainable(objective, X, y_tensor, stiefel),
-                             self._optimizer(objective), lambda epoch: sampler, max_iter=best,
+                             self._optimizer(objective, n_batches), lambda epoch: sampler,
+                             max_iter=best,
                              callbacks=[Progress(self.verbose, f"{name} (refit)")])
         history = result.history + [dict(record, refit=True) for record in refit.history]
         fitted = {"n_iter_": best, "history_": history, "best_iteration_": best,

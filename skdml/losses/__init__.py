@@ -11,17 +11,15 @@ dtype; dtype and device follow the embeddings. Wherever skdml takes a loss as
 a parameter, any callable with that signature (for instance a
 pytorch-metric-learning loss) is accepted too.
 
-=============================  =====================================  ==================
 Class                          Formula                                Paper
-=============================  =====================================  ==================
 :class:`TripletLoss`           squared L2 on the sphere, margin 0.1   ECAML Eq. 8
 :class:`NPairLoss`             multi-class N-pair, raw dot product    ECAML Eq. 9
 :class:`BinomialDevianceLoss`  cosine, scale 2, margin 0.5, eta 25    ECAML Eq. 10, DeML Eq. 5
 :class:`AMSoftmaxLoss`         additive margin softmax, s=20, m=0.1   JRD Eq. 11
 :class:`DecoupledLoss`         a loss per learner part, averaged      DeML Eq. 5
+:class:`LMNNLoss`              target-neighbour pull + impostor push  LMNN (JMLR 2009)
 :class:`EnergyConfusion`       mean_{I!=J} log(1 + E||x_I - x_J||^2)  ECAML Eq. 3, 11
 :class:`JRSRegularizer`        mean_{y_i!=y_j} prod_l k_l(x_i, x_j)   JRD Eq. 8-11
-=============================  =====================================  ==================
 """
 
 from ._base import REDUCTIONS, MetricLoss
@@ -32,6 +30,7 @@ from .binomial import BinomialDevianceLoss, deml_pair_weights
 from .decoupled import DecoupledLoss
 from .energy_confusion import EnergyConfusion, class_pair_energies
 from .jrs import JRSRegularizer
+from .lmnn import LMNNLoss
 from .npair import NPairLoss
 from .triplet import TripletLoss
 
@@ -41,6 +40,7 @@ __all__ = [
     "DecoupledLoss",
     "EnergyConfusion",
     "JRSRegularizer",
+    "LMNNLoss",
     "LOSSES",
     "MetricLoss",
     "MetricObjective",

@@ -242,9 +242,9 @@ def test_partial_fit_warm_start(digits):
     est.partial_fit(X[200:])
     assert est.n_iter_ == 6
     assert not np.allclose(est.components_, first)
-    # a call that takes no step (tol huge) starts, and so ends, exactly where the last ended
+    # a call that takes no step (max_iter=0) starts, and so ends, exactly where the last ended
     second, second_S = est.components_.copy(), est.synthesis_.copy()
-    est.set_params(tol=1e30).partial_fit(X[:200])
+    est.set_params(max_iter=0).partial_fit(X[:200])
     assert est.n_iter_ == 6
     np.testing.assert_array_equal(est.components_, second)
     np.testing.assert_array_equal(est.synthesis_, second_S)
@@ -290,11 +290,11 @@ def test_high_dimensional_input_is_one_linear_map():
 
 
 def test_pca_initialisation_matches_pca(digits):
-    """Stopped before any step (tol huge), components_ are the PCA directions."""
+    """Stopped before any step (max_iter=0), components_ are the PCA directions."""
     from sklearn.decomposition import PCA
 
     X, _ = digits
-    est = SUML(n_components=3, n_triplets=10, max_iter=5, tol=1e10, random_state=0).fit(X)
+    est = SUML(n_components=3, n_triplets=10, max_iter=0, random_state=0).fit(X)
     assert est.n_iter_ == 0
     pca = PCA(3).fit(X)
     np.testing.assert_allclose(np.abs(est.components_ @ pca.components_.T), np.eye(3), atol=1e-4)

@@ -1,0 +1,49 @@
+"""Default fits stop on a tolerance (no ConvergenceWarning); a user-set max_iter that cuts
+the optimisation short still warns. Data: scikit-learn's bundled digits."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
+
+from skdml import ECAML, JRD, SUML
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X / 16.0, y
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("learner", [SUML, ECAML, JRD], ids=lambda c: c.__name__)
+def test_default_fit_emits_no_convergence_warning(learner, digits):
+    X, y = digits
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = learner(n_components=16, random_state=0).fit(X, y)
+    assert 0 < est.n_iter_ < est.max_iter  # it stopped on the tolerance, not the budget
+    if learner is SUML:  # at the end of its fast descent, not on a plateau at the start
+        losses = np.array([r["loss"] for r in est.history_])
+        assert losses[-1] < 0.5 * losses[0]
+
+
+@pytest.mark.parametrize("learner, max_iter", [(SUML, 5), (ECAML, 2), (JRD, 2)],
+                         ids=["SUML", "ECAML", "JRD"])
+def test_user_max_iter_that_cuts_short_warns(learner, max_iter, digits):
+    X, y = digits
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        learner(n_components=16, max_iter=max_iter, random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("learner, epoch_rate", [(ECAML, 0.05), (JRD, 0.015)],
+                         ids=["ECAML", "JRD"])
+def test_auto_learning_rate_is_a_per_epoch_rate(learner, epoch_rate):
+    est = learner()
+    assert est._learning_rate(50) == pytest.approx(epoch_rate / 50)  # USPS-sized epochs
+    assert est._learning_rate(2) == pytest.approx(min(0.01, epoch_rate / 2))  # AT&T-sized
+    assert est._learning_rate(1) <= 0.01
+    assert learner(learning_rate=0.123)._learning_rate(50) == 0.123
+
