@@ -77,7 +77,7 @@ class ECAML(LinearMetricLearner):
         Where ``L`` lives. ``"stiefel"`` (orthonormal rows) fixes the scale
         and only rotates/selects directions; ``"euclidean"`` can also weight
         them, which gave better k-NN accuracy on AT&T and USPS and equal on
-        COIL-20 (``doc/linear.md``), hence the default. EC is taken on the
+        COIL-20 (:doc:`user guide </linear>`), hence the default. EC is taken on the
         normalised embedding for the normalised losses, so it cannot shrink
         ``L`` to 0 there. With ``"stiefel"``, ``n_components`` must be smaller
         than ``n_features`` (a square orthogonal ``L`` learns nothing).
@@ -86,7 +86,7 @@ class ECAML(LinearMetricLearner):
         epoch, with a QR retraction onto the manifold. ``"batch"``: pymanopt's
         Riemannian conjugate gradient on the mean objective over a fixed set
         of class-balanced batches drawn once. The default was chosen from
-        measurements (``benchmarks/bench_linear.py``, ``doc/linear.md``).
+        measurements (``benchmarks/bench_linear.py``, :doc:`user guide </linear>`).
     max_iter : int, default=300
         Epochs (minibatch) or conjugate-gradient iterations (batch). With
         early stopping, the most epochs of the validation run. ``0`` returns
@@ -98,7 +98,7 @@ class ECAML(LinearMetricLearner):
         norm falls below ``tol``.
     learning_rate : float, default=0.001
         Adam's learning rate (minibatch solver only). Chosen on the SUML
-        Table 1 data with early stopping (``doc/linear.md``): larger rates
+        Table 1 data with early stopping (:doc:`user guide </linear>`): larger rates
         over-fit USPS within the first epoch.
     n_classes_per_batch : int, default=16
         ``P``, classes per batch (capped at the number of classes).
@@ -157,7 +157,7 @@ class ECAML(LinearMetricLearner):
         The epoch count of the best validation score, used by the refit.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit (only when ``X`` has string column names).
 
     See Also

@@ -102,7 +102,7 @@ class JRD(LinearMetricLearner):
         norm falls below ``tol``.
     learning_rate : float, default=0.0003
         Adam's learning rate (minibatch solver only). Chosen on the SUML
-        Table 1 data with early stopping (``doc/linear.md``): larger rates
+        Table 1 data with early stopping (:doc:`user guide </linear>`): larger rates
         over-fit USPS within the first epoch.
     n_classes_per_batch : int, default=16
         ``P``, classes per batch (capped at the number of classes).
@@ -157,7 +157,7 @@ class JRD(LinearMetricLearner):
         The epoch count of the best validation score, used by the refit.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit (only when ``X`` has string column names).
 
     See Also
