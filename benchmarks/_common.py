@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import re
+import sys
 import time
 from pathlib import Path
 
@@ -81,8 +84,73 @@ def markdown_table(header, rows):
     return "\n".join(lines)
 
 
-def save(name, markdown, data, figures=()):
-    """Print ``markdown`` and write ``results/<name>.md``, ``<name>.json`` and figures."""
+def is_quick(argv=None):
+    """Whether this run is a ``--quick`` smoke run (read from the command line)."""
+    return "--quick" in (sys.argv[1:] if argv is None else argv)
+
+
+def provenance():
+    """Machine, thread counts and command of this run, for every results table."""
+    from threadpoolctl import threadpool_info
+
+    try:
+        import torch
+        torch_threads = torch.get_num_threads()
+    except ImportError:  # pragma: no cover
+        torch_threads = None
+    blas = sorted({pool["num_threads"] for pool in threadpool_info()
+                   if pool.get("user_api") == "blas"})
+    script = Path(sys.argv[0]).resolve()
+    try:
+        script = script.relative_to(ROOT)
+    except ValueError:
+        pass
+    return {
+        "command": " ".join(["python", str(script), *sys.argv[1:]]),
+        "machine": f"{platform.platform()}, {os.cpu_count()} logical CPUs "
+                   f"({platform.processor() or platform.machine()}), no GPU used"
+                   if not _cuda() else f"{platform.platform()}, {os.cpu_count()} CPUs, CUDA",
+        "torch_threads": torch_threads,
+        "blas_threads": blas,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def _cuda():
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except ImportError:  # pragma: no cover
+        return False
+
+
+def save(name, markdown, data, figures=(), *, quick=None):
+    """Print ``markdown`` and write ``results/<name>.md``, ``<name>.json`` and figures.
+
+    Every table gets a provenance line (command, machine, thread counts). A
+    ``--quick`` run (``quick=None`` reads the command line) writes
+    ``<name>_quick.*`` and ``<figure>_quick.png`` so that it never overwrites the
+    published results.
+    """
+    quick = is_quick() if quick is None else quick
+    suffix = "_quick" if quick else ""
+
+    def tag(n):
+        return n if not quick or n.endswith("_quick") else n + suffix
+
+    name = tag(name)
+    figures = [(tag(fig_name), fig) for fig_name, fig in figures]
+    if quick:  # image links in the Markdown follow the renamed figures
+        for fig_name, _ in figures:
+            plain = fig_name[: -len("_quick")]
+            markdown = re.sub(rf"\({re.escape(plain)}\.png\)", f"({fig_name}.png)", markdown)
+    prov = provenance()
+    markdown = (f"_Command:_ `{prov['command']}`  \n_Machine:_ {prov['machine']} "
+                "(shared with other jobs: absolute times are pessimistic)  \n"
+                f"_Threads:_ torch {prov['torch_threads']}, BLAS {prov['blas_threads']}; "
+                f"{prov['date']}\n\n" + markdown)
+    if isinstance(data, dict):
+        data = {"provenance": prov, **data}
     RESULTS.mkdir(parents=True, exist_ok=True)
     print(markdown)
     (RESULTS / f"{name}.md").write_text(markdown + "\n")

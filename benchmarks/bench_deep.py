@@ -346,7 +346,7 @@ def main(argv=None):
         print(md, flush=True)
     name = "bench_deep" if run_all else "bench_deep_" + "_".join(
         k for k in ("overhead", "zero_shot", "amp_speed") if getattr(args, k))
-    save(name + ("_quick" if args.quick else ""), "\n\n".join(sections), data, figures)
+    save(name, "\n\n".join(sections), data, figures, quick=args.quick)
 
 
 if __name__ == "__main__":

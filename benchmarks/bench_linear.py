@@ -309,8 +309,8 @@ def main(argv=None):
         data[section] = d
         print(md, flush=True)
     parts.append(f"Total time {time.perf_counter() - t0:.0f}s.")
-    name = args.name or ("linear_quick" if args.quick else "linear")
-    save(name, "\n\n".join(parts), data, figures)
+    name = args.name or "linear"
+    save(name, "\n\n".join(parts), data, figures, quick=args.quick)
     limits.restore_original_limits()
 
 

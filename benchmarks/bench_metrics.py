@@ -255,7 +255,7 @@ def main(argv=None):
         if key == "growth_mb":
             ax.set_yscale("symlog", linthresh=100)
     fig.suptitle(f"Retrieval scores, N={args.n}, d={args.d}")
-    name = "metrics_quick" if args.quick else f"metrics_n{args.n}_d{args.d}"
+    name = f"metrics_n{args.n}_d{args.d}"
     save(name, markdown, {"args": vars(args), "results": results}, [(name, fig)])
 
 

@@ -4,7 +4,8 @@ Linear (Mahalanobis) learners (:mod:`skdml.linear`): :class:`SUML`
 (unsupervised), :class:`ECAML` and :class:`JRD` (supervised); deep learner
 (:mod:`skdml.deep`): :class:`DeepMetricTransformer`. Scorers live in
 :mod:`skdml.metrics`, splitters in :mod:`skdml.model_selection`, data loaders in
-:mod:`skdml.datasets` and torch losses in :mod:`skdml.losses`. Every learner
+:mod:`skdml.datasets`, torch losses in :mod:`skdml.losses` and pictures in
+:mod:`skdml.plotting`; :func:`show_versions` prints what a bug report needs. Every learner
 trains on the same machinery (``skdml._training``).
 """
 
@@ -18,6 +19,7 @@ _LAZY = {
     "ECAML": "skdml.linear",
     "JRD": "skdml.linear",
     "DeepMetricTransformer": "skdml.deep",
+    "show_versions": "skdml._show_versions",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -181,9 +181,37 @@ class BaseMahalanobis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     def get_metric(self):
         """Return a picklable callable ``metric(u, v)`` giving the learned distance.
 
-        Usable as ``KNeighborsClassifier(metric=est.get_metric())``. For speed,
-        prefer ``make_pipeline(est, KNeighborsClassifier())``, which embeds once
-        and uses Euclidean distance in the embedding: the distances are the same.
+        ``u`` and ``v`` are two samples of shape ``(n_features,)`` or
+        ``(1, n_features)``. The callable works anywhere scikit-learn accepts a
+        ``metric=`` callable, but scikit-learn then calls it from Python once per
+        pair, which is slow. Two routes give the same distances at compiled speed:
+
+        * ``make_pipeline(est, KNeighborsClassifier())`` embeds once and uses the
+          Euclidean distance in the embedding (fastest when ``n_components`` is
+          smaller than ``n_features``);
+        * ``KNeighborsClassifier(metric="mahalanobis", metric_params={"VI": M},
+          algorithm="brute")`` with ``M = est.get_mahalanobis_matrix()`` keeps the
+          input space (about 6.5x faster than the callable on AT&T faces, with
+          identical predictions).
+
+        Returns
+        -------
+        metric : MahalanobisDistance
+            Callable ``metric(u, v) = ||L (u - v)||`` with ``L = components_``.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from sklearn.neighbors import KNeighborsClassifier
+        >>> from skdml import ECAML
+        >>> X, y = load_iris(return_X_y=True)
+        >>> est = ECAML(n_components=2, max_iter=5, random_state=0).fit(X, y)
+        >>> slow = KNeighborsClassifier(metric=est.get_metric()).fit(X, y)
+        >>> fast = KNeighborsClassifier(
+        ...     metric="mahalanobis", metric_params={"VI": est.get_mahalanobis_matrix()},
+        ...     algorithm="brute").fit(X, y)
+        >>> bool((slow.predict(X) == fast.predict(X)).all())
+        True
         """
         check_is_fitted(self)
         return MahalanobisDistance(self.components_)

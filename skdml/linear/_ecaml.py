@@ -77,7 +77,7 @@ class ECAML(LinearMetricLearner):
         Where ``L`` lives. ``"stiefel"`` (orthonormal rows) fixes the scale
         and only rotates/selects directions; ``"euclidean"`` can also weight
         them, which gave better k-NN accuracy on AT&T and USPS and equal on
-        COIL-20 (``doc/linear.md``), hence the default. EC is taken on the
+        COIL-20 (:doc:`user guide </linear>`), hence the default. EC is taken on the
         normalised embedding for the normalised losses, so it cannot shrink
         ``L`` to 0 there. With ``"stiefel"``, ``n_components`` must be smaller
         than ``n_features`` (a square orthogonal ``L`` learns nothing).
@@ -86,7 +86,7 @@ class ECAML(LinearMetricLearner):
         epoch, with a QR retraction onto the manifold. ``"batch"``: pymanopt's
         Riemannian conjugate gradient on the mean objective over a fixed set
         of class-balanced batches drawn once. The default was chosen from
-        measurements (``benchmarks/bench_linear.py``, ``doc/linear.md``).
+        measurements (``benchmarks/bench_linear.py``, :doc:`user guide </linear>`).
     max_iter : int, default=300
         Epochs (minibatch) or conjugate-gradient iterations (batch). With
         early stopping, the most epochs of the validation run. ``0`` returns
@@ -102,7 +102,8 @@ class ECAML(LinearMetricLearner):
         so that an epoch moves ``L`` as far on a small data set as on a large
         one: 1e-3 on USPS (50 batches an epoch, where larger rates over-fit
         within the first epoch), 0.01 on AT&T (2 batches an epoch, where
-        1e-3 had not converged after 300 epochs). See ``doc/linear_study.md``.
+        1e-3 had not converged after 300 epochs). See the
+        :doc:`linear study </linear_study>`.
     n_classes_per_batch : int, default=16
         ``P``, classes per batch (capped at the number of classes).
     n_samples_per_class : int, default=8
@@ -160,7 +161,7 @@ class ECAML(LinearMetricLearner):
         The epoch count of the best validation score, used by the refit.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit (only when ``X`` has string column names).
 
     See Also

@@ -106,7 +106,8 @@ class JRD(LinearMetricLearner):
         so that an epoch moves ``L`` as far on a small data set as on a large
         one: 3e-4 on USPS (50 batches an epoch, where larger rates over-fit
         within the first epoch), 0.01 on AT&T (2 batches an epoch, where
-        3e-4 had not converged after 300 epochs). See ``doc/linear_study.md``.
+        3e-4 had not converged after 300 epochs). See the
+        :doc:`linear study </linear_study>`.
     n_classes_per_batch : int, default=16
         ``P``, classes per batch (capped at the number of classes).
     n_samples_per_class : int, default=8
@@ -160,7 +161,7 @@ class JRD(LinearMetricLearner):
         The epoch count of the best validation score, used by the refit.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit (only when ``X`` has string column names).
 
     See Also

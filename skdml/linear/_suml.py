@@ -48,18 +48,18 @@ class SUML(BaseMahalanobis):
         for ``manifold="euclidean"`` (on Stiefel the term is zero). Our entropy
         term is the *mean* over triplets (the paper's is the sum), so the
         paper's ``lambda = 0.5`` has no direct equivalent here; the default was
-        chosen on the Table 1 protocol (see ``doc/suml.md``).
+        chosen on the Table 1 protocol (see the :doc:`SUML guide </suml>`).
     n_triplets : int, default=10000
         Random triplets drawn per fit (per mini-batch for the stochastic form).
     probability : {"softmax", "sigmoid"}, default="softmax"
         ``"sigmoid"``: ``p_c = 1 / (1 + exp(l_c))``, the paper's formula as
         written (the five values do not sum to 1); ``"softmax"``: the
         normalised form ``p = softmax(-l)`` over the five cases (see
-        ``doc/suml.md`` for the benchmark behind the default).
+        the :doc:`SUML guide </suml>` for the benchmark behind the default).
     manifold : {"euclidean", "stiefel"}, default="euclidean"
         Search space of ``L``: free with the ``ortho_weight`` penalty (the
         paper's setting), or exact orthonormal columns. ``S`` is always
-        Euclidean. See ``doc/suml.md`` for the benchmark behind the default.
+        Euclidean. See the :doc:`SUML guide </suml>` for the benchmark behind the default.
     solver : {"conjugate_gradient", "steepest_descent", "trust_regions"}, \
             default="conjugate_gradient"
         pymanopt optimiser (trust regions uses a finite-difference Hessian).
@@ -131,7 +131,7 @@ class SUML(BaseMahalanobis):
         the stochastic form. For ``solver="trust_regions"``, which keeps no
         per-iteration log, the first and last costs of each run.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has string feature names.
 
     See Also

@@ -1,0 +1,84 @@
+"""skdml.show_versions() and skdml.plotting.plot_retrieval."""
+
+import sys
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+import skdml
+import skdml.plotting
+
+
+def test_show_versions_names_every_core_dependency(capsys):
+    skdml.show_versions()
+    out = capsys.readouterr().out
+    for name in ["python", "skdml", "numpy", "scipy", "sklearn", "pymanopt", "torch",
+                 "joblib", "cuda available", "Thread pools"]:
+        assert name in out
+    assert f"skdml: {skdml.__version__}" in out
+
+
+def test_import_skdml_does_not_import_matplotlib():
+    import subprocess
+    code = "import sys, skdml, skdml.plotting; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"
+
+
+@pytest.fixture(scope="module")
+def digits():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    X, y = load_digits(return_X_y=True)
+    return X[:300], y[:300]
+
+
+def test_plot_retrieval_shows_exact_neighbours_side_by_side(digits):
+    import matplotlib.pyplot as plt
+    X, y = digits
+    rng = np.random.RandomState(0)
+    learned = X @ rng.randn(64, 10)
+    fig = plot = skdml.plotting.plot_retrieval(
+        X, [3, 7, 11], embeddings={"raw pixels": X, "learned": learned}, y=y, n_neighbors=4)
+    assert plot.neighbors_.keys() == {"raw pixels", "learned"}
+    for name, Z in [("raw pixels", X), ("learned", learned)]:
+        found = fig.neighbors_[name]
+        assert found.shape == (3, 4)
+        for row, q in zip(found, [3, 7, 11]):
+            d = ((Z - Z[q]) ** 2).sum(axis=1)
+            d[q] = np.inf                                   # the query never retrieves itself
+            np.testing.assert_array_equal(row, np.argsort(d, kind="stable")[:4])
+    # 3 rows x (1 query + 2 x 4 neighbours) image axes, each showing one image.
+    assert len(fig.axes) == 3 * (1 + 2 * 4)
+    assert all(len(ax.images) == 1 for ax in fig.axes)
+    # Frames: green for the query's class, red otherwise.
+    first_neighbour = fig.axes[1]
+    same = y[fig.neighbors_["raw pixels"][0, 0]] == y[3]
+    colour = first_neighbour.spines["left"].get_edgecolor()
+    import matplotlib.colors as mcolors
+    assert mcolors.to_hex(colour) == mcolors.to_hex("tab:green" if same else "tab:red")
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"query_indices": [1000]}, "index"),
+    ({"query_indices": [[1, 2]]}, "1-D"),
+    ({"n_neighbors": 300}, "other images"),
+    ({"image_shape": (7, 7)}, "pixels"),
+    ({"embeddings": {"bad": np.zeros((5, 2))}}, "rows"),
+    ({"y": np.zeros(3)}, "shape"),
+])
+def test_plot_retrieval_refuses_bad_input(digits, kwargs, match):
+    X, y = digits
+    args = {"query_indices": [0]} | kwargs
+    with pytest.raises(ValueError, match=match):
+        skdml.plotting.plot_retrieval(X, **args)
+
+
+def test_plot_retrieval_needs_square_or_given_shape(digits):
+    X, _ = digits
+    with pytest.raises(ValueError, match="image_shape"):
+        skdml.plotting.plot_retrieval(X[:, :60], [0])
