@@ -16,11 +16,13 @@ __all__ = ["EmbeddingNet", "build_backbone", "build_optimizer", "probe_backbone"
 
 
 class EmbeddingNet(nn.Module):
-    """Backbone + linear embedding head (+ optional L2 normalisation).
+    """(Input standardisation +) backbone + linear embedding head (+ L2 normalisation).
 
     ``forward`` returns ``(embeddings, aux, features)``: ``aux`` is what the
     backbone returned beside its features (``None``, a tensor or a dict of
     scalar tensors) and ``features`` the flattened backbone output.
+    ``standardize`` (a module, e.g. :class:`~skdml.deep.Standardize`) is
+    applied to the input first.
 
     Examples
     --------
@@ -31,13 +33,16 @@ class EmbeddingNet(nn.Module):
     (torch.Size([4, 3]), None, torch.Size([4, 8]))
     """
 
-    def __init__(self, backbone, in_features, n_components, normalize):
+    def __init__(self, backbone, in_features, n_components, normalize, standardize=None):
         super().__init__()
+        self.standardize = standardize
         self.backbone = backbone
         self.head = nn.Linear(in_features, n_components)
         self.normalize = bool(normalize)
 
     def features(self, x):
+        if self.standardize is not None:
+            x = self.standardize(x)
         out = self.backbone(x)
         aux = None
         if isinstance(out, (tuple, list)):

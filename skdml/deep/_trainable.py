@@ -32,18 +32,21 @@ class DeepTrainable(Trainable):
     features, so its gradient reaches only the embedding layer, as in ECAML;
     JRS sees the hooked layers (or the backbone's output), the embedding and
     the class level. Auxiliary losses returned by the backbone are added and
-    logged as ``aux`` or ``aux_<key>``.
+    logged as ``aux`` or ``aux_<key>``. ``augment`` (a callable on the input
+    batch, on the device) is applied in training mode only.
     """
 
     def __init__(self, net, objective, labels, *, input_shape, device, amp=False,
-                 capture=None, standardizer=None):
+                 capture=None, augment=None):
         self.net, self.objective, self.labels = net, objective, labels
         self.input_shape, self.device, self.amp = input_shape, device, amp
-        self.capture, self.standardizer = capture, standardizer
+        self.capture, self.augment = capture, augment
 
     def batch_loss(self, batch):
         xb, idx = batch
-        xb = to_model_input(xb, self.device, self.input_shape, self.standardizer)
+        xb = to_model_input(xb, self.device, self.input_shape)
+        if self.augment is not None and self.net.training:
+            xb = self.augment(xb)
         yb = self.labels[idx].to(self.device, non_blocking=True)
         with autocast(self.amp, self.device):
             z, aux, features = self.net(xb)

@@ -18,6 +18,7 @@ Class                          Formula                                Paper
 :class:`NPairLoss`             multi-class N-pair, raw dot product    ECAML Eq. 9
 :class:`BinomialDevianceLoss`  cosine, scale 2, margin 0.5, eta 25    ECAML Eq. 10, DeML Eq. 5
 :class:`AMSoftmaxLoss`         additive margin softmax, s=20, m=0.1   JRD Eq. 11
+:class:`MultiSimilarityLoss`   mined pairs, alpha 2, beta 50, l 0.5   Wang et al. 2019
 :class:`EnergyConfusion`       mean_{I!=J} log(1 + E||x_I - x_J||^2)  ECAML Eq. 3, 11
 :class:`JRSRegularizer`        mean_{y_i!=y_j} prod_l k_l(x_i, x_j)   JRD Eq. 8-11
 =============================  =====================================  ==================
@@ -30,6 +31,7 @@ from .amsoftmax import AMSoftmaxLoss
 from .binomial import BinomialDevianceLoss, deml_pair_weights
 from .energy_confusion import EnergyConfusion, class_pair_energies
 from .jrs import JRSRegularizer
+from .multisimilarity import MultiSimilarityLoss, multi_similarity_pairs
 from .npair import NPairLoss
 from .triplet import TripletLoss
 
@@ -41,6 +43,7 @@ __all__ = [
     "LOSSES",
     "MetricLoss",
     "MetricObjective",
+    "MultiSimilarityLoss",
     "NPairLoss",
     "REDUCTIONS",
     "REGULARIZERS",
@@ -50,4 +53,5 @@ __all__ = [
     "deml_pair_weights",
     "get_loss",
     "get_regularizer",
+    "multi_similarity_pairs",
 ]

@@ -11,6 +11,7 @@ from .amsoftmax import AMSoftmaxLoss
 from .binomial import BinomialDevianceLoss
 from .energy_confusion import EnergyConfusion
 from .jrs import JRSRegularizer
+from .multisimilarity import MultiSimilarityLoss
 from .npair import NPairLoss
 from .triplet import TripletLoss
 
@@ -22,6 +23,7 @@ LOSSES = {
     "npair": NPairLoss,
     "binomial": BinomialDevianceLoss,
     "amsoftmax": AMSoftmaxLoss,
+    "multisimilarity": MultiSimilarityLoss,
 }
 
 #: Regulariser names accepted by every skdml learner and by :func:`get_regularizer`.
