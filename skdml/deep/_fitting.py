@@ -53,7 +53,7 @@ def _no_gain(history, initial_score, validating):
     """Why training did not improve on its start (a message), or ``None``."""
     if validating and initial_score is not None:
         scores = [r["validation_score"] for r in history if "validation_score" in r]
-        if scores and not max(scores) > initial_score:
+        if scores and initial_score < 1.0 and not max(scores) > initial_score:
             return (f"training did not improve on the untrained network: validation Recall@1 "
                     f"{initial_score:.4f} before training, at best {max(scores):.4f} after. "
                     "Check the learning rate, the loss and the data.")

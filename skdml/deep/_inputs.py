@@ -62,8 +62,7 @@ def _moments(source, indices, input_shape):
     if not isinstance(source, torch.Tensor):
         from ._data import first_items
 
-        step = max(1, len(source) // DATASET_SAMPLE)
-        picked = np.arange(0, len(source), step)[:DATASET_SAMPLE]
+        picked = indices[::max(1, len(indices) // DATASET_SAMPLE)][:DATASET_SAMPLE]
         source, indices = first_items(_Subset(source, picked), len(picked)), np.arange(
             len(picked))
 
@@ -99,10 +98,13 @@ class _Subset:
 def fit_standardize(source, indices, input_shape):
     """A :class:`Standardize` layer learned from ``source[indices]`` (a tensor) or a Dataset.
 
-    Images get one mean and scale per channel; vectors one per feature. A
-    feature (or channel) that is constant in the training data is centred
-    but not scaled; data whose every feature is constant are refused.
-    ``Dataset`` statistics are estimated on at most 2048 evenly spaced items.
+    Images get one mean and scale per channel; vectors one per feature (as
+    scikit-learn's ``StandardScaler``). A feature (or channel) that is
+    constant in the training data (up to float32 rounding) is centred and
+    divided by the largest scale; data whose every feature is constant are
+    refused.
+    ``Dataset`` statistics are estimated on at most 2048 evenly spaced items
+    of ``indices``.
 
     Raises
     ------
@@ -120,8 +122,10 @@ def fit_standardize(source, indices, input_shape):
             "Every feature of the training inputs is constant (after conversion to float32: "
             "values below about 1e-45 become 0), so nothing can be learned from them. Check "
             "the data, or rescale X.")
-    # near-constant features keep their scale relative to the others instead of being blown up
-    scale = torch.where(std > 1e-6 * top, std, torch.full_like(std, top))
+    # a feature constant up to float32 rounding (relative to its own size) is centred and
+    # divided by the largest scale, so that its rounding noise is not blown up to unit size
+    constant = std <= 1e-6 * mean.abs()
+    scale = torch.where(constant | (std == 0), torch.full_like(std, top), std)
     shape = (-1,) if len(input_shape) == 1 else (-1, 1, 1)
     return Standardize(mean.reshape(shape).numpy(), scale.reshape(shape).numpy())
 

@@ -109,6 +109,10 @@ def augmentation(est, input_shape):
     if callable(est.augment):
         return est.augment
     images = len(input_shape) == 3
+    if est.augment is True and not images:
+        raise ValueError(
+            f"augment=True needs images (n, C, H, W); the inputs are vectors of shape "
+            f"{tuple(input_shape)}. Use augment='auto' (off for vectors) or a callable.")
     if est.augment == "auto" or est.augment is True:
         return RandomAffine() if images else None
     return None
