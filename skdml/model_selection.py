@@ -37,7 +37,15 @@ def _classes_of(X, y, splitter):
         raise ValueError(f"{splitter} got an empty y (0 samples).")
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError(f"{splitter}: y contains NaN or infinity.")
-    classes, y_index = np.unique(y, return_inverse=True)
+    if y.dtype == object and any(label is None for label in y):
+        raise ValueError(f"{splitter}: y contains None; every sample needs a class label.")
+    try:
+        classes, y_index = np.unique(y, return_inverse=True)
+    except TypeError as exc:
+        kinds = sorted({type(label).__name__ for label in y})
+        raise ValueError(
+            f"{splitter}: y mixes label types {kinds} that cannot be ordered ({exc}); use "
+            "one type (e.g. convert every label to str).") from None
     if classes.shape[0] < 2:
         raise ValueError(
             f"{splitter} needs at least 2 classes (one to train on, one to test on); "

@@ -17,15 +17,18 @@ from sklearn.metrics import normalized_mutual_info_score
 from sklearn.model_selection import GridSearchCV, GroupKFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils._param_validation import InvalidParameterError
 
-from skdml import metrics
+from skdml.metrics import _clustering, _neighbors
 from skdml.metrics import (
     NotATransformerError,
     clustering_f1_scorer,
     clustering_f1_score,
     clustering_scores,
+    knn_accuracy,
     map_at_r,
     map_at_r_scorer,
+    nearest_neighbors,
     nmi_scorer,
     nmi_score,
     recall_at_k,
@@ -37,22 +40,52 @@ from skdml.metrics import (
 # ----------------------------------------------------------------------------------
 # Brute-force references (float64 numpy, one query at a time)
 # ----------------------------------------------------------------------------------
+def _frame64(*arrays):
+    """The arrays times one power of two (exact) putting max |x| near 2**500.
+
+    Scaling by a power of two commutes with float64 rounding, so this is the plain
+    float64 brute force wherever that one neither overflows nor underflows, and
+    it keeps squares of values up to 1e308 finite.
+    """
+    peak = max(float(np.max(np.abs(A))) for A in arrays)
+    if peak == 0.0:
+        return arrays
+    return tuple(np.ldexp(np.asarray(A, np.float64), 500 - np.frexp(peak)[1]) for A in arrays)
+
+
+def _unit_rows(A):
+    """Rows divided by their L2 norm in float64 (after an exact power-of-two prescale)."""
+    A = np.array(A, dtype=np.float64)
+    A = np.ldexp(A, -np.frexp(np.max(np.abs(A), axis=1))[1][:, None])
+    norm = np.sqrt(np.sum(A * A, axis=1))
+    norm[norm == 0.0] = 1.0  # an all-zero row stays zero: similarity 0 to everything
+    return A / norm[:, None]
+
+
 def _bf_ranking(Q, R, exclude_self, metric):
-    """Per query: reference indices sorted by (distance, index); self removed."""
-    Q, R = np.asarray(Q, np.float64), np.asarray(R, np.float64)
+    """Per query: reference indices sorted by (float64 distance, index); self removed."""
+    if metric == "euclidean":
+        Q, R = _frame64(Q, R)
+    else:
+        Q, R = _unit_rows(Q), _unit_rows(R)
     orders = []
     for i, q in enumerate(Q):
         if metric == "euclidean":
             d = np.sum((R - q) ** 2, axis=1)
         else:
-            qn = q / max(np.linalg.norm(q), 1e-12)
-            Rn = R / np.maximum(np.linalg.norm(R, axis=1, keepdims=True), 1e-12)
-            d = -(Rn @ qn)
+            d = -np.sum(R * q, axis=1)
         order = np.argsort(d, kind="stable")  # stable: ties go to the lower index
         if exclude_self:
             order = order[order != i]
         orders.append(order)
     return orders
+
+
+def bf_neighbors(Q, R=None, k=1, metric="euclidean"):
+    """The first ``k`` columns of the brute-force ranking, as an (n_queries, k) array."""
+    exclude_self = R is None
+    orders = _bf_ranking(Q, Q if exclude_self else R, exclude_self, metric)
+    return np.array([order[:k] for order in orders], dtype=np.int64).reshape(len(orders), k)
 
 
 def bf_scores(Q, yq, R=None, yr=None, ks=(1,), metric="euclidean"):
@@ -293,14 +326,286 @@ def test_blocks_respect_the_memory_budget(monkeypatch):
     # the result does not depend on the blocking.
     X, y = _blobs(500, 4, 10, seed=12)
     expected = retrieval_scores(X, y, k=[1, 4])
-    monkeypatch.setattr(metrics, "_BLOCK_BYTES", 64 * 2**10)
+    monkeypatch.setattr(_neighbors, "_BLOCK_BYTES", 64 * 2**10)
     depth = np.full(500, 4)
-    rows = [stop - start for start, stop, _ in metrics._neighbour_blocks(
+    rows = [stop - start for start, stop, _ in _neighbors.neighbor_blocks(
         X, X, depth, exclude_self=True, metric="euclidean", batch_size=None,
         device=torch.device("cpu"))]
     assert sum(rows) == 500
     assert max(rows) * 500 * 4 <= 64 * 2**10
     assert retrieval_scores(X, y, k=[1, 4]) == expected
+
+
+# ----------------------------------------------------------------------------------
+# Exactness for any finite input: float64 brute force, same tie-breaking
+# ----------------------------------------------------------------------------------
+def _reported_data():
+    """The reported case: 10 classes of 20 in 8-D, one row moved to 1e7."""
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(10), 20)
+    X = rng.randn(200, 8) + 1.5 * rng.randn(10, 8)[y]
+    X[0] = 1e7
+    return X, y
+
+
+def _mixed_scales(seed=0):
+    """Half the rows at scale 1e150, half at 1e-150 (both far inside float64)."""
+    rng = np.random.RandomState(seed)
+    y = rng.randint(0, 5, 120)
+    X = rng.randn(120, 6) + 2.0 * rng.randn(5, 6)[y]
+    X[::2] *= 1e150
+    X[1::2] *= 1e-150
+    return X, y
+
+
+_EXTREME = {
+    "outlier_1e7": lambda X: X,
+    "offset_1e8": lambda X: X + 1e8,
+    "scale_1e150": lambda X: X * 1e150,
+    "scale_1e-150": lambda X: X * 1e-150,
+}
+# Cosine is blind to a row's scale, so only the offset breaks a float32 cosine.
+_EXTREME_CASES = [(name, "euclidean") for name in _EXTREME] + [("offset_1e8", "cosine")]
+
+
+def _check_against_bruteforce(Q, yq, R=None, yr=None, metric="euclidean", ks=(1, 2, 4, 8),
+                              batch_size=None):
+    expected_recall, expected_map = bf_scores(Q, yq, R, yr, ks=list(ks), metric=metric)
+    got = retrieval_scores(Q, yq, k=list(ks), metric=metric, X_ref=R, y_ref=yr,
+                           batch_size=batch_size)
+    assert got["recall_at_k"] == expected_recall
+    assert got["map_at_r"] == pytest.approx(expected_map, abs=1e-12)
+    k = max(ks)
+    assert np.array_equal(nearest_neighbors(Q, k, X_ref=R, metric=metric, batch_size=batch_size),
+                          bf_neighbors(Q, R, k, metric))
+
+
+@pytest.mark.parametrize("name, metric", _EXTREME_CASES)
+def test_reported_extreme_inputs_match_bruteforce(name, metric):
+    X, y = _reported_data()
+    X = _EXTREME[name](X)
+    _check_against_bruteforce(X, y, metric=metric)
+    _check_against_bruteforce(X, y, metric=metric, batch_size=7)
+    if (name, metric) == ("outlier_1e7", "euclidean"):  # the figures of the report
+        assert recall_at_k(X, y) == pytest.approx(0.815)
+        assert map_at_r(X, y) == pytest.approx(bf_scores(X, y)[1], abs=1e-12)
+
+
+@pytest.mark.parametrize("name, metric", _EXTREME_CASES)
+def test_extreme_inputs_query_gallery_form(name, metric):
+    X, y = _reported_data()
+    X = _EXTREME[name](X)
+    query = np.arange(200) % 4 == 0  # the outlier (row 0) is a query
+    _check_against_bruteforce(X[query], y[query], X[~query], y[~query], metric=metric)
+    # The outlier in the gallery instead.
+    _check_against_bruteforce(X[~query][1:], y[~query][1:], X[query], y[query],
+                              metric=metric)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_mixed_huge_and_tiny_rows_match_bruteforce(metric):
+    X, y = _mixed_scales()
+    _check_against_bruteforce(X, y, metric=metric)
+    _check_against_bruteforce(X[:40], y[:40], X[40:], y[40:], metric=metric, batch_size=9)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+@pytest.mark.parametrize("scale", [1e-150, 1.0, 1e150])
+def test_duplicates_and_ties_with_an_outlier_match_bruteforce(metric, scale):
+    # Every point three times (ties at distance 0, broken by index), a row far
+    # away, an offset: float32 alone cannot rank these.
+    rng = np.random.RandomState(3)
+    base = rng.randn(30, 5) + 2.0 * rng.randn(3, 5)[np.arange(30) % 3]
+    X = (np.repeat(base, 3, axis=0) + 1e6) * scale
+    X[5] = 1e13 * scale
+    y = np.repeat(np.arange(30) % 3, 3)
+    _check_against_bruteforce(X, y, metric=metric, ks=(1, 2, 3, 7))
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_integer_grid_far_from_the_centre_matches_bruteforce(metric):
+    # Integers (float32 ranks a small grid exactly), but one cluster sits 2**22 away
+    # from the other: there float32 cannot hold ||r||^2 - 2 <q, r> exactly, and its
+    # many exact ties must still be broken by index.
+    rng = np.random.RandomState(5)
+    X = rng.randint(0, 3, (160, 3)).astype(np.float64)
+    X[80:] += 2.0 ** 22
+    y = rng.randint(0, 3, 160)
+    _check_against_bruteforce(X, y, metric=metric, ks=(1, 2, 5, 20))
+
+
+@st.composite
+def _nasty_embeddings(draw):
+    """Small data sets with extreme scales, offsets, outliers, duplicates and grids."""
+    n = draw(st.integers(4, 30))
+    d = draw(st.integers(1, 5))
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.RandomState(seed)
+    if draw(st.booleans()):
+        X = rng.randint(-2, 3, (n, d)).astype(np.float64)  # a grid: exact ties
+    else:
+        X = rng.randn(n, d)
+    if draw(st.booleans()):
+        X[rng.randint(n)] = X[rng.randint(n)]  # an exact duplicate
+    X = X * 10.0 ** draw(st.integers(-150, 150))
+    if draw(st.booleans()):
+        X[rng.randint(n)] *= 10.0 ** draw(st.integers(2, 12))  # an outlier
+    if draw(st.booleans()):
+        X = X + np.abs(X).max() * 10.0 ** draw(st.integers(1, 9))  # far from the origin
+    y = rng.randint(0, draw(st.integers(2, 4)), n)
+    return X, y
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=_nasty_embeddings(), metric=st.sampled_from(["euclidean", "cosine"]),
+       gallery=st.booleans())
+def test_random_extreme_inputs_match_bruteforce(data, metric, gallery):
+    X, y = data
+    if gallery:
+        Q, yq, R, yr = X[: len(X) // 2], y[: len(y) // 2], X[len(X) // 2:], y[len(y) // 2:]
+        k = R.shape[0]
+        scorable = np.unique(yr).size >= 2 and np.isin(yq, yr).any()
+    else:
+        Q, yq, R, yr = X, y, None, None
+        k = X.shape[0] - 1
+        scorable = np.unique(y).size >= 2 and np.bincount(y).max() >= 2
+    if scorable:
+        expected = bf_scores(Q, yq, R, yr, ks=[1, 2, k], metric=metric)
+        got = retrieval_scores(Q, yq, k=[1, 2, k], metric=metric, X_ref=R, y_ref=yr)
+        assert got["recall_at_k"] == expected[0]
+        assert got["map_at_r"] == pytest.approx(expected[1], abs=1e-12)
+    # The whole ranking, every position.
+    assert np.array_equal(nearest_neighbors(Q, k, X_ref=R, metric=metric),
+                          bf_neighbors(Q, R, k, metric))
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=_nasty_embeddings(), metric=st.sampled_from(["euclidean", "cosine"]))
+def test_error_bounds_contain_the_float64_distance(data, metric):
+    # The certificate itself: every candidate's interval holds its brute-force
+    # distance, and the bound for unlisted references is below all of theirs.
+    from skdml.metrics._exact import Frame
+
+    X, _ = data
+    frame = Frame(X, X, exclude_self=False, metric=metric, device=torch.device("cpu"))
+    n = X.shape[0]
+    with torch.inference_mode():
+        vals, idx = torch.sort(frame.distances(0, n, False), dim=1, stable=True)
+    vals, idx = vals.numpy(), idx.numpy()
+    rows = np.arange(n)
+    v = frame.estimate(vals, rows)
+    lo, hi = frame.intervals(v, rows, idx)
+    exact = frame.exact_distances(np.repeat(rows, n), idx.ravel()).reshape(n, n)
+    with np.errstate(over="ignore", under="ignore"):
+        exact = np.ldexp(exact, frame.frame_exp)
+    assert np.all(lo <= exact) and np.all(exact <= hi)
+    for j in range(n):  # unlisted beyond position j: every later candidate
+        beyond = frame.beyond(v[:, j], rows)
+        assert np.all(beyond[:, None] <= exact[:, j:])
+
+
+def test_ordinary_data_barely_touch_float64(monkeypatch):
+    # Float32 ranks ordinary embeddings with certainty almost everywhere: the
+    # float64 pass sees a small fraction of the listed candidates.
+    from skdml.metrics._exact import Frame
+
+    X, y = _blobs(1500, 16, 30, seed=4, spread=0.8)
+    seen = []
+    original = Frame.exact_distances
+
+    def counting(self, qi, rj):
+        seen.append(qi.size)
+        return original(self, qi, rj)
+
+    monkeypatch.setattr(Frame, "exact_distances", counting)
+    expected_recall = recall_at_k(X, y, k=[1, 2, 4, 8])
+    assert sum(seen) <= 0.01 * 1500 * 8
+    seen.clear()
+    assert map_at_r(X, y) == pytest.approx(bf_scores(X, y)[1], abs=1e-12)
+    assert sum(seen) <= 0.05 * 1500 * 50  # R_q is about 50
+    assert expected_recall == bf_scores(X, y, ks=[1, 2, 4, 8])[0]
+
+
+# ----------------------------------------------------------------------------------
+# Public neighbour functions
+# ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+@pytest.mark.parametrize("batch_size", [None, 5])
+def test_nearest_neighbors_matches_bruteforce(metric, batch_size):
+    X, _ = _blobs(60, 4, 5, seed=30)
+    R, _ = _blobs(45, 4, 5, seed=31)
+    assert np.array_equal(nearest_neighbors(X, 59, metric=metric, batch_size=batch_size),
+                          bf_neighbors(X, None, 59, metric))
+    got = nearest_neighbors(X, 10, X_ref=R, metric=metric, batch_size=batch_size)
+    assert got.dtype == np.int64 and got.shape == (60, 10)
+    assert np.array_equal(got, bf_neighbors(X, R, 10, metric))
+
+
+def test_nearest_neighbors_accepts_tensors_and_breaks_ties_by_index():
+    X, _ = _blobs(40, 3, 4, seed=32)
+    expected = nearest_neighbors(X, 5)
+    assert np.array_equal(nearest_neighbors(torch.from_numpy(X), 5), expected)
+    leaf = torch.tensor(X, dtype=torch.float64, requires_grad=True)
+    assert np.array_equal(nearest_neighbors(leaf, 5), expected)
+    assert np.array_equal(nearest_neighbors(X, 5, X_ref=torch.from_numpy(X[::-1].copy())),
+                          bf_neighbors(X, X[::-1], 5))
+    # Identical points: the order is by index, the query itself left out.
+    same = np.ones((4, 2))
+    assert nearest_neighbors(same, 3).tolist() == [[1, 2, 3], [0, 2, 3], [0, 1, 3],
+                                                   [0, 1, 2]]
+
+
+def test_nearest_neighbors_errors():
+    X, _ = _blobs(10, 3, 2, seed=33)
+    with pytest.raises(ValueError, match="too large"):
+        nearest_neighbors(X, 10)
+    assert nearest_neighbors(X, 10, X_ref=X).shape == (10, 10)
+    with pytest.raises(InvalidParameterError, match="'k' parameter of nearest_neighbors"):
+        nearest_neighbors(X, 0)
+    with pytest.raises(InvalidParameterError, match="'metric' parameter"):
+        nearest_neighbors(X, 1, metric="l1")
+    with pytest.raises(ValueError, match="features"):
+        nearest_neighbors(X, 1, X_ref=X[:, :2])
+    with pytest.raises(ValueError, match="NaN"):
+        nearest_neighbors(np.full((3, 2), np.nan), 1)
+
+
+def _bf_knn_accuracy(Q, yq, R, yr, ks, metric="euclidean"):
+    order = bf_neighbors(Q, R, max(ks), metric)
+    classes = np.unique(np.concatenate([yq, yr]))
+    out = []
+    for k in ks:
+        correct = 0
+        for i in range(len(Q)):
+            votes = [np.sum(yr[order[i, :k]] == c) for c in classes]
+            correct += classes[int(np.argmax(votes))] == yq[i]  # first max: smallest label
+        out.append(correct / len(Q))
+    return out
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_knn_accuracy_matches_bruteforce_votes(metric):
+    Q, yq = _blobs(70, 3, 4, seed=34, spread=0.6)
+    R, yr = _blobs(90, 3, 4, seed=35, spread=0.6)
+    yq[:4] = 7  # a class absent from the references: always wrong
+    ks = [1, 2, 4, 10, 90]  # even k: tied votes go to the smallest label
+    expected = _bf_knn_accuracy(Q, yq, R, yr, ks, metric)
+    got = knn_accuracy(Q, yq, R, yr, k=ks, metric=metric, batch_size=11)
+    assert got == pytest.approx(expected, abs=1e-12)
+    names = np.array([f"c{i}" for i in range(8)])
+    assert knn_accuracy(Q, names[yq], R, names[yr], k=ks, metric=metric) == got
+    assert knn_accuracy(Q, yq, R, yr, k=4, metric=metric) == [got[2]]
+    with pytest.raises(ValueError, match="too large"):
+        knn_accuracy(Q, yq, R, yr, k=91)
+
+
+def test_knn_accuracy_is_exact_at_extreme_scales():
+    X, y = _reported_data()
+    Q, yq, R, yr = X[::4], y[::4], np.delete(X, np.s_[::4], 0), np.delete(y, np.s_[::4])
+    expected = _bf_knn_accuracy(Q, yq, R, yr, [1, 10])
+    for factor in (1.0, 1e150, 1e-150):
+        assert knn_accuracy(Q * factor, yq, R * factor, yr) == pytest.approx(expected,
+                                                                           abs=1e-12)
 
 
 # ----------------------------------------------------------------------------------
@@ -368,7 +673,7 @@ def test_bad_labels_raise(func):
         func(X, np.stack([y, y], axis=1))
     with pytest.raises(ValueError, match="discrete"):
         func(X, np.linspace(0, 1, 20))
-    with pytest.raises(ValueError, match="required"):
+    with pytest.raises(InvalidParameterError, match="'y' parameter of .* array-like"):
         func(X, None)
 
 
@@ -378,20 +683,25 @@ def test_bad_k_raises():
     for k in (10, 11, [1, 10]):
         with pytest.raises(ValueError, match="too large"):
             recall_at_k(X, y, k=k)
-    for k in (0, -1, 1.5, True, "3", [], [1, 0], None):
-        with pytest.raises(ValueError, match="k must be"):
+    for k in (0, -1, 1.5, "3", None):
+        with pytest.raises(InvalidParameterError, match="'k' parameter of recall_at_k"):
+            recall_at_k(X, y, k=k)
+    for k in (True, [], [1, 0], [1, 1.5], [[1, 2]]):
+        with pytest.raises(ValueError, match="^k must be"):
             recall_at_k(X, y, k=k)
     R, yr = _blobs(5, 3, 2, seed=16)
     assert isinstance(recall_at_k(X, y, k=5, X_ref=R, y_ref=yr), float)
     with pytest.raises(ValueError, match="too large"):
         recall_at_k(X, y, k=6, X_ref=R, y_ref=yr)
-    with pytest.raises(ValueError, match="k must be"):
+    with pytest.raises(InvalidParameterError, match="'k' parameter of recall_at_k_scorer"):
         recall_at_k_scorer(k=[1, 2])
+    with pytest.raises(ValueError, match="^k must be"):
+        recall_at_k_scorer(k=True)
 
 
 def test_other_bad_arguments_raise():
     X, y = _blobs(20, 3, 3, seed=17)
-    with pytest.raises(ValueError, match="metric"):
+    with pytest.raises(InvalidParameterError, match="'metric' parameter of recall_at_k"):
         recall_at_k(X, y, metric="manhattan")
     with pytest.raises(ValueError, match="together"):
         recall_at_k(X, y, X_ref=X)
@@ -401,7 +711,7 @@ def test_other_bad_arguments_raise():
         recall_at_k(X, y, X_ref=X, y_ref=y[:-1])
     with pytest.raises(ValueError, match="single class"):
         map_at_r(X, y, X_ref=X, y_ref=np.zeros(20, dtype=int))
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(InvalidParameterError, match="'batch_size' parameter of recall_at_k"):
         recall_at_k(X, y, batch_size=0)
     with pytest.raises(ValueError, match="at least 2"):
         recall_at_k(X[:1], y[:1])
@@ -409,7 +719,7 @@ def test_other_bad_arguments_raise():
         map_at_r(X[:3], np.array([0, 1, 2]))  # every class is a singleton
     with pytest.raises(ValueError, match="No query"):
         recall_at_k(X, np.full(20, 7), X_ref=X, y_ref=y)  # query class not in gallery
-    with pytest.raises(ValueError, match="n_init"):
+    with pytest.raises(InvalidParameterError, match="'n_init' parameter of nmi_score"):
         nmi_score(X, y, n_init=0)
 
 
@@ -423,18 +733,18 @@ def test_table_scores_match_references(data, n):
     clusters = np.array(data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)))
     _, c1 = np.unique(classes, return_inverse=True)
     _, c2 = np.unique(clusters, return_inverse=True)
-    table = metrics._contingency(c1, c2)
+    table = _clustering._contingency(c1, c2)
     assert table.sum() == n
-    assert metrics._nmi_from_table(table) == pytest.approx(
+    assert _clustering._nmi_from_table(table) == pytest.approx(
         normalized_mutual_info_score(classes, clusters, average_method="arithmetic"),
         abs=1e-10)
     same_class = sum(a == b for a, b in combinations(classes, 2))
     same_cluster = sum(a == b for a, b in combinations(clusters, 2))
     if same_class + same_cluster == 0:
         with pytest.raises(ValueError, match="undefined"):
-            metrics._pair_f1_from_table(table)
+            _clustering._pair_f1_from_table(table)
     else:
-        assert metrics._pair_f1_from_table(table) == pytest.approx(
+        assert _clustering._pair_f1_from_table(table) == pytest.approx(
             bf_pair_f1(classes, clusters), abs=1e-12)
 
 
@@ -462,6 +772,34 @@ def test_clustering_scores_perfect_and_random():
     noise = rng.randn(400, 3)
     scores = clustering_scores(noise, rng.randint(0, 4, 400), random_state=0)
     assert scores["nmi"] < 0.1 and scores["f1"] < 0.4
+
+
+@pytest.mark.parametrize("factor, shift", [(1e-155, 0.0), (1e155, 0.0), (1e155, 1e160),
+                                           (1e-155, 3e-150), (1e-300, 0.0), (1e300, 0.0)])
+def test_clustering_scores_are_invariant_to_scale_and_translation(factor, shift):
+    # k-means' partition is invariant to a global positive scale and a translation;
+    # at 1e+-155 its squared distances would overflow or underflow without the
+    # robust float64 standardisation.
+    rng = np.random.RandomState(4)
+    y = rng.randint(0, 5, 150)
+    X = 2.0 * rng.randn(5, 4)[y] + rng.randn(150, 4)
+    reference = clustering_scores(X, y, random_state=0)
+    assert reference["nmi"] > 0.5  # a real clustering, not a degenerate one
+    moved = X * factor + shift
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no KMeans overflow or convergence warning
+        assert clustering_scores(moved, y, random_state=0) == reference
+        assert nmi_score(moved, y, random_state=0) == reference["nmi"]
+        assert clustering_f1_score(moved, y, random_state=0) == reference["f1"]
+
+
+@pytest.mark.parametrize("func", [nmi_score, clustering_f1_score, clustering_scores])
+def test_clustering_of_identical_points_is_undefined(func):
+    X = np.full((12, 3), 2.5)
+    with pytest.raises(ValueError, match="identical.*undefined"):
+        func(X, np.arange(12) % 3)
+    X[0, 0] = 2.6  # two distinct points are enough to cluster into two
+    func(X, np.arange(12) % 2, random_state=0)
 
 
 # ----------------------------------------------------------------------------------

@@ -248,3 +248,14 @@ def test_works_with_metadata_routing(digits):
                               scoring=recall_at_k_scorer(k=1)).fit(X, y)
     assert scores.shape == (2,) and np.all((scores > 0) & (scores <= 1))
     assert search.best_params_ == {"n_components": 8}
+
+
+@pytest.mark.parametrize("labels, match", [
+    ([1, "a", 2, "b", 1, "a"], "mixes label types"),
+    ([1, None, 2, 2, 1, 1], "contains None"),
+])
+def test_unorderable_or_missing_labels_get_a_clear_error(labels, match):
+    y = np.array(labels, dtype=object)
+    for splitter in (ClassDisjointSplit(1, random_state=0), FirstHalfClassSplit()):
+        with pytest.raises(ValueError, match=match):
+            next(splitter.split(np.zeros((len(y), 1)), y))

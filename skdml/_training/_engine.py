@@ -215,6 +215,13 @@ def train_epochs(trainable, optimizer, batches, *, max_iter, callbacks=(), start
             for step, batch in enumerate(epoch_batches):
                 loop.step = step
                 total, terms = trainable.batch_loss(batch)
+                if not isinstance(total, torch.Tensor) or total.ndim != 0:
+                    raise TypeError(
+                        "The training objective must be a scalar torch.Tensor (e.g. a loss "
+                        "reduced with mean or sum); got "
+                        + (f"a tensor of shape {tuple(total.shape)}"
+                           if isinstance(total, torch.Tensor) else type(total).__name__)
+                        + ". Check the loss callable.")
                 guard.check(total, terms, epoch, step, loop.n_batches)
                 optimizer.zero_grad(set_to_none=True)
                 if grad_scaler is not None and grad_scaler.is_enabled():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from ._base import MetricLoss
 from .jrs import JRSRegularizer
 
@@ -77,6 +79,11 @@ class MetricObjective:
             value = self.loss(embeddings, labels, cosines=cosines)
         else:
             value = self.loss(embeddings, labels)
+        if not isinstance(value, torch.Tensor) or value.ndim != 0:
+            what = f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) \
+                else type(value).__name__
+            raise TypeError(f"The loss must return a scalar torch.Tensor; {self.loss!r} returned "
+                            f"{what}.")
         terms = {"metric_loss": value}
         total = value
         if self.regularized:

@@ -8,8 +8,9 @@ from ._base import MetricLoss, pairwise_sq_dists, same_class_masks
 
 __all__ = ["TripletLoss"]
 
-#: Up to this batch size the (n, n, n) triplet tensor is formed densely (no host sync);
-#: beyond it, (anchor, positive) pairs are gathered first (memory O(n^2 K), one sync).
+#: On an accelerator, up to this batch size the (n, n, n) triplet tensor is formed densely
+#: (no host sync); otherwise the (anchor, positive) pairs are gathered first: memory and work
+#: O(n^2 K) instead of O(n^3), and on the CPU the gather's synchronisation costs nothing.
 _DENSE_MAX = 256
 
 
@@ -63,7 +64,7 @@ class TripletLoss(MetricLoss):
     def tuple_losses(self, x, labels):
         dist = pairwise_sq_dists(x)
         pos, neg = same_class_masks(labels)
-        if x.shape[0] <= _DENSE_MAX:
+        if x.device.type != "cpu" and x.shape[0] <= _DENSE_MAX:
             violation = dist[:, :, None] - dist[:, None, :] + self.margin  # [a, p, n]
             weights = pos[:, :, None] & neg[:, None, :]
             return F.relu(violation), weights

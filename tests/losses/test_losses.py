@@ -874,9 +874,16 @@ def test_triplet_dense_and_gathered_forms_agree(monkeypatch):
     from skdml.losses import triplet
 
     x, y = make_batch(62, n_classes=4, per_class=5)
-    dense = TripletLoss(margin=0.3)(x, y).item()
-    monkeypatch.setattr(triplet, "_DENSE_MAX", 0)
-    assert TripletLoss(margin=0.3)(x, y).item() == pytest.approx(dense, rel=1e-12)
+    gathered = TripletLoss(margin=0.3)(x, y).item()  # the CPU form
+    losses, weights = TripletLoss(margin=0.3).tuple_losses(
+        torch.nn.functional.normalize(x, dim=1), y)
+    assert losses.ndim == 2  # (anchor-positive pairs, candidates)
+    # the dense (n, n, n) form of accelerators, forced on the CPU through a fake device
+    dist = triplet.pairwise_sq_dists(torch.nn.functional.normalize(x, dim=1))
+    pos, neg = triplet.same_class_masks(y)
+    dense = torch.relu(dist[:, :, None] - dist[:, None, :] + 0.3)
+    mask = (pos[:, :, None] & neg[:, None, :]).to(dense.dtype)
+    assert (dense * mask).sum().item() / mask.sum().item() == pytest.approx(gathered, rel=1e-12)
 
 
 def test_metric_objective_gives_the_regularizer_the_loss_representation():
@@ -904,3 +911,13 @@ def test_metric_objective_gives_the_regularizer_the_loss_representation():
     # weight 0: no regulariser term at all
     _, terms = MetricObjective(am, jrs, weight=0.0)(x, y)
     assert set(terms) == {"metric_loss"}
+
+
+def test_metric_objective_refuses_a_non_scalar_loss():
+    from skdml.losses import MetricObjective
+
+    x, y = make_batch(64)
+    with pytest.raises(TypeError, match=r"scalar torch.Tensor.*shape \(9,\)"):
+        MetricObjective(lambda z, labels: z.sum(dim=1))(x, y)
+    with pytest.raises(TypeError, match="returned float"):
+        MetricObjective(lambda z, labels: 1.0)(x, y)

@@ -172,3 +172,14 @@ def test_modules_stay_small():
     sizes = {path.relative_to(PACKAGE).as_posix(): len(path.read_text().splitlines())
              for path in PACKAGE.rglob("*.py")}
     assert {name: n for name, n in sizes.items() if n > 450} == {}
+
+
+def test_a_non_scalar_objective_gets_a_clear_error():
+    class Vector(Quadratic):
+        def batch_loss(self, batch):
+            loss = (batch - self.w) ** 2
+            return loss, {}
+
+    model = Vector()
+    with pytest.raises(TypeError, match=r"scalar torch.Tensor.*shape \(2,\)"):
+        train_epochs(model, torch.optim.SGD([model.w], lr=0.1), batches, max_iter=1)

@@ -1,0 +1,298 @@
+"""The arithmetic that makes the neighbour search exact: a float32 frame, rigorous
+bounds on its error, and the float64 distances that settle what the bounds cannot.
+
+The reference ranking
+---------------------
+Neighbours are ranked by the float64 distance a brute force computes,
+
+- Euclidean: ``sum((x_r - x_q) ** 2)`` (numpy, float64), after both sets are
+  multiplied by one power of two ``2**e_ref`` chosen so that the largest ``|x|``
+  sits below ``2**M`` with ``4 d 4**M < 2**1023``: no square can overflow, and
+  since scaling by a power of two commutes with rounding, this equals the unscaled
+  brute force wherever that one neither overflows nor underflows;
+- cosine: ``-sum(u_q * u_r)`` with ``u = x / sqrt(sum(x * x))`` computed in float64
+  (each row first scaled by a power of two, which changes nothing but avoids
+  overflow; an all-zero row stays zero, so it has similarity 0 to everything);
+
+ties broken by the lower reference index.
+
+The float32 frame
+-----------------
+The search itself runs in float32: ``z = fl32((x - c) * 2**s)``. ``c`` is the
+coordinate-wise median of (a subsample of) the references, so an outlier cannot
+drag the bulk of the data away from the origin; ``2**s`` puts ``max |x - c|`` at
+``2**m`` with ``4 d 4**m < 2**126``, so no float32 square overflows. When every
+value lies on a grid ``h = 2**g`` (integers, pixels) and the frame's norms are
+small enough, the frame is *exact*: ``z = (x - round(c / h) h) / h`` holds
+integers and every float32 operation of the search is exact, so float32 ranks
+exactly and nothing below is needed.
+
+Error bounds (Euclidean)
+------------------------
+With ``u = 2**-24``, ``gamma_n = n u / (1 - n u)``, ``a = ||z_q||``, ``b = ||z_r||``
+(float64) and ``v = fl32(||z_r||^2 - 2 <z_q, z_r>) + ||z_q||^2`` the search value,
+for ``t = ||z_q - z_r||``:
+
+- ``|v - t^2| <= E = gamma_{d+3} (b^2 + 2 a b) + gamma64_{d+3} (a^2 + |v|) + (2d+6) 2**-150``
+  (any summation order of the GEMM; Cauchy-Schwarz; subnormal underflow);
+- ``|t - S| <= u1 (a' + b') + 2 sqrt(d) 2**-150`` where ``S = 2**s ||x_q - x_r||``
+  is the exact distance, ``u1 = u + 2 u64`` the rounding of ``z`` and
+  ``a' = (a + sqrt(d) 2**-150) / (1 - u1)`` bounds ``||2**s (x_q - c)||``;
+- the brute force's ``d64`` satisfies ``|d64 k^2 - S^2| <= gamma64_{d+3} S^2 + zeta64``
+  (``k`` the ratio of the two frames' scales).
+
+Hence an interval ``[lo, hi]`` per candidate that contains its brute-force
+distance (in frame units). For the references *not* returned by the top-``L``
+search, ``v >= v_L``, and with ``b <= a + t`` the same inequalities give one lower
+bound ``lo_beyond(v_L, a)`` for all of them (a quadratic in ``t``).
+
+Cosine: ``|v - d64| <= (gamma_d + 2 u1 + gamma64_d)(1 + 2**-20) + (3d+4) 2**-150``
+(unit-norm rows), a constant.
+
+Every bound is widened by a relative ``2**-40`` for the float64 evaluation of the
+bounds themselves. Matrix products run with float32 accumulation (TF32/bfloat16
+are switched off for the search).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+__all__ = ["Frame", "ieee_float32", "normalise_rows"]
+
+_U32 = 2.0 ** -24
+_U64 = 2.0 ** -53
+_U1 = _U32 + 2 * _U64
+_SUB32 = 2.0 ** -150  # largest error of a rounding into float32's subnormal range
+_WIDEN = 2.0 ** -40
+_CHUNK = 2 ** 21  # float64 elements per host temporary (16 MiB)
+_SAMPLE = 4096  # rows sampled for the robust centre
+_INF = float("inf")
+
+
+def _gamma(n, u):
+    return n * u / (1.0 - n * u)
+
+
+@contextmanager
+def ieee_float32():
+    """Run matrix products in full float32 (no TF32/bfloat16), then restore the setting."""
+    previous = torch.get_float32_matmul_precision()
+    if previous != "highest":
+        torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        if previous != "highest":
+            torch.set_float32_matmul_precision(previous)
+
+
+def normalise_rows(A):
+    """Divide the rows of float64 ``A`` by their L2 norm, in place; zero rows stay zero."""
+    peak = np.max(np.abs(A), axis=1)
+    np.ldexp(A, -np.frexp(peak)[1][:, None], out=A)  # exact: a power of two per row
+    norm = np.sqrt(np.sum(A * A, axis=1))
+    norm[norm == 0.0] = 1.0
+    A /= norm[:, None]
+    return A
+
+
+def _lowest_bit(values):
+    """Exponent of the lowest set bit over the nonzero float64 ``values`` (None if all 0)."""
+    values = values[values != 0.0]
+    if values.size == 0:
+        return None
+    mant, ex = np.frexp(values)
+    ints = (np.abs(mant) * 2.0 ** 53).astype(np.int64)
+    low = np.frexp((ints & -ints).astype(np.float64))[1] - 1
+    return int(np.min(ex - 53 + low))
+
+
+def _grid_step(sets, span):
+    """Coarsest power of two ``h`` dividing every value, if ``span < 2**23 h``; else None."""
+    sample = np.concatenate([np.asarray(X[:: max(1, X.shape[0] // 256)], np.float64).ravel()
+                             for X in sets])
+    g = _lowest_bit(sample)
+    g = 0 if g is None else g
+    if not span < math.ldexp(1.0, 23 + g):
+        return None
+    for X in sets:
+        step = max(1, _CHUNK // X.shape[1])
+        for start in range(0, X.shape[0], step):
+            low = _lowest_bit(np.asarray(X[start:start + step], np.float64).ravel())
+            g = g if low is None else min(g, low)
+            if not span < math.ldexp(1.0, 23 + g):
+                return None
+    return math.ldexp(1.0, g)
+
+
+class Frame:
+    """Float32 copies of queries and references, their error bounds, float64 distances.
+
+    Parameters
+    ----------
+    Q, R : ndarray of float32 or float64
+        Validated queries and references (``Q is R`` when ``exclude_self``).
+    exclude_self : bool
+    metric : {"euclidean", "cosine"}
+    device : torch.device
+    """
+
+    def __init__(self, Q, R, *, exclude_self, metric, device):
+        self.Q, self.R, self.metric = Q, R, metric
+        self.d = d = Q.shape[1]
+        self.exact = False
+        #: Brute-force distances times ``2**frame_exp`` are in frame units.
+        self.frame_exp = 0
+        sets = (R,) if exclude_self else (Q, R)
+        if metric == "cosine":
+            self.Qz, _ = self._to_float32(Q, None, 0, device, cosine=True)
+            self.Rz = self.Qz if exclude_self else self._to_float32(R, None, 0, device,
+                                                                    cosine=True)[0]
+            self.r_sq = None
+            self.E_cos = ((_gamma(d + 1, _U32) + 2 * _U1 + _U1 ** 2 + _gamma(d + 1, _U64))
+                          * (1 + 2.0 ** -20) + (3 * d + 4) * _SUB32)
+            return
+        lo = np.min([X.min(axis=0) for X in sets], axis=0).astype(np.float64)
+        hi = np.max([X.max(axis=0) for X in sets], axis=0).astype(np.float64)
+        sub = np.asarray(R[:: max(1, R.shape[0] // _SAMPLE)], np.float64)
+        centre = np.median(sub, axis=0)
+        # Brute-force frame: the largest |x| just below 2**M.
+        peak = max(float(np.max(np.abs(lo))), float(np.max(np.abs(hi))))
+        m_ref = int((1020 - math.log2(d)) // 2)
+        self.e_ref = m_ref - math.frexp(peak)[1] if peak > 0 else 0
+        grid = _grid_step(sets, float(np.max(hi - lo)))
+        if grid is not None:
+            centre = np.round(centre / grid) * grid
+            exp = -math.frexp(grid)[1] + 1  # 2**exp == 1 / grid
+        else:
+            spread = max(float(np.max(hi - centre)), float(np.max(centre - lo)))
+            m = int((122 - math.log2(d)) // 2)
+            exp = m - math.frexp(spread)[1] if spread > 0 else 0
+        self.Qz, self.q_sq = self._to_float32(Q, centre, exp, device)
+        if exclude_self:
+            self.Rz, self.r_sq64 = self.Qz, self.q_sq
+        else:
+            self.Rz, self.r_sq64 = self._to_float32(R, centre, exp, device)
+        self.q_norm, self.r_norm = np.sqrt(self.q_sq), np.sqrt(self.r_sq64)
+        self.r_sq = torch.from_numpy(self.r_sq64.astype(np.float32)).to(device)
+        if grid is not None:
+            reach = float(np.max(self.q_norm)) + float(np.max(self.r_norm))
+            self.exact = reach * reach <= 2.0 ** 24 * (1 - 2.0 ** -30)
+        self.g1 = _gamma(d + 3, _U32) * (1 + 2.0 ** -20)
+        self.g64 = _gamma(d + 3, _U64)
+        self.zeta = (2 * d + 6) * _SUB32
+        self.eta = 2 * math.sqrt(d) * _SUB32 * (1 + 2.0 ** -20)
+        self.slack = math.sqrt(d) * _SUB32
+        # Underflow of the brute force, in frame units: (d + 3) 2**-1074 k**2.
+        self.frame_exp = 2 * (exp - self.e_ref)
+        with np.errstate(over="ignore", under="ignore"):
+            self.zeta64 = float(np.ldexp(float(d + 3), -1074 + self.frame_exp))
+
+    # ------------------------------------------------------------------ frame
+    @staticmethod
+    def _to_float32(X, centre, exp, device, cosine=False):
+        """``fl32((X - centre) * 2**exp)`` (or normalised rows) and float64 ``||z||^2``."""
+        out = np.empty(X.shape, dtype=np.float32)
+        sq = np.empty(X.shape[0])
+        step = max(1, _CHUNK // X.shape[1])
+        for start in range(0, X.shape[0], step):
+            part = np.array(X[start:start + step], dtype=np.float64)
+            if cosine:
+                normalise_rows(part)
+            else:
+                part -= centre
+                np.ldexp(part, exp, out=part)
+            out[start:start + step] = part
+            z = out[start:start + step].astype(np.float64)
+            sq[start:start + step] = np.einsum("ij,ij->i", z, z)
+        return torch.from_numpy(out).to(device), sq
+
+    def distances(self, start, stop, exclude_self):
+        """Search values of queries ``start:stop`` to every reference (float32, device)."""
+        q = self.Qz[start:stop]
+        if self.metric == "euclidean":
+            # ||q - r||^2 - ||q||^2 = ||r||^2 - 2 <q, r>: same ranking per query.
+            D = torch.addmm(self.r_sq.unsqueeze(0), q, self.Rz.T, beta=1.0, alpha=-2.0)
+        else:
+            D = torch.mm(q, self.Rz.T).neg_()
+        if exclude_self:
+            rows = torch.arange(stop - start, device=D.device)
+            D[rows, rows + start] = _INF
+        return D
+
+    # ----------------------------------------------------------------- bounds
+    def estimate(self, vals, qrows):
+        """Float64 search value ``v`` (squared distance estimate, or minus the cosine)."""
+        v = vals.astype(np.float64)
+        if self.metric == "euclidean":
+            v += self.q_sq[qrows][:, None]
+        return v
+
+    def _widen(self, lo, hi, v, E):
+        w = _WIDEN * (np.abs(v) + E)
+        with np.errstate(invalid="ignore"):
+            lo = lo - _WIDEN * np.abs(lo) - w
+            hi = hi + _WIDEN * np.abs(hi) + w
+            infinite = ~np.isfinite(v)
+            lo[infinite], hi[infinite] = _INF, _INF
+        return lo, hi
+
+    def intervals(self, v, qrows, idx):
+        """``[lo, hi]`` containing each candidate's brute-force distance (frame units)."""
+        if self.exact:
+            return v, v
+        if self.metric == "cosine":
+            return self._widen(v - self.E_cos, v + self.E_cos, v, self.E_cos)
+        a = self.q_norm[qrows][:, None]
+        b = self.r_norm[idx]
+        with np.errstate(invalid="ignore"):
+            E = self.g1 * (b * b + 2 * a * b) + self.g64 * (a * a + np.abs(v)) + self.zeta
+            t_lo = np.sqrt(np.maximum(v - E, 0.0))
+            t_hi = np.sqrt(np.maximum(v + E, 0.0))
+            delta = _U1 * (a + b + 2 * self.slack) / (1 - _U1) * (1 + _WIDEN) + self.eta
+            s_lo = np.maximum(t_lo - delta, 0.0)
+            s_hi = t_hi + delta
+            lo = s_lo * s_lo * (1 - self.g64) - self.zeta64
+            hi = s_hi * s_hi * (1 + self.g64) + self.zeta64
+        return self._widen(lo, hi, v, E)
+
+    def beyond(self, v_last, qrows):
+        """Lower bound on the brute-force distance of every reference with value >= ``v_last``."""
+        if self.exact:
+            return v_last
+        if self.metric == "cosine":
+            return self._widen(v_last - self.E_cos, v_last, v_last, self.E_cos)[0]
+        a = self.q_norm[qrows]
+        G = (self.g1 + self.g64) / (1 - self.g64)
+        zeta = self.zeta / (1 - self.g64)
+        with np.errstate(invalid="ignore"):
+            # (1 + G) t^2 + 4 G a t + 4 G a^2 + zeta >= v: the smallest such t >= 0.
+            inner = (1 + G) * (v_last - zeta) - 4 * G * a * a
+            t = np.maximum((np.sqrt(np.maximum(inner, 0.0)) - 2 * G * a) / (1 + G), 0.0)
+            a_bound = (a + self.slack) / (1 - _U1) * (1 + _WIDEN)
+            s = np.maximum((t - 2 * _U1 * a_bound - self.eta) / (1 + _U1), 0.0)
+            lo = s * s * (1 - self.g64) - self.zeta64
+        E = G * (2 * a + np.sqrt(np.maximum(v_last, 0.0))) ** 2 + zeta
+        return self._widen(lo, lo, v_last, E)[0]
+
+    # -------------------------------------------------------------- float64
+    def exact_distances(self, qi, rj):
+        """Brute-force float64 distances of the pairs ``(Q[qi], R[rj])`` (see module doc)."""
+        out = np.empty(qi.shape[0])
+        step = max(1, _CHUNK // self.d)
+        for start in range(0, qi.shape[0], step):
+            A = np.asarray(self.Q[qi[start:start + step]], dtype=np.float64)
+            B = np.asarray(self.R[rj[start:start + step]], dtype=np.float64)
+            if self.metric == "euclidean":
+                np.ldexp(A, self.e_ref, out=A)
+                np.ldexp(B, self.e_ref, out=B)
+                B -= A
+                out[start:start + step] = np.sum(B * B, axis=1)
+            else:
+                out[start:start + step] = -np.sum(normalise_rows(A) * normalise_rows(B), axis=1)
+        return out

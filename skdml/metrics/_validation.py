@@ -1,0 +1,149 @@
+"""Input checks shared by the neighbour engine and the scores.
+
+Type and range checks of the public arguments are declared on each public function
+with :func:`sklearn.utils._param_validation.validate_params`; the checks here go
+beyond them: array shapes and contents, label kinds, ``k`` against the number of
+candidates.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+from sklearn.utils import check_array
+from sklearn.utils.multiclass import type_of_target
+
+__all__ = ["as_host_array", "check_embeddings", "check_labels", "check_k", "check_pair",
+           "encode_labels", "prepare_retrieval"]
+
+
+def as_host_array(X):
+    """A torch tensor as a host numpy array (detached; float32 or float64); else ``X``."""
+    if isinstance(X, torch.Tensor):
+        X = X.detach()
+        if X.dtype not in (torch.float32, torch.float64):
+            X = X.to(torch.float64)
+        return X.cpu().numpy()
+    return X
+
+
+def check_embeddings(X, name):
+    """2-D, finite, non-empty float array (float32 kept, anything else -> float64)."""
+    return check_array(
+        as_host_array(X),
+        dtype=[np.float32, np.float64],
+        ensure_all_finite=True,
+        ensure_2d=True,
+        allow_nd=False,
+        ensure_min_samples=1,
+        ensure_min_features=1,
+        input_name=name,
+    )
+
+
+def check_labels(y, n_samples, name, x_name):
+    """1-D discrete labels with one label per sample."""
+    y = np.asarray(as_host_array(y))
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of labels, got shape {y.shape}.")
+    if y.shape[0] != n_samples:
+        raise ValueError(
+            f"{x_name} and {name} have inconsistent lengths: {n_samples} samples "
+            f"but {y.shape[0]} labels."
+        )
+    try:
+        kind = type_of_target(y, input_name=name)
+    except ValueError as exc:
+        raise ValueError(f"{name} must hold discrete class labels: {exc}") from exc
+    if kind not in ("binary", "multiclass"):
+        raise ValueError(
+            f"{name} must hold discrete class labels (integers or strings), got a target "
+            f"of type {kind!r}."
+        )
+    return y
+
+
+def check_k(k, n_candidates, what):
+    """Normalise ``k`` to a list of positive ints, each at most ``n_candidates``.
+
+    Returns ``(ks, single)``; ``single`` tells whether ``k`` was one int.
+    """
+    single = isinstance(k, numbers.Integral) and not isinstance(k, bool)
+    ks = [k] if single else k
+    try:
+        ks = list(ks)
+    except TypeError:
+        raise ValueError(f"k must be a positive int or a list of them, got {k!r}.") from None
+    if not ks:
+        raise ValueError("k must be a positive int or a non-empty list of them, got [].")
+    for value in ks:
+        if (not isinstance(value, numbers.Integral)) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"k must be a positive int or a list of them, got {value!r}.")
+        if value > n_candidates:
+            raise ValueError(
+                f"k={value} is too large: each query has only {n_candidates} candidate "
+                f"neighbours ({what}). Use k <= {n_candidates}."
+            )
+    return [int(v) for v in ks], single
+
+
+def encode_labels(y, y_ref):
+    """Encode query and reference labels jointly to ``0..C-1`` (sorted label order)."""
+    try:
+        codes, inverse = np.unique(np.concatenate([y, y_ref]), return_inverse=True)
+    except TypeError as exc:
+        raise ValueError(f"y and y_ref hold labels that cannot be compared: {exc}") from exc
+    return codes, inverse[: y.shape[0]], inverse[y.shape[0]:]
+
+
+def check_pair(X, X_ref, *, x_name="X", ref_name="X_ref"):
+    """Validate a query set and an optional reference set of the same width."""
+    X = check_embeddings(X, x_name)
+    if X_ref is None:
+        return X, None
+    R = check_embeddings(X_ref, ref_name)
+    if R.shape[1] != X.shape[1]:
+        raise ValueError(
+            f"{x_name} has {X.shape[1]} features but {ref_name} has {R.shape[1]}: queries "
+            "and references must live in the same embedding space."
+        )
+    return X, R
+
+
+def prepare_retrieval(X, y, X_ref, y_ref):
+    """Validate the query (and optional reference) set; encode the labels to 0..C-1.
+
+    Returns ``X, yq, R, yr, exclude_self, n_candidates, counts`` where ``counts``
+    is the number of references per encoded label.
+    """
+    if y is None:
+        raise ValueError("y is required: the scores compare labels of neighbours.")
+    if (X_ref is None) != (y_ref is None):
+        raise ValueError("X_ref and y_ref must be given together (or neither).")
+    X, R = check_pair(X, X_ref)
+    y = check_labels(y, X.shape[0], "y", "X")
+    if R is None:
+        if X.shape[0] < 2:
+            raise ValueError(
+                f"X has {X.shape[0]} sample: retrieval needs at least 2 (each query is "
+                "searched among the other samples)."
+            )
+        codes, yq = np.unique(y, return_inverse=True)
+        if codes.size < 2:
+            raise ValueError(
+                f"y has a single class ({codes[0]!r}): retrieval scores need at least 2 "
+                "classes to be meaningful."
+            )
+        return X, yq, X, yq, True, X.shape[0] - 1, np.bincount(yq, minlength=codes.size)
+    yr = check_labels(y_ref, R.shape[0], "y_ref", "X_ref")
+    codes, yq, yr = encode_labels(y, yr)
+    if np.unique(yr).size < 2:
+        raise ValueError(
+            "y_ref has a single class: retrieval scores need at least 2 classes among "
+            "the references to be meaningful."
+        )
+    return X, yq, R, yr, False, R.shape[0], np.bincount(yr, minlength=codes.size)
