@@ -71,6 +71,8 @@ def _check_features(out):
             "dimension first: (batch, features...).")
     if not out.is_floating_point():
         raise TypeError(f"The backbone returned {out.dtype} features; they must be floating.")
+    if out.dtype == torch.float64:  # e.g. a backbone that calls .double(): the head is float32
+        out = out.float()
     return out
 
 

@@ -92,15 +92,21 @@ def embed(net, loader, *, n_components, device, input_shape, amp=False):
     """
     was_training = net.training
     net.eval()
-    out = []
+    out, finite_input = [], []
     try:
         with torch.inference_mode():
             for xb, _ in loader:
+                xb = to_model_input(xb, device, input_shape)
+                finite_input.append(torch.isfinite(xb).all())  # read once, after the loop
                 with autocast(amp, device):
-                    z = net(to_model_input(xb, device, input_shape))[0]
+                    z = net(xb)[0]
                 out.append(z.float().cpu())
     finally:
         net.train(was_training)
+    if finite_input and not bool(torch.stack(finite_input).all()):
+        # what validate_data says of arrays, said of a Dataset's items
+        raise ValueError("Input X contains NaN or infinity (an item of the Dataset): "
+                         "DeepMetricTransformer does not accept non-finite inputs.")
     Z = torch.cat(out).numpy() if out else np.zeros((0, n_components), np.float32)
     if not np.all(np.isfinite(Z)):
         raise ValueError(

@@ -477,7 +477,7 @@ def test_non_finite_loss_stops_with_step(blobs):
         base = (z[:, 0] ** 2).mean()
         return base * float("nan") if calls["n"] == 3 else base
 
-    est = make(loss=nan_at_step_3)
+    est = make(loss=nan_at_step_3, batches_per_epoch=4)
     with pytest.raises(NonFiniteLossError, match=r"epoch 1, step 3/"):
         est.fit(X, y)
     assert not hasattr(est, "module_")  # a failed fit leaves the estimator unfitted

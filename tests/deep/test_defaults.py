@@ -302,3 +302,54 @@ def test_thread_policy_follows_the_default_backbones(monkeypatch):
     fast(max_iter=1, batches_per_epoch=1).fit(Xi, yi)
     small, large = seen
     assert small < 1e9 < large  # SMALL_STEP_FLOPS
+
+
+# ----------------------------------------------------------------- bad backbones, bad datasets
+class _EvalNaN(nn.Module):
+    """Fine in training mode, NaN in evaluation mode (e.g. broken running statistics)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(40, 8)
+
+    def forward(self, x):
+        out = self.linear(x)
+        return out if self.training else out * float("nan")
+
+
+class _Double(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(40, 8)
+
+    def forward(self, x):
+        return self.linear(x).double()
+
+
+def test_backbone_nan_in_eval_mode_only_is_a_clear_error():
+    X, y = zero_shot_vectors(per_class=5)
+    with pytest.raises(ValueError, match="NaN or infinite embeddings.*evaluation mode"):
+        fast(backbone=_EvalNaN(), max_iter=1).fit(X, y)
+
+
+def test_float64_backbone_features_are_cast():
+    X, y = zero_shot_vectors(per_class=5)
+    est = fast(backbone=_Double(), max_iter=1).fit(X, y)
+    Z = est.transform(X)
+    assert Z.dtype == np.float32 and np.isfinite(Z).all() and Z.shape == (len(X), 128)
+
+
+def test_transform_of_a_dataset_with_nan_is_refused_like_arrays():
+    from torch.utils.data import TensorDataset
+
+    X, y = zero_shot_vectors(per_class=5)
+    est = fast(max_iter=1).fit(X, y)
+    bad = X.copy()
+    bad[7, 3] = np.nan
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        est.transform(bad)
+    with pytest.raises(ValueError, match="Input X contains NaN or infinity.*Dataset"):
+        est.transform(TensorDataset(torch.from_numpy(bad)))
+    bad[7, 3] = np.inf
+    with pytest.raises(ValueError, match="Input X contains NaN or infinity.*Dataset"):
+        est.transform(TensorDataset(torch.from_numpy(bad), torch.from_numpy(y)))
