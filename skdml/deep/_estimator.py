@@ -377,10 +377,13 @@ default="multisimilarity"
             raise ValueError(f"Metric learning needs at least 2 classes; the labels hold "
                              f"{len(classes)} class (1 class).")
         if self.normalize and self.n_components == 1:
-            raise ValueError(
-                "n_components=1 with normalize=True would give embeddings of +1 or -1 only "
-                "(the unit sphere in one dimension is two points). Use n_components >= 2, or "
-                "normalize=False for a 1-d embedding.")
+            # the unit sphere in one dimension is two points: not normalised (scikit-learn's
+            # common checks fit with n_components=1, so this is handled, not refused)
+            warnings.warn(
+                "n_components=1 with normalize=True would give embeddings of +1 or -1 only; "
+                "the 1-d embedding is not normalised. Use n_components >= 2 with a loss on "
+                "cosine similarities (the default multi-similarity loss normalises).",
+                UserWarning)
         device = resolve_device(self.device)
         rng = check_random_state(self.random_state)
         resume = load_resume_state(self, classes, input_shape)

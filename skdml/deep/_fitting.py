@@ -75,7 +75,8 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
     if standardize is not None:
         probe = standardize(probe)
     n_features, flops = probe_backbone(backbone, probe)
-    net = EmbeddingNet(backbone, n_features, est.n_components, est.normalize,
+    net = EmbeddingNet(backbone, n_features, est.n_components,
+                       est.normalize and est.n_components > 1,
                        standardize=standardize).to(device)
     objective = est._build_objective(len(classes))
     for part in (objective.loss, objective.regularizer):

@@ -139,10 +139,11 @@ def test_channels_last_images_are_refused(channels):
         fast(max_iter=1).fit(X, np.repeat([0, 1, 2], 4))
 
 
-def test_one_normalised_component_is_refused():
+def test_one_normalised_component_is_not_only_plus_or_minus_one():
     X, y = zero_shot_vectors(per_class=5)
-    with pytest.raises(ValueError, match="n_components=1 with normalize=True"):
-        fast(n_components=1).fit(X, y)
+    with pytest.warns(UserWarning, match="n_components=1 with normalize=True"):
+        Z = fast(n_components=1, max_iter=1, loss="triplet").fit(X, y).transform(X)
+    assert Z.shape == (len(X), 1) and len(np.unique(Z)) > 2
     Z = fast(n_components=1, normalize=False, max_iter=1).fit(X, y).transform(X)
     assert Z.shape == (len(X), 1) and len(np.unique(Z)) > 2
 
