@@ -38,11 +38,9 @@ def warmup_cosine(optimizer, n_steps, n_warmup, steps_done=0):
     >>> import torch
     >>> opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
     >>> schedule = warmup_cosine(opt, n_steps=10, n_warmup=2)
-    >>> rates = []
-    >>> for _ in range(10):
-    ...     rates.append(round(opt.param_groups[0]["lr"], 3))
-    ...     opt.step(); schedule.step()
-    >>> rates
+    >>> opt.param_groups[0]["lr"]  # the rate of step 0 (the training loop steps both)
+    0.5
+    >>> [round(schedule.lr_lambdas[0](step), 3) for step in range(10)]
     [0.5, 1.0, 1.0, 0.962, 0.854, 0.691, 0.5, 0.309, 0.146, 0.038]
     """
     n_steps, n_warmup = max(int(n_steps), 1), max(int(n_warmup), 0)
