@@ -90,11 +90,15 @@ def demo_rows():
         DemoRow("SUML", _skdml("skdml.linear", "SUML"), quick=False, optional=True),
         DemoRow("ECAML", _skdml("skdml.linear", "ECAML"), quick=False, optional=True),
         DemoRow("JRD", _skdml("skdml.linear", "JRD"), quick=False, optional=True),
-        DemoRow("deep (MLP)", _skdml("skdml.deep", "DeepMetricTransformer", loss="binomial",
-                                      regularizer="ec", regularizer_weight=0.13, max_iter=15,
-                                      early_stopping=False),
-                quick=False, optional=True),
+        DemoRow("deep", _skdml("skdml.deep", "DeepMetricTransformer"), quick=False,
+                optional=True),
     ]
+
+
+def _standardized(n_components, random_state):
+    from sklearn.preprocessing import StandardScaler
+
+    return StandardScaler()
 
 
 def _digits():
@@ -229,17 +233,22 @@ def run_demo(*, quick=False, seed=0, split="first-half", n_components=16, rows=N
 
 
 def run_knn_demo(*, quick=False, seed=0, n_components=16, rows=None, file=None):
-    """k-NN classification on ``load_digits`` with each learner in a ``Pipeline``.
+    """k-NN classification on ``load_wine`` with each learner in a ``Pipeline``.
 
-    A stratified 70/30 split of all ten digits; each row is
-    ``make_pipeline(learner, KNeighborsClassifier(1))`` fitted on the training
-    part and scored (accuracy) on the test part. Raw pixels use the
-    classifier alone.
+    The wine measurements have units from 0.1 to 1000, so the Euclidean
+    distance of the raw features is dominated by one of them: a data set where
+    the metric matters. A stratified 70/30 split of the three cultivars; each
+    row is ``make_pipeline(learner, KNeighborsClassifier(1))`` fitted on the
+    training part and scored (accuracy) on the test part. Raw features use the
+    classifier alone; the "standardized" row (``StandardScaler``, nothing
+    learned from the labels) is the bar a learned metric has to clear.
 
     Parameters
     ----------
-    quick, seed, n_components, rows, file
+    quick, seed, rows, file
         As in :func:`run_demo`.
+    n_components : int, default=16
+        Embedding dimension, at most 13 (the number of wine features).
 
     Returns
     -------
@@ -253,20 +262,26 @@ def run_knn_demo(*, quick=False, seed=0, n_components=16, rows=None, file=None):
     >>> from skdml.__main__ import DemoRow, run_knn_demo
     >>> rows = [DemoRow("PCA-8", lambda n, seed: PCA(8, random_state=seed))]
     >>> results = run_knn_demo(rows=rows, file=io.StringIO())
-    >>> 0.9 < results["PCA-8"]["accuracy"] <= 1.0
+    >>> 0.5 < results["PCA-8"]["accuracy"] <= 1.0
     True
     """
+    from sklearn.datasets import load_wine
     from sklearn.model_selection import train_test_split
     from sklearn.neighbors import KNeighborsClassifier
     from sklearn.pipeline import make_pipeline
 
     out = sys.stdout if file is None else file
-    rows = demo_rows() if rows is None else rows
-    X, y = _digits()
+    if rows is None:
+        rows = demo_rows()
+        rows.insert(1, DemoRow("standardized", _standardized))
+    X, y = load_wine(return_X_y=True)
+    n_components = min(n_components, X.shape[1])
     X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y,
                                               random_state=seed)
-    print(f"\nk-NN (k=1) accuracy, each learner in make_pipeline(learner, "
-          f"KNeighborsClassifier(1)); stratified 70/30 split of all 10 digits\n", file=out)
+    print(f"\nk-NN (k=1) accuracy on load_wine ({X.shape[0]} wines, {X.shape[1]} features in "
+          f"units from 0.1 to 1000), each learner in make_pipeline(learner, "
+          f"KNeighborsClassifier(1)); stratified 70/30 split; {n_components}-d embeddings\n",
+          file=out)
     print(f"| {'method':<12} | accuracy | fit (s) |", file=out)
     print(f"|{'-' * 14}|{'-' * 10}|{'-' * 9}|", file=out)
     results = {}
@@ -291,6 +306,17 @@ def run_knn_demo(*, quick=False, seed=0, n_components=16, rows=None, file=None):
         print(f"| {row.name:<12} | {accuracy:8.3f} | {fit_s:7.3f} |", file=out)
         out.flush()
     return results
+
+
+def _seed(text):
+    """``--seed``: an integer numpy accepts as a seed, else an argparse error (no traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid seed {text!r}: not an integer") from None
+    if not 0 <= value <= 2**32 - 1:
+        raise argparse.ArgumentTypeError(f"invalid seed {value}: must be in [0, 2**32 - 1]")
+    return value
 
 
 def main(argv=None):
@@ -325,7 +351,8 @@ def main(argv=None):
                     "on the unseen other half, for raw pixels, PCA and skdml's learners.")
     demo.add_argument("--quick", action="store_true",
                       help="only the fast rows (raw pixels and PCA)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.add_argument("--seed", type=_seed, default=0,
+                      help="random seed, an integer in [0, 2**32 - 1] (default 0)")
     demo.add_argument("--split", choices=["first-half", "random"], default="first-half",
                       help="digits 0-4 train (default) or 5 random training digits")
     demo.add_argument("--n-components", type=int, default=16,

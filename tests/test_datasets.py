@@ -11,6 +11,7 @@ import http.server
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from skdml.datasets import (
     get_data_home,
     load_att_faces,
     load_coil20,
+    load_omniglot,
     load_usps,
 )
 
@@ -33,6 +35,9 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 needs_shared = pytest.mark.skipif(
     not SHARED.is_dir(), reason=f"shared data sets not found at {SHARED}"
 )
+needs_omniglot = pytest.mark.skipif(
+    not (SHARED / "images_background_small1.zip").is_file(),
+    reason=f"the Omniglot zips are not in {SHARED}")
 
 # loader, file name, n_samples, (height, width), n_classes, samples per class
 CASES = [
@@ -282,7 +287,189 @@ def test_unreachable_url_leaves_nothing(tmp_path):
 
 
 def test_module_tables_agree():
-    assert set(URLS) == set(SHA256)
+    assert set(URLS) == set(SHA256) == set(datasets.OMNIGLOT_SUBSETS.values()) | {
+        "att_faces_64x64.mat", "coil20_32x32.mat", "usps_16x16.mat"}
     assert all(len(h) == 64 and int(h, 16) >= 0 for h in SHA256.values())
     assert datasets.__all__ and all(hasattr(datasets, name) for name in datasets.__all__)
     assert os.sep not in "".join(SHA256)  # plain file names
+
+
+# --------------------------------------------------------------------------- Omniglot
+
+
+@functools.lru_cache(maxsize=None)
+def _omniglot(subset, image_size=28):
+    return load_omniglot(subset, image_size=image_size, data_home=SHARED,
+                         download_if_missing=False)
+
+
+@needs_omniglot
+@pytest.mark.parametrize("subset, n_classes, n_alphabets", [("small1", 136, 5),
+                                                            ("small2", 156, 5)])
+def test_omniglot_contents(subset, n_classes, n_alphabets):
+    om = _omniglot(subset)
+    n = 20 * n_classes
+    assert om.data.shape == (n, 28 * 28) and om.data.dtype == np.float32
+    assert om.images.shape == (n, 28, 28)
+    np.testing.assert_array_equal(om.images.reshape(n, -1), om.data)
+    np.testing.assert_array_equal(np.bincount(om.target), np.full(n_classes, 20))
+    assert len(om.target_names) == n_classes and len(om.alphabet_names) == n_alphabets
+    assert om.alphabet.shape == (n,) and om.alphabet.max() == n_alphabets - 1
+    # each character is drawn once by each of the 20 drawers
+    for c in (0, n_classes - 1):
+        assert sorted(om.drawer[om.target == c].tolist()) == list(range(1, 21))
+    assert 0.0 <= om.data.min() and om.data.max() <= 1.0
+    # ink = 1 on a background of 0: most pixels are background, corners are empty
+    assert 0.03 < om.data.mean() < 0.2
+    assert om.images[:, 0, 0].mean() < 0.01
+    assert om.target_names[0].count("/") == 1
+    for word in ("MIT", "Lake", "Science", "Source"):
+        assert word in om.DESCR
+    assert Path(om.filename) == SHARED / datasets.OMNIGLOT_SUBSETS[subset]
+
+
+@needs_omniglot
+def test_omniglot_sizes_and_no_shared_alphabet():
+    full = load_omniglot("small1", image_size=None, data_home=SHARED,
+                         download_if_missing=False)
+    small = _omniglot("small1")
+    assert full.images.shape == (2720, 105, 105)
+    assert set(np.unique(full.data)) <= {0.0, 1.0}  # the original binary drawings
+    # area averaging keeps the amount of ink (up to the 105 -> 28 border rounding)
+    ink_full = full.images.reshape(2720, -1).mean(axis=1)
+    ink_small = small.images.reshape(2720, -1).mean(axis=1)
+    np.testing.assert_allclose(ink_small, ink_full, rtol=0.1, atol=5e-3)
+    X, y = load_omniglot("small1", image_size=12, data_home=SHARED,
+                         download_if_missing=False, return_X_y=True)
+    assert X.shape == (2720, 144) and y.max() == 135
+    # the two minimal splits share Greek and Latin: the same 50 characters, identical images
+    other = _omniglot("small2")
+    shared = set(small.alphabet_names) & set(other.alphabet_names)
+    assert shared == {"Greek", "Latin"}
+    in_both = np.isin(small.alphabet_names[small.alphabet], list(shared))
+    in_other = np.isin(other.alphabet_names[other.alphabet], list(shared))
+    assert in_both.sum() == in_other.sum() == 1000
+    np.testing.assert_array_equal(small.data[in_both], other.data[in_other])
+    assert "Greek and Latin" in small.DESCR
+
+
+@pytest.mark.parametrize("kwargs, match", [(dict(subset="background"), "subset"),
+                                           (dict(image_size=0), "image_size"),
+                                           (dict(image_size=106), "image_size"),
+                                           (dict(image_size=2.5), "image_size")])
+def test_omniglot_bad_arguments(tmp_path, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        load_omniglot(data_home=tmp_path, download_if_missing=False, **kwargs)
+
+
+@needs_omniglot
+def test_omniglot_download_and_bad_zip(tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    shutil.copy(SHARED / "images_background_small2.zip", root / "s2.zip")
+    with _Server(root) as server:
+        X, y = load_omniglot("small2", data_home=tmp_path / "cache", url=server.url + "/s2.zip",
+                             return_X_y=True)
+    np.testing.assert_array_equal(X, _omniglot("small2").data)
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["images_background_small2.zip"]
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "images_background_small1.zip").write_bytes(b"not a zip")
+    with pytest.raises(OSError, match="zip"):
+        load_omniglot("small1", data_home=tmp_path / "bad", download_if_missing=False)
+
+
+# --------------------------------------------------------------------------- hardening
+
+
+def test_every_description_names_source_licence_and_citation():
+    from skdml.datasets import _matlab, _omniglot as omniglot_module
+
+    for descr in (_matlab._ATT_DESCR, _matlab._COIL_DESCR, _matlab._USPS_DESCR,
+                  omniglot_module._DESCR):
+        for word in ("Source:", "Licence:", "Citation:"):
+            assert word in descr
+
+
+def test_data_home_that_is_a_file(tmp_path):
+    home = tmp_path / "data"
+    home.write_text("I am a file")
+    with pytest.raises(NotADirectoryError, match="is an existing file"):
+        load_usps(home)
+    with pytest.raises(NotADirectoryError, match="is an existing file"):
+        fetch_file("usps_16x16.mat", home, download_if_missing=False)
+
+
+class _Trickle(http.server.BaseHTTPRequestHandler):
+    """Answers every request one byte a second (in the headers or in the body)."""
+
+    in_headers = False
+
+    def do_GET(self):  # noqa: N802
+        try:
+            if self.in_headers:
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n":
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(1.0)
+            else:
+                self.send_response(200)
+                self.send_header("Content-Length", "1000000")
+                self.end_headers()
+            for _ in range(1000):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(1.0)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("in_headers", [False, True], ids=["body", "headers"])
+def test_download_deadline_against_a_trickling_server(tmp_path, in_headers):
+    handler = type("Handler", (_Trickle,), {"in_headers": in_headers})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError) as info:
+            fetch_file("usps_16x16.mat", tmp_path / "cache",
+                       url=f"http://127.0.0.1:{httpd.server_address[1]}/usps.mat",
+                       timeout=5, deadline=2)
+        elapsed = time.monotonic() - t0
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert elapsed < 4.5  # the deadline decides, not the per-read timeout nor the server
+    message = str(info.value)
+    for part in ("usps_16x16.mat", SHA256["usps_16x16.mat"], "SKDML_DATA", "data_home",
+                 str(tmp_path / "cache" / "usps_16x16.mat"), "deadline"):
+        assert part in message
+    assert list((tmp_path / "cache").iterdir()) == []  # the partial file is gone
+
+
+def test_offline_error_says_where_to_put_the_file(tmp_path):
+    with pytest.raises(OSError) as info:
+        fetch_file("images_background_small1.zip", tmp_path,
+                   url="http://127.0.0.1:9/small1.zip", timeout=5)
+    message = str(info.value)
+    for part in ("images_background_small1.zip", SHA256["images_background_small1.zip"],
+                 "SKDML_DATA", "data_home", str(tmp_path / "images_background_small1.zip"),
+                 URLS["images_background_small1.zip"]):
+        assert part in message
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_shared
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_downloaded_file_has_ordinary_permissions(served, tmp_path):
+    old = os.umask(0o002)  # a group-shared cache
+    try:
+        load_att_faces(tmp_path / "shared", url=served.url + "/olivettifaces.mat")
+    finally:
+        os.umask(old)
+    mode = (tmp_path / "shared" / "att_faces_64x64.mat").stat().st_mode & 0o777
+    assert mode == 0o664  # 0o666 & ~umask, not mkstemp's 0o600

@@ -9,6 +9,7 @@
   ``batch`` solver).
 - :class:`ClassBalancedBatchSampler` (``_sampler``): P x K batch plans.
 - ``_splits``: the validation hold-outs.
+- ``_schedules``: learning-rate schedules (torch schedulers stepped per batch).
 """
 
 from ._callbacks import Callback, Checkpoint, EarlyStopping, Progress, Validation
@@ -16,10 +17,11 @@ from ._checkpoint import CheckpointError, atomic_write_bytes, load_checkpoint, s
 from ._engine import NonFiniteLossError, Trainable, TrainingResult, train_epochs
 from ._manopt import SOLVERS, ManoptRun, run_manopt
 from ._sampler import ClassBalancedBatchSampler
+from ._schedules import LRSchedule, warmup_cosine
 from ._splits import class_disjoint_holdout, stratified_holdout
 
 __all__ = ["Callback", "Checkpoint", "CheckpointError", "ClassBalancedBatchSampler",
-           "EarlyStopping", "ManoptRun", "NonFiniteLossError", "Progress", "SOLVERS",
+           "EarlyStopping", "LRSchedule", "ManoptRun", "NonFiniteLossError", "Progress", "SOLVERS",
            "Trainable", "TrainingResult", "Validation", "atomic_write_bytes",
            "class_disjoint_holdout", "load_checkpoint", "run_manopt", "save_checkpoint",
-           "stratified_holdout", "train_epochs"]
+           "stratified_holdout", "train_epochs", "warmup_cosine"]

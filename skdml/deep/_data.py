@@ -175,11 +175,15 @@ def _collate(items):
     return torch.stack(xs), torch.as_tensor(idx)
 
 
-def to_model_input(xb, device, input_shape, standardizer=None):
-    """Move a batch to ``device`` as float32 in the model's layout (and standardise it)."""
+def to_model_input(xb, device, input_shape):
+    """Move a batch to ``device`` as float32 in the model's layout.
+
+    (Input standardisation is the first layer of the network,
+    :class:`~skdml.deep.Standardize`, so that it travels with ``module_``.)
+    """
     xb = xb.to(device, non_blocking=True)
     if xb.dtype != torch.float32:
         xb = xb.float()
     if xb.ndim == len(input_shape):  # grey images (n, H, W) from a Dataset
         xb = xb.unsqueeze(1)
-    return xb if standardizer is None else standardizer(xb)
+    return xb

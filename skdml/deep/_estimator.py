@@ -14,26 +14,19 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transf
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 from torch import nn
-from torch.utils.data import Dataset
 
-from .._training import class_disjoint_holdout, stratified_holdout
 from .._utils import resolve_device, thread_limits, torch_rng_scope, torch_seed
 from ..losses import LOSSES, REGULARIZERS, MetricObjective, build_loss, get_regularizer
-from ._data import as_source, dataset_labels, dataset_shape, input_shape_of, make_loader
+from ._data import make_loader
 from ._fitting import fit_network
+from ._plan import (use_early_stopping, validate_fit_input,
+                    validate_transform_input, validation_split)
 from ._state import ModuleStateMixin, load_resume_state
 from ._trainable import embed
 
 __all__ = ["DeepMetricTransformer"]
-
-#: ``n_classes_per_batch="auto"``: this many classes per batch, at most.
-AUTO_CLASSES_PER_BATCH = 8
-#: ``early_stopping="auto"`` holds out classes when at least this many are given.
-AUTO_EARLY_STOPPING_CLASSES = 10
-
 
 class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                             BaseEstimator):
@@ -55,7 +48,9 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         clones and refits start from the same weights). A callable is called as
         ``backbone(input_shape)`` with the shape of one sample (``(d,)`` or
         ``(C, H, W)``) and must return an ``nn.Module``. ``None`` uses an MLP for
-        vectors and a small CNN for images (see :mod:`skdml.deep.backbones`).
+        vectors and the 4-block ConvNet for images (see
+        :mod:`skdml.deep.backbones`); wrap a pretrained network in
+        :class:`~skdml.deep.backbones.FeatureExtractor`.
         Its output is flattened; its width is found by a dry forward pass,
         which also checks the output contract. A backbone may return
         ``(features, aux)`` where ``aux`` is a scalar tensor or a dict of
@@ -65,8 +60,11 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         Dimension of the embedding (output of the linear head).
     normalize : bool, default=True
         L2-normalise the embeddings.
-    loss : {"binomial", "triplet", "npair", "amsoftmax"} or callable, default="binomial"
-        Metric loss, resolved by :func:`skdml.losses.build_loss`. A callable
+    loss : {"multisimilarity", "binomial", "triplet", "npair", "amsoftmax"} or callable, \
+default="multisimilarity"
+        Metric loss, resolved by :func:`skdml.losses.build_loss`. The default,
+        the multi-similarity loss with its pair mining, trains well from
+        scratch (see the user guide's study). A callable
         ``loss(embeddings, labels) -> scalar tensor`` (e.g. a
         pytorch-metric-learning loss) is used as is (an ``nn.Module`` instance
         is deep-copied at fit); a class is instantiated with ``loss_params``.
@@ -96,13 +94,15 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         removed at the end of ``fit``.
     optimizer : {"adam", "adamw", "sgd"} or torch.optim.Optimizer class, default="adam"
         ``"sgd"`` uses momentum 0.9.
-    learning_rate : float, default=1e-4
-        Learning rate of the backbone.
-    head_lr_mult : float, default=10.0
+    learning_rate : float, default=1e-3
+        Peak learning rate of the backbone (see ``lr_schedule``). For a
+        pretrained backbone, fine-tune with a smaller one (e.g. 1e-4).
+    head_lr_mult : float, default=1.0
         The embedding head and the loss's own parameters (e.g. AM-Softmax
-        proxies) use ``learning_rate * head_lr_mult``, as in the papers.
-    weight_decay : float, default=2e-4
-        Weight decay (ECAML's value).
+        proxies) use ``learning_rate * head_lr_mult`` (the papers fine-tune a
+        pretrained network with 10).
+    weight_decay : float, default=1e-4
+        Weight decay.
     param_groups : list of (str, dict), default=None
         skorch-style parameter groups: ``[("backbone.blocks.0.*", {"lr": 0.0})]``.
         Patterns match the names ``backbone.<...>``, ``head.<...>`` and
@@ -110,15 +110,21 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         the defaults of the parameter.
     max_iter : int, default=100
         Most epochs, counted over resumed runs too (``warm_start``).
+    lr_schedule : {"cosine", "constant"}, default="cosine"
+        ``"cosine"``: a linear warm-up over the first epoch (at most 10% of
+        the steps), then a cosine decay to 0 at ``max_iter`` (one
+        ``torch.optim.lr_scheduler.LambdaLR`` step per batch).
+        ``"constant"``: ``learning_rate`` throughout.
     tol : float, default=1e-4
         Minimum improvement of the monitored value (validation score with
         early stopping, else the epoch's mean loss).
     n_classes_per_batch : int or "auto", default="auto"
-        P, classes per batch. ``"auto"`` uses ``min(8, n_training_classes)``. An
-        explicit value larger than the number of training classes raises.
-    n_samples_per_class : int, default=4
+        P, classes per batch. ``"auto"`` uses ``min(16, n_training_classes)``.
+        An explicit value larger than the number of training classes raises.
+    n_samples_per_class : int or "auto", default="auto"
         K, samples per class per batch (with replacement for smaller classes;
-        never more than the largest class holds).
+        never more than the largest class holds). ``"auto"`` gives batches of
+        about 64: ``max(4, 64 // P)``.
     batches_per_epoch : int, default=None
         ``None`` gives ``ceil(n_train / (P * K))``.
     early_stopping : bool or "auto", default="auto"
@@ -147,6 +153,19 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         Resume from ``checkpoint_path`` if it exists, else from the current
         fitted model, instead of starting afresh. The current
         ``learning_rate`` and ``weight_decay`` apply to the resumed optimiser.
+    standardize : bool or "auto", default="auto"
+        Learn the mean and scale of each channel (images) or feature
+        (vectors) in ``fit`` and standardise every input with them, in
+        training and in ``transform`` (the first layer of ``module_``): the
+        embedding does not depend on the scale of ``X``. ``"auto"``: on,
+        unless the backbone normalises its own input (a
+        :class:`~skdml.deep.backbones.FeatureExtractor` with ``mean``).
+    augment : bool, "auto" or callable, default="auto"
+        Training-time augmentation of image batches. ``"auto"`` and ``True``:
+        a light random affine transform (rotation up to 10 degrees, shifts up
+        to 10%, scaling by up to 10%; :class:`~skdml.deep.RandomAffine`) for
+        images, nothing for vectors. A callable ``augment(x) -> x`` receives
+        each training batch (a tensor on the device, before standardisation).
     device : str or torch.device, default="auto"
         ``"auto"`` uses CUDA when available.
     amp : {"bf16", "fp16"} or False, default=False
@@ -224,9 +243,11 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         "weight_decay": [Interval(Real, 0, None, closed="left")],
         "param_groups": [None, list, tuple],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "lr_schedule": [StrOptions({"cosine", "constant"})],
         "tol": [Interval(Real, 0, None, closed="left")],
         "n_classes_per_batch": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"})],
-        "n_samples_per_class": [Interval(Integral, 1, None, closed="left")],
+        "n_samples_per_class": [Interval(Integral, 1, None, closed="left"),
+                                StrOptions({"auto"})],
         "batches_per_epoch": [Interval(Integral, 1, None, closed="left"), None],
         "early_stopping": ["boolean", StrOptions({"auto"})],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither"), None],
@@ -234,6 +255,8 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "checkpoint_path": [None, str, os.PathLike],
         "warm_start": ["boolean"],
+        "standardize": ["boolean", StrOptions({"auto"})],
+        "augment": ["boolean", StrOptions({"auto"}), callable],
         "device": [str, torch.device],
         "amp": [StrOptions({"bf16", "fp16"}), Options(bool, {False}), None],
         "num_workers": [Interval(Integral, 0, None, closed="left")],
@@ -243,15 +266,17 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         "verbose": ["verbose"],
     }
 
-    def __init__(self, backbone=None, *, n_components=128, normalize=True, loss="binomial",
-                 loss_params=None, regularizer=None, regularizer_weight=0.0,
-                 regularizer_params=None, jrs_layers=None, optimizer="adam", learning_rate=1e-4,
-                 head_lr_mult=10.0, weight_decay=2e-4, param_groups=None, max_iter=100, tol=1e-4,
-                 n_classes_per_batch="auto", n_samples_per_class=4, batches_per_epoch=None,
-                 early_stopping="auto", validation_fraction=None,
+    def __init__(self, backbone=None, *, n_components=128, normalize=True,
+                 loss="multisimilarity", loss_params=None, regularizer=None,
+                 regularizer_weight=0.0, regularizer_params=None, jrs_layers=None,
+                 optimizer="adam", learning_rate=1e-3, head_lr_mult=1.0, weight_decay=1e-4,
+                 param_groups=None, max_iter=100, lr_schedule="cosine", tol=1e-4,
+                 n_classes_per_batch="auto", n_samples_per_class="auto",
+                 batches_per_epoch=None, early_stopping="auto", validation_fraction=None,
                  validation_split="class_disjoint", n_iter_no_change=10, checkpoint_path=None,
-                 warm_start=False, device="auto", amp=False, num_workers=0, pin_memory="auto",
-                 transform_batch_size=256, random_state=None, verbose=0):
+                 warm_start=False, standardize="auto", augment="auto", device="auto",
+                 amp=False, num_workers=0, pin_memory="auto", transform_batch_size=256,
+                 random_state=None, verbose=0):
         self.backbone = backbone
         self.n_components = n_components
         self.normalize = normalize
@@ -267,6 +292,7 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         self.weight_decay = weight_decay
         self.param_groups = param_groups
         self.max_iter = max_iter
+        self.lr_schedule = lr_schedule
         self.tol = tol
         self.n_classes_per_batch = n_classes_per_batch
         self.n_samples_per_class = n_samples_per_class
@@ -277,6 +303,8 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         self.n_iter_no_change = n_iter_no_change
         self.checkpoint_path = checkpoint_path
         self.warm_start = warm_start
+        self.standardize = standardize
+        self.augment = augment
         self.device = device
         self.amp = amp
         self.num_workers = num_workers
@@ -296,31 +324,6 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
     def _n_features_out(self):
         return self.n_components
 
-    # ------------------------------------------------------------------ input
-    def _validate_fit_input(self, X, y):
-        """Return ``(source, y, input_shape)``; source is a float32 tensor or the Dataset."""
-        if isinstance(X, Dataset):
-            input_shape = dataset_shape(X, "training")
-            return X, dataset_labels(X, y), input_shape
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
-                             "is None: labels are missing.")
-        X, y = validate_data(self, X, y, allow_nd=True, dtype=np.float32)
-        check_classification_targets(y)
-        source = as_source(X)
-        return source, y, tuple(source.shape[1:])
-
-    def _validate_transform_input(self, X):
-        if isinstance(X, Dataset):
-            shape = dataset_shape(X, "transform")
-        else:
-            X = validate_data(self, X, reset=False, allow_nd=True, dtype=np.float32)
-            shape = input_shape_of(X.shape[1:])
-        if shape != self.input_shape_:
-            raise ValueError(f"X has samples of shape {shape}, the model was fitted on "
-                             f"{self.input_shape_}.")
-        return X if isinstance(X, Dataset) else as_source(X)
-
     def _pin(self, device):
         return device.type == "cuda" if self.pin_memory == "auto" else bool(self.pin_memory)
 
@@ -332,20 +335,6 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
                      input_shape=input_shape, amp=self.amp)
 
     # ------------------------------------------------------------------ building blocks
-    def _use_early_stopping(self, n_classes):
-        if self.early_stopping == "auto":
-            return n_classes >= AUTO_EARLY_STOPPING_CLASSES
-        return bool(self.early_stopping)
-
-    def _validation_split(self, y_enc, early_stopping, rng):
-        fraction = self.validation_fraction
-        if fraction is None and not early_stopping:
-            return np.arange(len(y_enc)), None
-        seed = np.random.RandomState(rng.randint(0, 2**31 - 1))
-        holdout = class_disjoint_holdout if self.validation_split == "class_disjoint" \
-            else stratified_holdout
-        return holdout(y_enc, 0.1 if fraction is None else fraction, seed)
-
     def _build_objective(self, n_classes):
         """The :class:`~skdml.losses.MetricObjective` (same wiring as ECAML and JRD)."""
         loss = build_loss(self.loss, self.loss_params, n_classes=n_classes,
@@ -356,16 +345,6 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
             if isinstance(self.regularizer, nn.Module):  # fits never share state
                 regularizer = copy.deepcopy(regularizer)
         return MetricObjective(loss, regularizer, self.regularizer_weight)
-
-    def _batch_classes(self, n_train_classes):
-        if self.n_classes_per_batch == "auto":
-            return min(AUTO_CLASSES_PER_BATCH, n_train_classes)
-        P = int(self.n_classes_per_batch)
-        if P > n_train_classes:
-            raise ValueError(
-                f"The batch plan cannot be met: n_classes_per_batch={P} but the training data "
-                f"hold only {n_train_classes} classes. Lower n_classes_per_batch or use 'auto'.")
-        return P
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -392,28 +371,36 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         self : DeepMetricTransformer
             The fitted estimator.
         """
-        source, y, input_shape = self._validate_fit_input(X, y)
+        source, y, input_shape = validate_fit_input(self, X, y)
         classes, y_enc = np.unique(y, return_inverse=True)
         if len(classes) < 2:
             raise ValueError(f"Metric learning needs at least 2 classes; the labels hold "
                              f"{len(classes)} class (1 class).")
+        if self.normalize and self.n_components == 1:
+            # the unit sphere in one dimension is two points: not normalised (scikit-learn's
+            # common checks fit with n_components=1, so this is handled, not refused)
+            warnings.warn(
+                "n_components=1 with normalize=True would give embeddings of +1 or -1 only; "
+                "the 1-d embedding is not normalised. Use n_components >= 2 with a loss on "
+                "cosine similarities (the default multi-similarity loss normalises).",
+                UserWarning)
         device = resolve_device(self.device)
         rng = check_random_state(self.random_state)
         resume = load_resume_state(self, classes, input_shape)
-        early_stopping = self._use_early_stopping(len(classes))
+        early_stopping = use_early_stopping(self, len(classes))
         if resume is not None:  # the split of the first run, whatever the seed now
             train_idx, val_idx = resume["split"]
         else:
-            train_idx, val_idx = self._validation_split(y_enc, early_stopping, rng)
-        P = self._batch_classes(len(np.unique(y_enc[train_idx])))
+            train_idx, val_idx = validation_split(self, y_enc, early_stopping, rng)
         seed = torch_seed(rng)
         fork_devices = [device.index or 0] if device.type == "cuda" else []
         with torch_rng_scope(fork_devices):
             torch.manual_seed(seed)
             fitted = fit_network(self, source, y_enc, classes, input_shape,
-                                 (train_idx, val_idx), P, rng, device, resume, early_stopping)
+                                 (train_idx, val_idx), rng, device, resume, early_stopping)
         # only a finished fit changes the estimator
         converged = fitted.pop("_converged")
+        stalled = fitted.pop("_no_gain")
         for stale in ("best_iteration_", "best_validation_score_"):
             self.__dict__.pop(stale, None)
         for key, value in fitted.items():
@@ -423,6 +410,8 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
                 f"{type(self).__name__} reached max_iter={self.max_iter} epochs while still "
                 f"improving (by more than tol={self.tol}); increase max_iter for a more "
                 "converged model.", ConvergenceWarning)
+        if stalled:
+            warnings.warn(f"{type(self).__name__}: {stalled}", UserWarning)
         return self
 
     # ------------------------------------------------------------------ transform
@@ -440,7 +429,7 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
             The embeddings.
         """
         check_is_fitted(self, "module_")
-        source = self._validate_transform_input(X)
+        source = validate_transform_input(self, X)
         with thread_limits(), torch_rng_scope():  # DataLoader draws a seed from torch's RNG
             return self._embed(self.module_, source, np.arange(len(source)), self.device_,
                                self.input_shape_)

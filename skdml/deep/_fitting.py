@@ -7,16 +7,22 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from .._training import Checkpoint, EarlyStopping, Progress, Validation, train_epochs
+from .._training import (Checkpoint, EarlyStopping, LRSchedule, Progress, Validation,
+                         train_epochs, warmup_cosine)
 from .._training._distributed import distributed_context
 from .._utils import thread_limits
 from ._data import MappedSampler, first_items, make_loader, to_model_input
 from ._hooks import LayerCapture, match_modules
+from ._inputs import fit_standardize
 from ._network import EmbeddingNet, build_backbone, build_optimizer, probe_backbone
+from ._plan import augmentation, batch_plan, wants_standardize
 from ._state import to_cpu
 from ._trainable import DeepTrainable
 
 __all__ = ["fit_network"]
+
+#: ``lr_schedule="cosine"`` warms up over one epoch, but at most this fraction of the steps.
+WARMUP_FRACTION = 0.1
 
 
 def _optimizer(est, net, loss):
@@ -44,14 +50,35 @@ def _restore(est, resume, net, objective, optimizer, scaler, rng, device, stoppe
     return list(resume["history"]), int(resume["epoch"])
 
 
-def fit_network(est, source, y_enc, classes, input_shape, split, P, rng, device, resume,
-                early_stopping):
+def _no_gain(history, initial_score, validating):
+    """Why training did not improve on its start (a message), or ``None``."""
+    if validating and initial_score is not None:
+        scores = [r["validation_score"] for r in history if "validation_score" in r]
+        if scores and initial_score < 1.0 and not max(scores) > initial_score:
+            return (f"training did not improve on the untrained network: validation Recall@1 "
+                    f"{initial_score:.4f} before training, at best {max(scores):.4f} after. "
+                    "Check the learning rate, the loss and the data.")
+    elif not validating and len(history) > 1 and not min(
+            r["loss"] for r in history[1:]) < history[0]["loss"]:
+        return (f"training did not lower the loss after its first epoch "
+                f"({history[0]['loss']:.4g}). Check the learning rate, the loss and the data.")
+    return None
+
+
+def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, resume,
+                early_stopping, extra_callbacks=()):
     """Train ``est``'s network; return its fitted attributes (the caller sets them)."""
     train_idx, val_idx = split
     backbone = build_backbone(est.backbone, input_shape)
+    standardize = fit_standardize(source, train_idx, input_shape) \
+        if wants_standardize(est, backbone) else None
     probe = to_model_input(first_items(source), torch.device("cpu"), input_shape)
+    if standardize is not None:
+        probe = standardize(probe)
     n_features, flops = probe_backbone(backbone, probe)
-    net = EmbeddingNet(backbone, n_features, est.n_components, est.normalize).to(device)
+    net = EmbeddingNet(backbone, n_features, est.n_components,
+                       est.normalize and est.n_components > 1,
+                       standardize=standardize).to(device)
     objective = est._build_objective(len(classes))
     for part in (objective.loss, objective.regularizer):
         if isinstance(part, nn.Module):
@@ -62,14 +89,15 @@ def fit_network(est, source, y_enc, classes, input_shape, split, P, rng, device,
     optimizer = _optimizer(est, net, objective.loss)
     scaler = torch.amp.GradScaler(device.type, enabled=est.amp == "fp16")
     ddp = distributed_context(device)  # world size 1 unless launched by torchrun
-    sampler = ddp.batch_sampler(y_enc[train_idx], P, est.n_samples_per_class, rng,
-                                n_batches=est.batches_per_epoch)
+    P, K = batch_plan(est, y_enc[train_idx])
+    sampler = ddp.batch_sampler(y_enc[train_idx], P, K, rng, n_batches=est.batches_per_epoch)
     loader = make_loader(source, batch_sampler=MappedSampler(sampler, train_idx),
                          num_workers=est.num_workers, pin_memory=est._pin(device))
     capture = LayerCapture(net.backbone, hooked)
     trainable = DeepTrainable(net, ddp.objective(objective), torch.as_tensor(y_enc, dtype=torch.long),
                               input_shape=input_shape, device=device, amp=est.amp,
-                              capture=capture if hooked else None, forward=ddp.forward(net))
+                              capture=capture if hooked else None,
+                              augment=augmentation(est, input_shape), forward=ddp.forward(net))
     validating = val_idx is not None
     if early_stopping and not validating:
         raise ValueError("early_stopping needs a validation set: set validation_fraction.")
@@ -83,8 +111,11 @@ def fit_network(est, source, y_enc, classes, input_shape, split, P, rng, device,
     if validating:
         from ..metrics import recall_at_k
 
-        callbacks.append(Validation(lambda: recall_at_k(
-            est._embed(net, source, val_idx, device, input_shape), y_enc[val_idx], k=1)))
+        def score():
+            return recall_at_k(est._embed(net, source, val_idx, device, input_shape),
+                               y_enc[val_idx], k=1)
+
+        callbacks.append(Validation(score))
     callbacks.append(stopper)
     history, start_epoch, max_iter = [], 0, est.max_iter
     if resume is not None:
@@ -94,6 +125,13 @@ def fit_network(est, source, y_enc, classes, input_shape, split, P, rng, device,
         if resume.get("stopped"):  # an early-stopped run stays finished
             max_iter = start_epoch
         max_iter = max(max_iter, start_epoch)
+    if est.lr_schedule == "cosine":
+        n_batches = len(sampler)
+        callbacks.append(LRSchedule(warmup_cosine(
+            optimizer, max_iter * n_batches,
+            min(n_batches, int(WARMUP_FRACTION * max_iter * n_batches)),
+            steps_done=start_epoch * n_batches)))
+    callbacks.extend(extra_callbacks)
 
     def state(loop):
         loss = objective.loss
@@ -106,13 +144,16 @@ def fit_network(est, source, y_enc, classes, input_shape, split, P, rng, device,
                 "epoch": loop.epoch, "history": list(loop.history),
                 "stopper": stopper.state_dict(), "stopped": loop.stop_reason is not None,
                 "classes": classes, "input_shape": tuple(input_shape),
-                "split": (train_idx, val_idx), "world_size": ddp.world_size}
+                "split": (train_idx, val_idx), "world_size": ddp.world_size,
+                "initial_score": initial_score}
 
     if est.checkpoint_path is not None and ddp.is_main:
         callbacks.append(Checkpoint(est.checkpoint_path, state))
     callbacks.append(Progress(est.verbose if ddp.is_main else 0, type(est).__name__))
-    batch_flops = 3.0 * flops * P * est.n_samples_per_class  # forward + backward
+    batch_flops = 3.0 * flops * P * K  # forward + backward
     with thread_limits(flops_per_step=batch_flops if device.type == "cpu" else None), capture:
+        initial_score = resume.get("initial_score") if resume is not None else \
+            score() if validating else None
         result = train_epochs(trainable, optimizer, lambda epoch: loader, max_iter=max_iter,
                               callbacks=callbacks, start_epoch=start_epoch, history=history,
                               grad_scaler=scaler, device=device)
@@ -124,7 +165,10 @@ def fit_network(est, source, y_enc, classes, input_shape, split, P, rng, device,
     fitted = {"module_": net.eval(), "loss_": objective.loss, "classes_": classes,
               "input_shape_": tuple(input_shape), "device_": device,
               "history_": result.history, "n_iter_": result.n_iter,
-              "_resume_state": to_cpu(final), "_converged": stopped is not None}
+              "_resume_state": to_cpu(final),
+              # a finished cosine schedule (rate 0) is a planned end, not a cut-short optimiser
+              "_converged": stopped is not None or est.lr_schedule == "cosine",
+              "_no_gain": _no_gain(result.history, initial_score, validating)}
     if validating and early_stopping:
         fitted["best_iteration_"] = stopper.best_epoch
         fitted["best_validation_score_"] = stopper.best_value

@@ -16,13 +16,15 @@ __all__ = ["EmbeddingNet", "build_backbone", "build_optimizer", "probe_backbone"
 
 
 class EmbeddingNet(nn.Module):
-    """Backbone + linear embedding head (+ optional L2 normalisation).
+    """(Input standardisation +) backbone + linear embedding head (+ L2 normalisation).
 
     ``forward`` returns ``(embeddings, aux, features)``: ``aux`` is what the
     backbone returned beside its features (``None``, a tensor or a dict of
     scalar tensors) and ``features`` the flattened backbone output. A backbone
     with ``provides_embedding = True`` (:class:`~skdml.deep.DeML`) gets no head
     (``nn.Identity``); its width must then be ``n_components``.
+    ``standardize`` (a module, e.g. :class:`~skdml.deep.Standardize`) is
+    applied to the input first.
 
     Examples
     --------
@@ -33,8 +35,9 @@ class EmbeddingNet(nn.Module):
     (torch.Size([4, 3]), None, torch.Size([4, 8]))
     """
 
-    def __init__(self, backbone, in_features, n_components, normalize):
+    def __init__(self, backbone, in_features, n_components, normalize, standardize=None):
         super().__init__()
+        self.standardize = standardize
         self.backbone = backbone
         own = getattr(backbone, "provides_embedding", False)  # e.g. DeML: ends in its learners
         if own and in_features != n_components:
@@ -45,6 +48,8 @@ class EmbeddingNet(nn.Module):
         self.normalize = bool(normalize)
 
     def features(self, x):
+        if self.standardize is not None:
+            x = self.standardize(x)
         out = self.backbone(x)
         aux = None
         if isinstance(out, (tuple, list)):
@@ -84,6 +89,8 @@ def _check_features(out):
             "dimension first: (batch, features...).")
     if not out.is_floating_point():
         raise TypeError(f"The backbone returned {out.dtype} features; they must be floating.")
+    if out.dtype == torch.float64:  # e.g. a backbone that calls .double(): the head is float32
+        out = out.float()
     return out
 
 

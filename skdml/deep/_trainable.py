@@ -32,19 +32,22 @@ class DeepTrainable(Trainable):
     features, so its gradient reaches only the embedding layer, as in ECAML;
     JRS sees the hooked layers (or the backbone's output), the embedding and
     the class level. Auxiliary losses returned by the backbone are added and
-    logged as ``aux`` or ``aux_<key>``.
+    logged as ``aux`` or ``aux_<key>``. ``augment`` (a callable on the input
+    batch, on the device) is applied in training mode only.
     """
 
     def __init__(self, net, objective, labels, *, input_shape, device, amp=False,
-                 capture=None, standardizer=None, forward=None):
+                 capture=None, augment=None, forward=None):
         self.net, self.objective, self.labels = net, objective, labels
         self.forward = forward if forward is not None else net  # DDP wrapper (distributed fit)
         self.input_shape, self.device, self.amp = input_shape, device, amp
-        self.capture, self.standardizer = capture, standardizer
+        self.capture, self.augment = capture, augment
 
     def batch_loss(self, batch):
         xb, idx = batch
-        xb = to_model_input(xb, self.device, self.input_shape, self.standardizer)
+        xb = to_model_input(xb, self.device, self.input_shape)
+        if self.augment is not None and self.net.training:
+            xb = self.augment(xb)
         yb = self.labels[idx].to(self.device, non_blocking=True)
         with autocast(self.amp, self.device):
             z, aux, features = self.forward(xb)
@@ -90,15 +93,21 @@ def embed(net, loader, *, n_components, device, input_shape, amp=False):
     """
     was_training = net.training
     net.eval()
-    out = []
+    out, finite_input = [], []
     try:
         with torch.inference_mode():
             for xb, _ in loader:
+                xb = to_model_input(xb, device, input_shape)
+                finite_input.append(torch.isfinite(xb).all())  # read once, after the loop
                 with autocast(amp, device):
-                    z = net(to_model_input(xb, device, input_shape))[0]
+                    z = net(xb)[0]
                 out.append(z.float().cpu())
     finally:
         net.train(was_training)
+    if finite_input and not bool(torch.stack(finite_input).all()):
+        # what validate_data says of arrays, said of a Dataset's items
+        raise ValueError("Input X contains NaN or infinity (an item of the Dataset): "
+                         "DeepMetricTransformer does not accept non-finite inputs.")
     Z = torch.cat(out).numpy() if out else np.zeros((0, n_components), np.float32)
     if not np.all(np.isfinite(Z)):
         raise ValueError(

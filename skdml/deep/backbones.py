@@ -1,18 +1,22 @@
-"""Default backbones in plain ``torch.nn`` (no torchvision): MLP, small CNN, small ResNet.
+"""Backbones in plain ``torch.nn`` (no torchvision): MLP, ConvNet, small CNN, small ResNet.
 
 Every backbone maps a batch to a feature tensor of shape (n, out_features); the
 embedding head of :class:`~skdml.deep.DeepMetricTransformer` is added on top.
 Sub-modules carry stable names (``"blocks.0"``, ``"pool"``...) so that they can
-be named in ``jrs_layers``.
+be named in ``jrs_layers`` and ``param_groups``. :class:`FeatureExtractor` wraps
+a network the user already has (a pretrained torchvision or timm model, for
+example) with its own input normalisation and a feature layer chosen by name.
 """
 
 from __future__ import annotations
 
 import math
 
+import torch
 from torch import nn
 
-__all__ = ["MLP", "SmallCNN", "SmallResNet", "default_backbone"]
+__all__ = ["ConvNet", "FeatureExtractor", "MLP", "SmallCNN", "SmallResNet",
+           "default_backbone"]
 
 
 class MLP(nn.Module):
@@ -49,6 +53,55 @@ class MLP(nn.Module):
 
     def forward(self, x):
         return self.blocks(x.flatten(1))
+
+
+class ConvNet(nn.Module):
+    """The 4-block ConvNet of few-shot and metric learning on characters and digits.
+
+    Each block is conv 3x3 (``width`` channels) - BatchNorm - ReLU - max-pool
+    2x2 (Vinyals et al., 2016; Snell et al., 2017); the last feature map is
+    flattened (64 features for 28x28 inputs). A block whose input is already
+    1 pixel wide skips its pooling, so any image of at least 1x1 works (8x8
+    digits: 8, 4, 2, 1, 1).
+
+    Parameters
+    ----------
+    in_channels : int
+        Channels of the input images (n, C, H, W).
+    image_size : tuple of int
+        ``(H, W)`` of the inputs (decides where pooling stops).
+    width : int, default=64
+        Channels of every block.
+    n_blocks : int, default=4
+        Number of blocks.
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = ConvNet(1, (28, 28))
+    >>> net.eval()(torch.zeros(2, 1, 28, 28)).shape
+    torch.Size([2, 64])
+    >>> ConvNet(1, (8, 8)).eval()(torch.zeros(2, 1, 8, 8)).shape
+    torch.Size([2, 64])
+    """
+
+    def __init__(self, in_channels, image_size, width=64, n_blocks=4):
+        super().__init__()
+        h, w = (int(s) for s in image_size)
+        blocks, c = [], int(in_channels)
+        for _ in range(int(n_blocks)):
+            block = [nn.Conv2d(c, width, 3, padding=1), nn.BatchNorm2d(width),
+                     nn.ReLU(inplace=True)]
+            if min(h, w) >= 2:
+                block.append(nn.MaxPool2d(2))
+                h, w = h // 2, w // 2
+            blocks.append(nn.Sequential(*block))
+            c = width
+        self.blocks = nn.Sequential(*blocks)
+        self.out_features = c * h * w
+
+    def forward(self, x):
+        return self.blocks(x).flatten(1)
 
 
 def _conv_block(c_in, c_out):
@@ -157,8 +210,103 @@ class SmallResNet(nn.Module):
         return self.pool(self.stages(self.stem(x))).flatten(1)
 
 
+class _Stop(Exception):
+    """Raised by the feature hook to skip the layers after the feature layer."""
+
+
+class FeatureExtractor(nn.Module):
+    """Use any network (e.g. a pretrained one) as a backbone.
+
+    Adds the network's own input normalisation in front of it and takes the
+    features from a layer chosen by name; the layers after it are not run.
+    Freeze or fine-tune parts of it through ``param_groups`` of
+    :class:`~skdml.deep.DeepMetricTransformer`, whose parameter names are
+    ``backbone.module.<name in the wrapped network>``.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The network, e.g. ``torchvision.models.resnet18(weights=...)``.
+    layer : str, default=None
+        Name (as in ``module.named_modules()``) of the sub-module whose output
+        is the feature; ``None`` uses the output of ``module``.
+    mean, std : sequence of float, default=None
+        Per-channel input normalisation the network was trained with (for
+        torchvision's ImageNet models ``(0.485, 0.456, 0.406)`` and
+        ``(0.229, 0.224, 0.225)``, on inputs in [0, 1]). With it, the
+        estimator's ``standardize="auto"`` leaves the input alone.
+    pool : bool, default=True
+        Average a 4-D feature map ``(n, C, H, W)`` over space to ``(n, C)``;
+        ``False`` flattens it.
+
+    Attributes
+    ----------
+    normalizes_input : bool
+        Whether the wrapper normalises its input (``mean`` given).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 6 * 6, 10))
+    >>> features = FeatureExtractor(net, layer="1", mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
+    >>> features(torch.rand(2, 3, 8, 8)).shape
+    torch.Size([2, 8])
+    """
+
+    def __init__(self, module, layer=None, mean=None, std=None, pool=True):
+        super().__init__()
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}.")
+        names = dict(module.named_modules())
+        if layer is not None and layer not in names:
+            available = [n for n in names if n]
+            raise ValueError(f"layer={layer!r} is not a sub-module of the network; available: "
+                             f"{available[:30]}{' ...' if len(available) > 30 else ''}")
+        if (mean is None) != (std is None):
+            raise ValueError("Give both mean and std (the input normalisation), or neither.")
+        self.module, self.layer, self.pool = module, layer, bool(pool)
+        self.normalizes_input = mean is not None
+        if self.normalizes_input:
+            mean_t = torch.as_tensor(mean, dtype=torch.float32).reshape(1, -1, 1, 1)
+            std_t = torch.as_tensor(std, dtype=torch.float32).reshape(1, -1, 1, 1)
+            if not bool((std_t > 0).all()):
+                raise ValueError("std must be positive.")
+            self.register_buffer("mean", mean_t)
+            self.register_buffer("std", std_t)
+
+    def extra_repr(self):
+        return f"layer={self.layer!r}, normalizes_input={self.normalizes_input}, pool={self.pool}"
+
+    def forward(self, x):
+        if self.normalizes_input:
+            x = (x - self.mean) / self.std
+        if self.layer is None:
+            out = self.module(x)
+        else:
+            captured = []
+
+            def hook(_module, _inputs, output):
+                captured.append(output[0] if isinstance(output, (tuple, list)) else output)
+                raise _Stop
+
+            handle = self.module.get_submodule(self.layer).register_forward_hook(hook)
+            try:
+                self.module(x)
+            except _Stop:
+                pass
+            finally:
+                handle.remove()
+            if not captured:
+                raise RuntimeError(f"The layer {self.layer!r} did not run in the forward pass.")
+            out = captured[0]
+        if isinstance(out, torch.Tensor) and out.ndim == 4 and self.pool:
+            return out.mean(dim=(2, 3))
+        return out
+
+
 def default_backbone(input_shape):
-    """The backbone used when ``backbone=None``: an MLP for vectors, a small CNN for images.
+    """The backbone used when ``backbone=None``: an MLP for vectors, the 4-block ConvNet for images.
 
     Parameters
     ----------
@@ -168,10 +316,10 @@ def default_backbone(input_shape):
     Examples
     --------
     >>> type(default_backbone((10,))).__name__, type(default_backbone((1, 16, 16))).__name__
-    ('MLP', 'SmallCNN')
+    ('MLP', 'ConvNet')
     """
     if len(input_shape) == 1:
         d = int(input_shape[0])
         width = int(min(256, max(32, 2 ** math.ceil(math.log2(max(d, 1))))))
         return MLP(d, hidden=(width, width))
-    return SmallCNN(int(input_shape[0]))
+    return ConvNet(int(input_shape[0]), input_shape[1:])

@@ -18,6 +18,7 @@ Class                          Formula                                Paper
 :class:`AMSoftmaxLoss`         additive margin softmax, s=20, m=0.1   JRD Eq. 11
 :class:`DecoupledLoss`         a loss per learner part, averaged      DeML Eq. 5
 :class:`LMNNLoss`              target-neighbour pull + impostor push  LMNN (JMLR 2009)
+:class:`MultiSimilarityLoss`   mined pairs, alpha 2, beta 50, l 0.5   Wang et al. 2019
 :class:`EnergyConfusion`       mean_{I!=J} log(1 + E||x_I - x_J||^2)  ECAML Eq. 3, 11
 :class:`JRSRegularizer`        mean_{y_i!=y_j} prod_l k_l(x_i, x_j)   JRD Eq. 8-11
 """
@@ -31,6 +32,7 @@ from .decoupled import DecoupledLoss
 from .energy_confusion import EnergyConfusion, class_pair_energies
 from .jrs import JRSRegularizer
 from .lmnn import LMNNLoss
+from .multisimilarity import MultiSimilarityLoss, multi_similarity_pairs
 from .npair import NPairLoss
 from .triplet import TripletLoss
 
@@ -44,6 +46,7 @@ __all__ = [
     "LOSSES",
     "MetricLoss",
     "MetricObjective",
+    "MultiSimilarityLoss",
     "NPairLoss",
     "REDUCTIONS",
     "REGULARIZERS",
@@ -53,4 +56,5 @@ __all__ = [
     "deml_pair_weights",
     "get_loss",
     "get_regularizer",
+    "multi_similarity_pairs",
 ]

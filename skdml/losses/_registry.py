@@ -12,6 +12,7 @@ from .binomial import BinomialDevianceLoss
 from .energy_confusion import EnergyConfusion
 from .jrs import JRSRegularizer
 from .lmnn import LMNNLoss
+from .multisimilarity import MultiSimilarityLoss
 from .npair import NPairLoss
 from .triplet import TripletLoss
 
@@ -24,6 +25,7 @@ LOSSES = {
     "binomial": BinomialDevianceLoss,
     "amsoftmax": AMSoftmaxLoss,
     "lmnn": LMNNLoss,
+    "multisimilarity": MultiSimilarityLoss,
 }
 
 #: Regulariser names accepted by every skdml learner and by :func:`get_regularizer`.

@@ -17,7 +17,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from skdml import DeepMetricTransformer
-from skdml.deep import MLP, NonFiniteLossError, SmallCNN, SmallResNet
+from skdml.deep import MLP, ConvNet, NonFiniteLossError, SmallCNN, SmallResNet
 from skdml.deep import _data as tmod
 from skdml.losses import AMSoftmaxLoss, JRSRegularizer
 from skdml._training import load_checkpoint
@@ -107,7 +107,7 @@ def test_images(shape):
     est = make(backbone=None, max_iter=1)
     Z = est.fit(X, y).transform(X)
     assert Z.shape == (len(y), 4) and Z.dtype == np.float32
-    assert isinstance(est.module_.backbone, SmallCNN)
+    assert isinstance(est.module_.backbone, ConvNet)
     assert est.input_shape_ == ((1,) + shape if len(shape) == 2 else shape)
     with pytest.raises(ValueError, match="shape|features"):
         est.transform(rng.rand(2, *shape[:-2], 5, 5))
@@ -210,7 +210,8 @@ def test_losses(blobs, loss):
 
 def test_amsoftmax_proxies_trained_with_head_lr(blobs):
     X, y = blobs
-    est = make(loss="amsoftmax", learning_rate=1e-3, head_lr_mult=7.0).fit(X, y)
+    est = make(loss="amsoftmax", learning_rate=1e-3, head_lr_mult=7.0,
+               lr_schedule="constant").fit(X, y)
     groups = est._resume_state["optimizer"]["param_groups"]
     lrs = sorted(g["lr"] for g in groups)
     assert lrs == pytest.approx([1e-3, 7e-3])
@@ -321,7 +322,10 @@ def test_same_seed_same_history_and_weights(blobs):
 
 def test_checkpoint_resume_reaches_same_weights(blobs, tmp_path):
     X, y = blobs
-    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34)
+    # a constant rate: the runs below stop at different max_iter (see the next test for the
+    # cosine schedule, whose horizon is max_iter)
+    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
+              lr_schedule="constant")
     full = make(max_iter=4, **kw).fit(X, y)
     path = tmp_path / "run" / "ckpt.pt"
     make(max_iter=2, checkpoint_path=path, **kw).fit(X, y)
@@ -342,10 +346,48 @@ def test_checkpoint_resume_reaches_same_weights(blobs, tmp_path):
         make(max_iter=4, checkpoint_path=path, warm_start=True, **kw).fit(X[y < 4], y[y < 4])
 
 
+class _CountingLoss:
+    """Multi-similarity loss that counts its calls and raises KeyboardInterrupt at one."""
+
+    def __init__(self, interrupt_at=None):
+        from skdml.losses import MultiSimilarityLoss
+
+        self.loss, self.calls, self.interrupt_at = MultiSimilarityLoss(), 0, interrupt_at
+
+    def __call__(self, z, labels):
+        self.calls += 1
+        if self.calls == self.interrupt_at:
+            raise KeyboardInterrupt
+        return self.loss(z, labels)
+
+
+def test_interrupted_cosine_fit_resumes_exactly(blobs, tmp_path):
+    """Ctrl-C in epoch 3 of 4; resuming the checkpoint (same max_iter) gives the same model."""
+    X, y = blobs
+    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
+              max_iter=4, lr_schedule="cosine")
+    counting = _CountingLoss()
+    full = make(loss=counting, **kw).fit(X, y)
+    per_epoch = counting.calls // 4
+    rates = [r["learning_rate"] for r in full.history_]
+    assert rates[0] > rates[1] > rates[2] > rates[3] == 0.0  # cosine to 0 at max_iter
+    path = tmp_path / "ckpt.pt"
+    est = make(checkpoint_path=path, loss=_CountingLoss(2 * per_epoch + 1), **kw)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(X, y)
+    assert not hasattr(est, "module_")  # the interrupted fit left no model
+    assert load_checkpoint(path)["epoch"] == 2
+    resumed = make(checkpoint_path=path, warm_start=True, loss=_CountingLoss(), **kw).fit(X, y)
+    assert [r["learning_rate"] for r in resumed.history_] == pytest.approx(rates)
+    assert without_seconds(resumed.history_) == without_seconds(full.history_)
+    assert_same_params(params_of(full), params_of(resumed))
+
+
 def test_early_stopping_restores_best_weights(blobs):
     X, _ = blobs
     y = np.random.RandomState(0).randint(0, 6, len(X))  # noise labels: val score wanders
-    kw = dict(validation_fraction=0.34, learning_rate=3e-2, max_iter=12, n_classes_per_batch=3)
+    kw = dict(validation_fraction=0.34, learning_rate=3e-2, max_iter=12, n_classes_per_batch=3,
+              lr_schedule="constant")  # the same schedule whatever max_iter
     est = make(early_stopping=True, n_iter_no_change=1, **kw).fit(X, y)
     scores = [rec["validation_score"] for rec in est.history_]
     assert est.n_iter_ == len(scores) and est.n_iter_ < 12
@@ -435,7 +477,7 @@ def test_non_finite_loss_stops_with_step(blobs):
         base = (z[:, 0] ** 2).mean()
         return base * float("nan") if calls["n"] == 3 else base
 
-    est = make(loss=nan_at_step_3)
+    est = make(loss=nan_at_step_3, batches_per_epoch=4)
     with pytest.raises(NonFiniteLossError, match=r"epoch 1, step 3/"):
         est.fit(X, y)
     assert not hasattr(est, "module_")  # a failed fit leaves the estimator unfitted

@@ -1,0 +1,74 @@
+"""Learning-rate schedules of the minibatch learners (torch schedulers, stepped per batch)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._callbacks import Callback
+
+__all__ = ["LRSchedule", "warmup_cosine"]
+
+
+def warmup_cosine(optimizer, n_steps, n_warmup, steps_done=0):
+    """A ``torch.optim.lr_scheduler.LambdaLR``: linear warm-up, then cosine decay to 0.
+
+    The factor of step ``s`` (0-based) is ``(s + 1) / n_warmup`` during the
+    warm-up, then ``(1 + cos(pi * t)) / 2`` with ``t`` the fraction of the
+    remaining steps done. Each group's base rate is its ``lr`` when the
+    schedule is built (``initial_lr`` when resuming after ``steps_done`` steps).
+
+    Parameters
+    ----------
+    optimizer : torch.optim.Optimizer
+    n_steps : int
+        Steps of the whole training (the rate reaches 0 there).
+    n_warmup : int
+        Steps of the warm-up.
+    steps_done : int, default=0
+        Steps already taken (resuming); the groups' ``lr`` are their base rates.
+
+    Returns
+    -------
+    scheduler : torch.optim.lr_scheduler.LambdaLR
+
+    Examples
+    --------
+    >>> import torch
+    >>> opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    >>> schedule = warmup_cosine(opt, n_steps=10, n_warmup=2)
+    >>> opt.param_groups[0]["lr"]  # the rate of step 0 (the training loop steps both)
+    0.5
+    >>> [round(schedule.lr_lambdas[0](step), 3) for step in range(10)]
+    [0.5, 1.0, 1.0, 0.962, 0.854, 0.691, 0.5, 0.309, 0.146, 0.038]
+    """
+    n_steps, n_warmup = max(int(n_steps), 1), max(int(n_warmup), 0)
+
+    def factor(step):
+        if step < n_warmup:
+            return (step + 1) / n_warmup
+        progress = min((step - n_warmup) / max(n_steps - n_warmup, 1), 1.0)
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    if steps_done:
+        for group in optimizer.param_groups:
+            group["initial_lr"] = group["lr"]
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor, last_epoch=steps_done - 1)
+
+
+class LRSchedule(Callback):
+    """Step a torch learning-rate scheduler after every optimiser step.
+
+    Adds ``learning_rate`` (of the first parameter group, at the end of the
+    epoch) to each epoch's record.
+    """
+
+    def __init__(self, scheduler):
+        self.scheduler = scheduler
+
+    def on_step_end(self, loop):
+        self.scheduler.step()
+
+    def on_epoch_end(self, loop, record):
+        record["learning_rate"] = float(loop.optimizer.param_groups[0]["lr"])

@@ -1,0 +1,270 @@
+"""Where data files live, and how a missing one is downloaded safely.
+
+One function, :func:`fetch_file`, serves every loader:
+
+* the data home is the ``data_home`` argument, else ``SKDML_DATA``, else
+  ``$XDG_CACHE_HOME/skdml`` (``~/.cache/skdml``), see :func:`get_data_home`;
+  a data home that is an existing *file* is refused with a clear error;
+* a missing file is downloaded into a temporary file *in the data home*
+  (created with ``0o666 & ~umask``, the permissions of any file the user
+  creates, so a shared cache stays readable by the group), its SHA-256 is
+  checked, and only then is it renamed into place (``os.replace``, atomic);
+  a failed, corrupted, interrupted or late download leaves nothing behind;
+* the download has a per-read ``timeout`` *and* an overall ``deadline``: the
+  transfer runs in a background thread that the caller waits for at most
+  ``deadline`` seconds, so a server that trickles a byte a second (in the
+  headers or in the body) cannot hold the loader;
+* every failure says where to put the file by hand (its name, its SHA-256,
+  ``data_home`` and ``SKDML_DATA``), for machines without internet access.
+
+pooch was considered and not used; see ``doc/datasets.md`` for why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+__all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "SHA256", "URLS", "fetch_file",
+           "get_data_home"]
+
+#: SHA-256 of each data file (the file names are the names of the cache files).
+SHA256 = {
+    "att_faces_64x64.mat": "b1988d02c72fe5b8ee82b5ef3bb7982eafc74f1e1ff0ae0ade35061ad0af534d",
+    "coil20_32x32.mat": "4595ebdda07f47b0eb014fcfaddc22b452f9aed9c1d9261a0d5bc336c1ee1344",
+    "usps_16x16.mat": "9f09eec7eba5872888b3e78373595cd7fd97d32e28b996be8c65eab068c874f2",
+    "images_background_small1.zip":
+        "f38eb80f801274ac2b4dff5b24289016bfaba4a7d5bb50deebf27104ad6cb8a4",
+    "images_background_small2.zip":
+        "3ccaa407515a8778e5d0861875af38b17e418f301ad5bb3b5a6b65d901a41c7f",
+}
+
+_OMNIGLOT = ("https://raw.githubusercontent.com/brendenlake/omniglot/"
+             "057f034baf2ecb8530bc5710e5a23584d2a519cc/python/")
+
+#: Default download URL of each data file. Edit an entry (or pass ``url=`` to a
+#: loader) to fetch from a mirror; the SHA-256 is still enforced.
+URLS = {
+    "att_faces_64x64.mat": (
+        "https://raw.githubusercontent.com/sjgershm/DBM/"
+        "a30d9abb523aab874a299b8b1aa21e7df2023f60/olivettifaces.mat"
+    ),
+    "coil20_32x32.mat": (
+        "https://raw.githubusercontent.com/farhadabedinzadeh/AutoUFSTool/"
+        "8e3231a12cfe7cd3782c5dc895f59257bbea427b/COIL20.mat"
+    ),
+    "usps_16x16.mat": (
+        "https://raw.githubusercontent.com/se2/cis602-01-a3/"
+        "009320fc3ab432b50d1f578c5a714fc48dd2f7d3/USPS.mat"
+    ),
+    "images_background_small1.zip": _OMNIGLOT + "images_background_small1.zip",
+    "images_background_small2.zip": _OMNIGLOT + "images_background_small2.zip",
+}
+
+#: Seconds a single network operation (connect, one read) may wait.
+DEFAULT_TIMEOUT = 30.0
+#: Seconds a whole download may take (the files are 1-3 MB).
+DEFAULT_DEADLINE = 300.0
+
+_CHUNK = 1 << 16
+
+
+def get_data_home(data_home=None) -> Path:
+    """Return the directory where skdml keeps its data files.
+
+    The first of these that is set wins: the ``data_home`` argument, the
+    ``SKDML_DATA`` environment variable, ``$XDG_CACHE_HOME/skdml``, and
+    ``~/.cache/skdml``. ``~`` is expanded. The directory is not created here
+    (only a download creates it).
+
+    Parameters
+    ----------
+    data_home : str or path-like, default=None
+        Explicit data directory.
+
+    Returns
+    -------
+    path : pathlib.Path
+        The data directory.
+
+    Examples
+    --------
+    >>> from skdml.datasets import get_data_home
+    >>> get_data_home("/tmp/my_data").as_posix()
+    '/tmp/my_data'
+    """
+    if data_home is None:
+        data_home = os.environ.get("SKDML_DATA") or None
+    if data_home is None:
+        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+        data_home = os.path.join(cache, "skdml")
+    return Path(os.fspath(data_home)).expanduser()
+
+
+def sha256_of(path) -> str:
+    """The SHA-256 hex digest of a file, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _by_hand(filename, home):
+    """How to place ``filename`` by hand (the hint of every failure)."""
+    return (f"To install it by hand, download {filename!r} on a machine with internet access "
+            f"(from {URLS[filename]}), check that its SHA-256 is {SHA256[filename]}, and copy "
+            f"it to {str(home / filename)!r}; or put it in any directory and pass that "
+            "directory as data_home= or set the SKDML_DATA environment variable to it.")
+
+
+def _check_home(home):
+    if home.exists() and not home.is_dir():
+        raise NotADirectoryError(
+            f"The data home {str(home)!r} is an existing file, not a directory. Pass a "
+            "directory as data_home= (or in SKDML_DATA); skdml keeps one file per data set "
+            "in it.")
+
+
+def fetch_file(filename, data_home=None, *, download_if_missing=True, url=None,
+               timeout=DEFAULT_TIMEOUT, deadline=DEFAULT_DEADLINE) -> Path:
+    """Return the path of a data file, downloading and checking it if needed.
+
+    Parameters
+    ----------
+    filename : str
+        One of the keys of :data:`SHA256`, e.g. ``"usps_16x16.mat"``.
+    data_home : str or path-like, default=None
+        Data directory; see :func:`get_data_home`.
+    download_if_missing : bool, default=True
+        If False and the file is not in the data directory, raise
+        :class:`FileNotFoundError` instead of downloading.
+    url : str, default=None
+        Where to download from; ``None`` uses ``URLS[filename]``.
+    timeout : float, default=30.0
+        Seconds one network operation (connecting, one read) may wait.
+    deadline : float, default=300.0
+        Seconds the whole download may take, however slowly the server
+        answers.
+
+    Returns
+    -------
+    path : pathlib.Path
+        Path of the (checked, if downloaded) file in the data directory.
+
+    Raises
+    ------
+    FileNotFoundError
+        The file is missing and ``download_if_missing`` is False.
+    NotADirectoryError
+        The data home is an existing file.
+    OSError
+        The download failed, passed its deadline (:class:`TimeoutError`) or
+        its SHA-256 did not match; no file is left behind. The message says
+        where to put the file by hand.
+
+    Examples
+    --------
+    >>> from skdml.datasets import fetch_file
+    >>> try:
+    ...     fetch_file("usps_16x16.mat", "/nonexistent/dir", download_if_missing=False)
+    ... except FileNotFoundError as exc:
+    ...     print("usps_16x16.mat" in str(exc), "SKDML_DATA" in str(exc))
+    True True
+    """
+    if filename not in SHA256:
+        raise ValueError(f"Unknown data file {filename!r}; expected one of {sorted(SHA256)}.")
+    home = get_data_home(data_home)
+    _check_home(home)
+    path = home / filename
+    if path.is_file():
+        return path
+    if not download_if_missing:
+        raise FileNotFoundError(
+            f"Data file {filename!r} not found in {str(home)!r} and download_if_missing=False. "
+            + _by_hand(filename, home))
+    source = URLS[filename] if url is None else url
+    home.mkdir(parents=True, exist_ok=True)
+    tmp = home / f".{filename}.{secrets.token_hex(6)}.part"
+    try:
+        digest = _download(source, tmp, float(timeout), float(deadline))
+        if digest != SHA256[filename]:
+            raise OSError(
+                f"The file {filename!r} downloaded from {source!r} is corrupted: its SHA-256 "
+                f"is {digest}, expected {SHA256[filename]}. Nothing was saved. "
+                + _by_hand(filename, home))
+        os.replace(tmp, path)
+    except TimeoutError as exc:
+        raise TimeoutError(f"Downloading {filename!r} from {source!r} failed: {exc}. "
+                           + _by_hand(filename, home)) from None
+    except OSError as exc:
+        if filename in str(exc):
+            raise
+        raise OSError(f"Downloading {filename!r} from {source!r} failed: {exc}. "
+                      + _by_hand(filename, home)) from exc
+    finally:
+        _remove(tmp)
+    return path
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def _download(source, tmp, timeout, deadline):
+    """Download ``source`` into the new file ``tmp`` within ``deadline`` seconds; its SHA-256.
+
+    The transfer runs in a daemon thread; the caller waits for it at most
+    ``deadline`` seconds (Ctrl-C still works), then tells it to stop and
+    raises :class:`TimeoutError`. The thread reads with ``read1`` (whatever
+    has arrived, so the cancel flag is seen after every packet) and gives up
+    by itself at the deadline too.
+    """
+    # O_EXCL: never follow or reuse a name planted in a shared directory; mode 0o666 is
+    # reduced by the umask, like any file the user creates (not mkstemp's 0600).
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    stop_at = time.monotonic() + deadline
+    cancel = threading.Event()
+    outcome = {}
+
+    def work():
+        digest = hashlib.sha256()
+        try:
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(
+                    source, timeout=min(timeout, deadline)) as response:
+                while not cancel.is_set():
+                    if time.monotonic() > stop_at:
+                        raise TimeoutError("deadline passed")
+                    block = response.read1(_CHUNK)
+                    if not block:
+                        break
+                    digest.update(block)
+                    out.write(block)
+            outcome["digest"] = digest.hexdigest()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name="skdml-download", daemon=True)
+    worker.start()
+    worker.join(max(stop_at - time.monotonic(), 0.0))
+    if worker.is_alive():
+        cancel.set()
+        raise TimeoutError(f"no complete answer within the deadline of {deadline:g} s "
+                           f"(timeout={timeout:g} s per read)")
+    if "error" in outcome:
+        error = outcome["error"]
+        if isinstance(error, TimeoutError) or "timed out" in str(error):
+            raise TimeoutError(f"no complete answer within the deadline of {deadline:g} s "
+                               f"or timeout of {timeout:g} s per read ({error})")
+        if isinstance(error, OSError):  # URLError, HTTPError, socket errors
+            raise error
+        raise OSError(repr(error)) from error
+    return outcome["digest"]

@@ -1,0 +1,185 @@
+"""What happens to an input before the backbone: standardisation (learned) and augmentation.
+
+* :class:`Standardize` is the first layer of the fitted network: it holds the
+  per-channel (images) or per-feature (vectors) mean and scale learned in
+  ``fit`` as buffers, so ``transform``, pickles, checkpoints and a user who
+  calls ``module_`` directly all apply the same standardisation, on any
+  device. Its statistics are computed in float64, so inputs scaled by 1e-12
+  or 1e30 give the same network input as the original data (the fix of the
+  "scale collapse").
+* :class:`RandomAffine` is the light augmentation of image batches during
+  training: a random rotation, scaling and shift per image, in plain torch
+  (``affine_grid`` + ``grid_sample``), drawn from torch's generator (seeded
+  by the fit's ``random_state``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["RandomAffine", "Standardize", "fit_standardize"]
+
+#: Items of a ``Dataset`` read to estimate the standardisation (evenly spaced).
+DATASET_SAMPLE = 2048
+#: Rows converted to float64 at a time when computing statistics of arrays.
+_CHUNK_ROWS = 4096
+
+
+class Standardize(nn.Module):
+    """``(x - mean) / scale`` with fixed (buffer) statistics, broadcast over a batch.
+
+    Parameters
+    ----------
+    mean, scale : array-like
+        Statistics of the shape of one sample with singleton spatial axes:
+        ``(d,)`` for vectors, ``(C, 1, 1)`` for images.
+
+    Examples
+    --------
+    >>> import torch
+    >>> layer = Standardize([1.0, 2.0], [2.0, 4.0])
+    >>> layer(torch.tensor([[3.0, 6.0]]))
+    tensor([[1., 1.]])
+    """
+
+    def __init__(self, mean, scale):
+        super().__init__()
+        self.register_buffer("mean", torch.as_tensor(np.asarray(mean), dtype=torch.float32)[None])
+        self.register_buffer("scale", torch.as_tensor(np.asarray(scale), dtype=torch.float32)[None])
+
+    def forward(self, x):
+        return (x - self.mean) / self.scale
+
+
+def _moments(source, indices, input_shape):
+    """Float64 mean and standard deviation of each channel / feature, two chunked passes."""
+    axes = (0,) if len(input_shape) == 1 else (0, 2, 3)
+    if not isinstance(source, torch.Tensor):
+        from ._data import first_items
+
+        picked = indices[::max(1, len(indices) // DATASET_SAMPLE)][:DATASET_SAMPLE]
+        source, indices = first_items(_Subset(source, picked), len(picked)), np.arange(
+            len(picked))
+
+    def chunks():
+        for i in range(0, len(indices), _CHUNK_ROWS):
+            x = source[indices[i:i + _CHUNK_ROWS]].detach().cpu().double()
+            yield x.unsqueeze(1) if x.ndim == len(input_shape) else x  # grey (n, H, W)
+
+    total, count = 0.0, 0
+    for x in chunks():
+        total = total + x.sum(dim=axes)
+        count += x.numel() // (x.shape[1] if x.ndim > 1 else 1)
+    mean = total / count
+    var = sum(((x - _expand(mean, x.ndim)) ** 2).sum(dim=axes) for x in chunks()) / count
+    return mean, var.sqrt()
+
+
+def _expand(stat, ndim):
+    return stat[None] if ndim == 2 else stat[None, :, None, None]
+
+
+class _Subset:
+    def __init__(self, dataset, indices):
+        self.dataset, self.indices = dataset, indices
+
+    def __len__(self):
+        return len(self.indices)
+
+    def __getitem__(self, i):
+        return self.dataset[int(self.indices[i])]
+
+
+def fit_standardize(source, indices, input_shape):
+    """A :class:`Standardize` layer learned from ``source[indices]`` (a tensor) or a Dataset.
+
+    Images get one mean and scale per channel; vectors one per feature (as
+    scikit-learn's ``StandardScaler``). A feature (or channel) that is
+    constant in the training data (up to float32 rounding) is centred and
+    divided by the largest scale; data whose every feature is constant are
+    refused.
+    ``Dataset`` statistics are estimated on at most 2048 evenly spaced items
+    of ``indices``.
+
+    Raises
+    ------
+    ValueError
+        When every feature (channel) of the training data is constant, e.g.
+        when the input underflowed to zero in float32.
+    """
+    mean, std = _moments(source, np.asarray(indices), input_shape)
+    top = float(std.max())
+    if not np.isfinite(top):
+        raise ValueError("The training inputs are too large to standardise (their variance "
+                         "overflows float64); rescale X.")
+    if top == 0.0:
+        raise ValueError(
+            "Every feature of the training inputs is constant (after conversion to float32: "
+            "values below about 1e-45 become 0), so nothing can be learned from them. Check "
+            "the data, or rescale X.")
+    # a feature constant up to float32 rounding (relative to its own size) is centred and
+    # divided by the largest scale, so that its rounding noise is not blown up to unit size
+    constant = std <= 1e-6 * mean.abs()
+    scale = torch.where(constant | (std == 0), torch.full_like(std, top), std)
+    shape = (-1,) if len(input_shape) == 1 else (-1, 1, 1)
+    return Standardize(mean.reshape(shape).numpy(), scale.reshape(shape).numpy())
+
+
+class RandomAffine:
+    """Random rotation, scaling and shift of each image of a batch (training only).
+
+    Parameters
+    ----------
+    degrees : float, default=10.0
+        Rotations drawn uniformly in ``[-degrees, degrees]``.
+    translate : float, default=0.1
+        Shifts drawn uniformly in ``[-translate, translate]`` of the image
+        size, along each axis.
+    scale : float, default=0.1
+        Zoom factors drawn uniformly in ``[1 - scale, 1 + scale]``.
+
+    Notes
+    -----
+    Pixels brought in from outside the image repeat its border
+    (``padding_mode="border"``), which is the background for digits,
+    characters and objects on a plain ground. The transform is drawn with
+    torch's generator on the batch's device and costs one ``grid_sample``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> augment = RandomAffine(degrees=0, translate=0, scale=0)
+    >>> x = torch.rand(2, 1, 8, 8)
+    >>> torch.allclose(augment(x), x, atol=1e-5)
+    True
+    """
+
+    def __init__(self, degrees=10.0, translate=0.1, scale=0.1):
+        self.degrees, self.translate, self.scale = float(degrees), float(translate), float(scale)
+
+    def __repr__(self):
+        return (f"RandomAffine(degrees={self.degrees}, translate={self.translate}, "
+                f"scale={self.scale})")
+
+    def __call__(self, x):
+        if x.ndim != 4:
+            return x
+        n = x.shape[0]
+
+        def uniform(*shape):
+            return torch.rand(*shape, device=x.device, dtype=x.dtype) * 2 - 1
+
+        angle = uniform(n) * (self.degrees * math.pi / 180)
+        zoom = 1 + uniform(n) * self.scale
+        shift = uniform(n, 2) * (2 * self.translate)  # grid coordinates span [-1, 1]
+        cos, sin = torch.cos(angle) / zoom, torch.sin(angle) / zoom
+        theta = torch.stack([torch.stack([cos, -sin, shift[:, 0]], 1),
+                             torch.stack([sin, cos, shift[:, 1]], 1)], 1)
+        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+        return F.grid_sample(x, grid, mode="bilinear", padding_mode="border",
+                             align_corners=False)

@@ -1,0 +1,118 @@
+"""How a deep fit is set up: input checks, validation split, batch plan, input transforms.
+
+Free functions of the estimator (``est``), so that ``_estimator.py`` keeps the
+parameters and the public methods, and ``_fitting.py`` the training itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import validate_data
+from torch.utils.data import Dataset
+
+from .._training import class_disjoint_holdout, stratified_holdout
+from ._data import as_source, dataset_labels, dataset_shape, input_shape_of
+from ._inputs import RandomAffine
+
+__all__ = ["AUTO_BATCH_SIZE", "AUTO_CLASSES_PER_BATCH", "AUTO_EARLY_STOPPING_CLASSES",
+           "batch_plan", "use_early_stopping", "validate_fit_input",
+           "validate_transform_input", "validation_split", "wants_standardize",
+           "augmentation"]
+
+#: ``n_classes_per_batch="auto"``: this many classes per batch, at most.
+AUTO_CLASSES_PER_BATCH = 16
+#: ``n_samples_per_class="auto"``: batches of about this many samples (K >= 4).
+AUTO_BATCH_SIZE = 64
+#: ``early_stopping="auto"`` holds out classes when at least this many are given.
+AUTO_EARLY_STOPPING_CLASSES = 10
+
+
+def validate_fit_input(est, X, y):
+    """Return ``(source, y, input_shape)``; source is a float32 tensor or the Dataset."""
+    if isinstance(X, Dataset):
+        input_shape = dataset_shape(X, "training")
+        return X, dataset_labels(X, y), input_shape
+    if y is None:
+        raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y "
+                         "is None: labels are missing.")
+    X, y = validate_data(est, X, y, allow_nd=True, dtype=np.float32)
+    check_classification_targets(y)
+    source = as_source(X)
+    return source, y, tuple(source.shape[1:])
+
+
+def validate_transform_input(est, X):
+    """The source of ``transform``: checked against the fitted sample shape."""
+    if isinstance(X, Dataset):
+        shape = dataset_shape(X, "transform")
+    else:
+        X = validate_data(est, X, reset=False, allow_nd=True, dtype=np.float32)
+        shape = input_shape_of(X.shape[1:])
+    if shape != est.input_shape_:
+        raise ValueError(f"X has samples of shape {shape}, the model was fitted on "
+                         f"{est.input_shape_}.")
+    return X if isinstance(X, Dataset) else as_source(X)
+
+
+def use_early_stopping(est, n_classes):
+    """``early_stopping`` resolved: ``"auto"`` is on with at least 10 classes."""
+    if est.early_stopping == "auto":
+        return n_classes >= AUTO_EARLY_STOPPING_CLASSES
+    return bool(est.early_stopping)
+
+
+def validation_split(est, y_enc, early_stopping, rng):
+    """``(train_idx, val_idx)``; ``val_idx`` is ``None`` without validation."""
+    fraction = est.validation_fraction
+    if fraction is None and not early_stopping:
+        return np.arange(len(y_enc)), None
+    seed = np.random.RandomState(rng.randint(0, 2**31 - 1))
+    holdout = class_disjoint_holdout if est.validation_split == "class_disjoint" \
+        else stratified_holdout
+    return holdout(y_enc, 0.1 if fraction is None else fraction, seed)
+
+
+def batch_plan(est, y_train):
+    """``(P, K)``: classes per batch and samples per class, from the training labels.
+
+    ``"auto"``: P = min(16, classes); K = max(4, 64 // P), bounded by the
+    largest class (so batches hold about 64 samples); an explicit P larger
+    than the number of training classes raises.
+    """
+    n_classes = len(np.unique(y_train))
+    if est.n_classes_per_batch == "auto":
+        P = min(AUTO_CLASSES_PER_BATCH, n_classes)
+    else:
+        P = int(est.n_classes_per_batch)
+        if P > n_classes:
+            raise ValueError(
+                f"The batch plan cannot be met: n_classes_per_batch={P} but the training data "
+                f"hold only {n_classes} classes. Lower n_classes_per_batch or use 'auto'.")
+    if est.n_samples_per_class == "auto":
+        K = max(4, AUTO_BATCH_SIZE // P)
+    else:
+        K = int(est.n_samples_per_class)
+    largest = int(np.bincount(np.unique(y_train, return_inverse=True)[1]).max())
+    return P, min(K, largest)
+
+
+def wants_standardize(est, backbone):
+    """``standardize`` resolved: ``"auto"`` is off for a backbone that normalises its input."""
+    if est.standardize == "auto":
+        return not getattr(backbone, "normalizes_input", False)
+    return bool(est.standardize)
+
+
+def augmentation(est, input_shape):
+    """The training augmentation: ``"auto"`` is :class:`RandomAffine` for images, none else."""
+    if callable(est.augment):
+        return est.augment
+    images = len(input_shape) == 3
+    if est.augment is True and not images:
+        raise ValueError(
+            f"augment=True needs images (n, C, H, W); the inputs are vectors of shape "
+            f"{tuple(input_shape)}. Use augment='auto' (off for vectors) or a callable.")
+    if est.augment == "auto" or est.augment is True:
+        return RandomAffine() if images else None
+    return None

@@ -1,0 +1,356 @@
+"""The deep learner's defaults: input standardisation, augmentation, schedule, pretrained
+backbones, bad inputs, the thread policy, and a zero-shot case the defaults must win."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from skdml import DeepMetricTransformer
+from skdml.deep import ConvNet, FeatureExtractor, RandomAffine, Standardize
+from skdml.deep._inputs import fit_standardize
+from skdml.metrics import recall_at_k
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
+def zero_shot_vectors(seed=0, n_classes=20, per_class=30, dim=40):
+    """Classes differ in 5 of 40 dimensions; the other 35 are loud noise."""
+    rng = np.random.RandomState(seed)
+    y = np.repeat(np.arange(n_classes), per_class)
+    centers = np.zeros((n_classes, dim))
+    centers[:, :5] = 2 * rng.randn(n_classes, 5)
+    noise = np.concatenate([0.3 * rng.randn(len(y), 5), 2 * rng.randn(len(y), dim - 5)], axis=1)
+    return (centers[y] + noise).astype(np.float32), y
+
+
+def zero_shot_images(seed=0, n_classes=16, per_class=24, side=16):
+    """Each class is a random 5x5 glyph drawn at a random place on a noisy 16x16 ground."""
+    rng = np.random.RandomState(seed)
+    glyphs = (rng.rand(n_classes, 5, 5) > 0.5).astype(np.float32)
+    y = np.repeat(np.arange(n_classes), per_class)
+    X = 0.3 * rng.rand(len(y), 1, side, side).astype(np.float32)
+    for i, c in enumerate(y):
+        r, s = rng.randint(0, side - 5, size=2)
+        X[i, 0, r:r + 5, s:s + 5] += glyphs[c]
+    return X, y
+
+
+def fast(**params):
+    return DeepMetricTransformer(device="cpu", random_state=0, **params)
+
+
+# ----------------------------------------------------------------- the defaults win
+@pytest.mark.slow
+def test_defaults_beat_raw_inputs_on_unseen_classes():
+    """Defaults only (and a seed): trained on 10 classes, retrieved among 10 unseen ones.
+    Fails if nothing is learned: the untrained network and the raw inputs are the bars."""
+    X, y = zero_shot_vectors()
+    seen = y < 10
+    trained = DeepMetricTransformer(random_state=0).fit(X[seen], y[seen])
+    untrained = DeepMetricTransformer(random_state=0, learning_rate=1e-12, max_iter=1)
+    untrained.fit(X[seen], y[seen])
+    r_raw = recall_at_k(X[~seen], y[~seen], k=1)
+    r_untrained = recall_at_k(untrained.transform(X[~seen]), y[~seen], k=1)
+    r_trained = recall_at_k(trained.transform(X[~seen]), y[~seen], k=1)
+    assert r_trained > max(r_raw, r_untrained) + 0.1, (r_raw, r_untrained, r_trained)
+    assert trained.best_iteration_ >= 1  # early stopping on held-out classes ("auto": on)
+
+
+@pytest.mark.slow
+def test_default_convnet_beats_raw_pixels_on_unseen_glyphs():
+    X, y = zero_shot_images()
+    seen = y < 8
+    est = DeepMetricTransformer(random_state=0, max_iter=30).fit(X[seen], y[seen])
+    assert isinstance(est.module_.backbone, ConvNet)
+    r_raw = recall_at_k(X[~seen].reshape(int((~seen).sum()), -1), y[~seen], k=1)
+    r_deep = recall_at_k(est.transform(X[~seen]), y[~seen], k=1)
+    assert r_deep > r_raw + 0.1, (r_raw, r_deep)
+
+
+# ----------------------------------------------------------------- standardisation
+@pytest.mark.parametrize("scale", [1e-6, 1e-12, 1e30])
+def test_input_scale_never_collapses_the_embedding(scale):
+    X, y = zero_shot_vectors(per_class=10)
+    ref = fast(max_iter=3).fit(X, y)
+    est = fast(max_iter=3).fit(X * scale, y)
+    Z, Z_ref = est.transform(X * scale), ref.transform(X)
+    assert np.isfinite(Z).all()
+    assert np.linalg.matrix_rank(Z, tol=1e-3) == np.linalg.matrix_rank(Z_ref, tol=1e-3) > 20
+    # the standardised inputs are the same, so is the model (up to float32 rounding)
+    np.testing.assert_allclose(Z, Z_ref, atol=2e-2)
+    np.testing.assert_allclose(est.module_.standardize.mean.numpy(),
+                               ref.module_.standardize.mean.numpy() * scale, rtol=1e-4,
+                               atol=1e-6 * scale)
+
+
+def test_input_that_underflows_is_refused():
+    X, y = zero_shot_vectors(per_class=5)
+    with pytest.raises(ValueError, match="constant"):
+        fast(max_iter=1).fit(X.astype(np.float64) * 1e-200, y)
+    with pytest.raises(ValueError, match="constant"):
+        fast(max_iter=1).fit(np.ones_like(X), y)
+
+
+def test_standardisation_is_the_first_layer_of_the_model():
+    X, y = zero_shot_images(n_classes=4, per_class=6)
+    X = X * 50 + 7
+    est = fast(max_iter=1).fit(X, y)
+    layer = est.module_.standardize
+    assert isinstance(layer, Standardize) and layer.mean.shape == (1, 1, 1, 1)
+    assert layer.mean.item() == pytest.approx(X.mean(), rel=1e-4)
+    assert layer.scale.item() == pytest.approx(X.std(), rel=1e-4)
+    # module_ alone, on raw input, gives transform's embeddings (pickled too)
+    with torch.no_grad():
+        Z = est.module_(torch.from_numpy(X))[0].numpy()
+    np.testing.assert_allclose(Z, est.transform(X), atol=1e-6)
+    back = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(back.transform(X), est.transform(X))
+    assert fast(max_iter=1, standardize=False).fit(X, y).module_.standardize is None
+
+
+def test_vectors_are_standardised_per_feature():
+    rng = np.random.RandomState(0)
+    X = rng.randn(200, 3) * [1.0, 1e4, 1e-4] + [0.0, 5.0, -3.0]
+    X[:, 0] = 2.0  # a constant feature is centred, not blown up
+    layer = fit_standardize(torch.as_tensor(X, dtype=torch.float32), np.arange(200), (3,))
+    out = layer(torch.as_tensor(X, dtype=torch.float32)).numpy()
+    np.testing.assert_allclose(out[:, 1:].std(axis=0), 1.0, rtol=1e-3)
+    # feature 2 varies by 1e-4 around -3: float32 inputs hold it to about 2e-3 of its scale
+    np.testing.assert_allclose(out.mean(axis=0), 0.0, atol=1e-2)
+    assert np.all(out[:, 0] == 0.0)
+
+
+# ----------------------------------------------------------------- bad inputs
+@pytest.mark.parametrize("channels", [1, 3])
+def test_channels_last_images_are_refused(channels):
+    X = np.random.RandomState(0).rand(12, 16, 16, channels)
+    with pytest.raises(ValueError, match="channels-last.*transpose"):
+        fast(max_iter=1).fit(X, np.repeat([0, 1, 2], 4))
+
+
+def test_one_normalised_component_is_not_only_plus_or_minus_one():
+    X, y = zero_shot_vectors(per_class=5)
+    with pytest.warns(UserWarning, match="n_components=1 with normalize=True"):
+        Z = fast(n_components=1, max_iter=1, loss="triplet").fit(X, y).transform(X)
+    assert Z.shape == (len(X), 1) and len(np.unique(Z)) > 2
+    Z = fast(n_components=1, normalize=False, max_iter=1).fit(X, y).transform(X)
+    assert Z.shape == (len(X), 1) and len(np.unique(Z)) > 2
+
+
+def test_training_that_does_not_improve_says_so():
+    X, y = zero_shot_vectors(per_class=8)
+    with pytest.warns(UserWarning, match="did not improve on the untrained network"):
+        fast(learning_rate=1e-12, max_iter=2).fit(X, y)  # 20 classes: validation is on
+    X, y = zero_shot_vectors(per_class=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        fast(max_iter=5).fit(X, y)
+
+
+# ----------------------------------------------------------------- augmentation
+def test_augmentation_in_training_only_and_seeded(monkeypatch):
+    X, y = zero_shot_images(n_classes=4, per_class=8)
+    calls = []
+    real = RandomAffine.__call__
+
+    def spy(self, x):
+        calls.append(tuple(x.shape))
+        return real(self, x)
+
+    monkeypatch.setattr(RandomAffine, "__call__", spy)
+    a = fast(max_iter=2).fit(X, y)
+    n_train_calls = len(calls)
+    assert n_train_calls >= 2 and all(len(s) == 4 for s in calls)
+    a.transform(X)
+    assert len(calls) == n_train_calls  # never in transform
+    b = fast(max_iter=2).fit(X, y)
+    np.testing.assert_array_equal(a.transform(X), b.transform(X))  # seeded
+    calls.clear()
+    fast(max_iter=1, augment=False).fit(X, y)
+    assert calls == []
+    Xv, yv = zero_shot_vectors(per_class=4)
+    fast(max_iter=1).fit(Xv, yv)
+    assert calls == []  # "auto": off for vectors
+    with pytest.raises(ValueError, match="augment=True needs images"):
+        fast(max_iter=1, augment=True).fit(Xv, yv)
+
+
+def test_custom_augmentation_callable():
+    X, y = zero_shot_images(n_classes=4, per_class=8)
+    seen = []
+
+    def flip(x):
+        seen.append(x.shape)
+        return torch.flip(x, dims=[3])
+
+    fast(max_iter=1, augment=flip).fit(X, y)
+    assert seen and all(s[1:] == (1, 16, 16) for s in seen)
+
+
+def test_random_affine_moves_pixels_and_keeps_shape():
+    torch.manual_seed(0)
+    x = torch.zeros(8, 1, 16, 16)
+    x[:, :, 6:10, 6:10] = 1.0
+    out = RandomAffine(degrees=10, translate=0.1, scale=0.1)(x)
+    assert out.shape == x.shape and torch.isfinite(out).all()
+    assert not torch.allclose(out, x)
+    assert (out.sum(dim=(1, 2, 3)) / x.sum(dim=(1, 2, 3))).sub(1).abs().max() < 0.3
+
+
+# ----------------------------------------------------------------- schedule
+def test_cosine_schedule_and_constant():
+    X, y = zero_shot_vectors(per_class=5)
+    est = fast(max_iter=4, early_stopping=False, learning_rate=2e-3).fit(X, y)
+    rates = [r["learning_rate"] for r in est.history_]
+    assert rates[0] <= 2e-3 and rates == sorted(rates, reverse=True) and rates[-1] == 0.0
+    const = fast(max_iter=3, early_stopping=False, learning_rate=2e-3,
+                 lr_schedule="constant").fit(X, y)
+    assert all("learning_rate" not in r for r in const.history_)
+    groups = const._resume_state["optimizer"]["param_groups"]
+    assert all(g["lr"] == pytest.approx(2e-3) for g in groups)
+
+
+# ----------------------------------------------------------------- pretrained backbones
+class LocalNet(nn.Module):
+    """A stand-in for a pretrained network (torchvision-like names)."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+                                      nn.Conv2d(8, 16, 3, padding=1), nn.ReLU())
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, 1000)
+        self.fc_calls = 0
+        self.fc.register_forward_hook(self._count)
+
+    def _count(self, *args):
+        self.fc_calls += 1
+
+    def forward(self, x):
+        return self.fc(self.avgpool(self.features(x)).flatten(1))
+
+
+def test_pretrained_network_wrapped_frozen_and_partly_fine_tuned():
+    torch.manual_seed(0)
+    pretrained = LocalNet()
+    before = {k: v.clone() for k, v in pretrained.state_dict().items()}
+    mean, std = (0.5, 0.4, 0.3), (0.2, 0.2, 0.2)
+    backbone = FeatureExtractor(pretrained, layer="avgpool", mean=mean, std=std)
+    rng = np.random.RandomState(0)
+    X, y = rng.rand(32, 3, 8, 8).astype(np.float32), np.repeat(np.arange(4), 8)
+    est = fast(backbone=backbone, max_iter=2, learning_rate=1e-2,
+               param_groups=[("backbone.module.features.0.*", {"lr": 0.0, "weight_decay": 0.0})])
+    est.fit(X, y)
+    net = est.module_
+    assert net.standardize is None  # "auto": the wrapper normalises its own input
+    assert net.head.in_features == 16  # the avgpool output, pooled to (n, 16)
+    fitted = net.backbone.module
+    assert fitted.fc_calls == 0  # the layers after the feature layer never ran
+    assert torch.equal(fitted.features[0].weight, before["features.0.weight"])  # frozen
+    assert not torch.equal(fitted.features[2].weight, before["features.2.weight"])  # tuned
+    assert torch.equal(pretrained.features[2].weight, before["features.2.weight"])  # copied
+    # the wrapper's normalisation is applied: same as normalising by hand
+    with torch.no_grad():
+        x = torch.from_numpy(X[:4])
+        manual = fitted.avgpool(fitted.features(
+            (x - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]))
+        np.testing.assert_allclose(net.backbone(x).numpy(), manual.flatten(1).numpy(),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_feature_extractor_errors():
+    with pytest.raises(ValueError, match="not a sub-module"):
+        FeatureExtractor(LocalNet(), layer="layer4")
+    with pytest.raises(ValueError, match="both mean and std"):
+        FeatureExtractor(LocalNet(), mean=(0.5,))
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        FeatureExtractor(LocalNet)
+    # no layer: the module's own output
+    out = FeatureExtractor(LocalNet())(torch.rand(2, 3, 8, 8))
+    assert out.shape == (2, 1000)
+
+
+# ----------------------------------------------------------------- thread policy
+def test_thread_policy_follows_the_default_backbones(monkeypatch):
+    """The flops of one step decide: a small MLP step runs on one thread, a ConvNet step on
+    28x28 images with batches of 64 on the whole budget."""
+    from skdml.deep import _fitting
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    seen = []
+    real = _fitting.thread_limits
+
+    def spy(n_threads=None, *, flops_per_step=None):
+        seen.append(flops_per_step)
+        return real(n_threads, flops_per_step=flops_per_step)
+
+    monkeypatch.setattr(_fitting, "thread_limits", spy)
+    X, y = zero_shot_vectors(per_class=4)
+    fast(max_iter=1).fit(X, y)
+    rng = np.random.RandomState(0)
+    Xi, yi = rng.rand(64, 1, 28, 28).astype(np.float32), np.repeat(np.arange(16), 4)
+    fast(max_iter=1, batches_per_epoch=1).fit(Xi, yi)
+    small, large = seen
+    assert small < 1e9 < large  # SMALL_STEP_FLOPS
+
+
+# ----------------------------------------------------------------- bad backbones, bad datasets
+class _EvalNaN(nn.Module):
+    """Fine in training mode, NaN in evaluation mode (e.g. broken running statistics)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(40, 8)
+
+    def forward(self, x):
+        out = self.linear(x)
+        return out if self.training else out * float("nan")
+
+
+class _Double(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(40, 8)
+
+    def forward(self, x):
+        return self.linear(x).double()
+
+
+def test_backbone_nan_in_eval_mode_only_is_a_clear_error():
+    X, y = zero_shot_vectors(per_class=5)
+    with pytest.raises(ValueError, match="NaN or infinite embeddings.*evaluation mode"):
+        fast(backbone=_EvalNaN(), max_iter=1).fit(X, y)
+
+
+def test_float64_backbone_features_are_cast():
+    X, y = zero_shot_vectors(per_class=5)
+    est = fast(backbone=_Double(), max_iter=1).fit(X, y)
+    Z = est.transform(X)
+    assert Z.dtype == np.float32 and np.isfinite(Z).all() and Z.shape == (len(X), 128)
+
+
+def test_transform_of_a_dataset_with_nan_is_refused_like_arrays():
+    from torch.utils.data import TensorDataset
+
+    X, y = zero_shot_vectors(per_class=5)
+    est = fast(max_iter=1).fit(X, y)
+    bad = X.copy()
+    bad[7, 3] = np.nan
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        est.transform(bad)
+    with pytest.raises(ValueError, match="Input X contains NaN or infinity.*Dataset"):
+        est.transform(TensorDataset(torch.from_numpy(bad)))
+    bad[7, 3] = np.inf
+    with pytest.raises(ValueError, match="Input X contains NaN or infinity.*Dataset"):
+        est.transform(TensorDataset(torch.from_numpy(bad), torch.from_numpy(y)))
