@@ -687,7 +687,7 @@ def download_trickle():
         with tempfile.TemporaryDirectory() as tmp:
             load_usps(data_home=tmp, **_loader_kwargs(
                 load_usps, url=f"http://127.0.0.1:{server.server_address[1]}/usps.mat",
-                timeout=3))
+                timeout=3, deadline=5))
     finally:
         server.shutdown()
     check(False, "a trickled download returned")
@@ -756,7 +756,7 @@ CASES = [
     Case("ECAML default n_components, 60 x 4096", "slow", ecaml_wide),
     Case("ECAML n_samples_per_class=1000 on 60 samples", "slow", ecaml_huge_batch),
     Case("deep n_samples_per_class=1000 on 60 samples", "slow", deep_huge_batch),
-    Case("download trickling 2 bytes/s", "slow", download_trickle, budget=40),
+    Case("download trickling 2 bytes/s", "slow", download_trickle, budget=20),
     Case("backbone returns a 1-D tensor", "obscure", _bad_backbone(lambda z: z.sum(dim=1))),
     Case("backbone returns a numpy array", "obscure",
          _bad_backbone(lambda z: z.detach().numpy())),

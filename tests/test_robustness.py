@@ -11,14 +11,8 @@ from _robustness_cases import CASES, classify
 
 ACCEPTED = {"ok", "standard", "clear"}
 
-# Fixed on the branch that reworks the deep learner's inputs and the data loaders;
-# strict, so the merge that fixes them must also delete them from here.
-PENDING = {
-    "deep, input x 1e-12", "deep, input x 1e30", "deep, n_components=1",
-    "downloaded file mode in a shared cache", "python -m skdml demo --seed -1",
-    "download offline: hint where to put the file", "download trickling 2 bytes/s",
-    "data_home is an existing file",
-}
+# Cases known to fail, each with the reason (none today). Strict: a fix must remove it here.
+PENDING = set()
 
 
 def _param(case):
