@@ -43,7 +43,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkout", default=str(ROOT), help="repository root to audit")
     parser.add_argument("--name", default="after", help="results file suffix")
+    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+                        help="only tabulate two saved runs side by side (names of results)")
     args = parser.parse_args(argv)
+    if args.compare:
+        return compare(*args.compare)
     env = dict(os.environ, PYTHONPATH=args.checkout)
     proc = subprocess.run([sys.executable, "-c", WORKER, args.checkout, str(ROOT / "tests")],
                           capture_output=True, text=True, env=env, cwd=args.checkout)
@@ -70,6 +74,25 @@ def main(argv=None):
               "| " + " | ".join(str(counts.get(k, 0)) for k in CLASSES) + " |"]
     (out / f"robustness_{args.name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[-3:]))
+
+
+def compare(before, after):
+    """Print and save the class counts of two saved runs over the same cases."""
+    out = ROOT / "benchmarks" / "results"
+    runs = [json.loads((out / f"robustness_{name}.json").read_text()) for name in (before, after)]
+    names = [[c["name"] for c in run["cases"]] for run in runs]
+    if names[0] != names[1]:
+        raise SystemExit("the two runs did not use the same cases; re-run both")
+    lines = [f"## Robustness audit: {runs[0]['commit']} ({before}) against "
+             f"{runs[1]['commit']} ({after}), {len(names[0])} cases", "",
+             "| outcome | " + " | ".join([before, after]) + " |", "|---|---|---|"]
+    lines += [f"| {k} | " + " | ".join(str(r["counts"].get(k, 0)) for r in runs) + " |"
+              for k in CLASSES]
+    lines += ["", "| case | " + before + " | " + after + " |", "|---|---|---|"]
+    lines += [f"| {a['name']} | {a['outcome']} | {b['outcome']} |"
+              for a, b in zip(runs[0]["cases"], runs[1]["cases"])]
+    (out / "robustness_compare.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

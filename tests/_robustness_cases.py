@@ -417,7 +417,10 @@ def warm_start_learning_rate():
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "ck.pt")
         est = deep(backbone=tiny_backbone(), max_iter=1, checkpoint_path=path,
-                   learning_rate=1e-3, early_stopping=False).fit(X, y)
+                   learning_rate=1e-3, early_stopping=False)
+        if "lr_schedule" in est.get_params():  # a constant rate, so the checkpoint shows it
+            est.set_params(lr_schedule="constant")
+        est.fit(X, y)
         set_params(est, warm_start=True, max_iter=2, learning_rate=0.5)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
