@@ -30,6 +30,14 @@ class MLP(nn.Module):
         Width of each hidden block. ``out_features`` is the last width.
     dropout : float, default=0.0
         Dropout after each block.
+    skip : bool, default=False
+        Return the input beside the last block's output (concatenated), so that
+        the embedding head starts from a random projection of the input itself
+        and learns what the blocks add. ``out_features`` is then
+        ``in_features + hidden[-1]``. The default vector backbone uses it: with
+        few training classes a plain MLP discards what tells unseen classes
+        apart (sklearn's digits, 5 training classes: unseen-class Recall@1 0.82
+        plain, 0.89 with the skip; see the deep learner's user guide).
 
     Examples
     --------
@@ -37,9 +45,11 @@ class MLP(nn.Module):
     >>> net = MLP(10, hidden=(16, 8))
     >>> net.eval()(torch.zeros(3, 10)).shape
     torch.Size([3, 8])
+    >>> MLP(10, hidden=(16, 8), skip=True).eval()(torch.zeros(3, 10)).shape
+    torch.Size([3, 18])
     """
 
-    def __init__(self, in_features, hidden=(256, 256), dropout=0.0):
+    def __init__(self, in_features, hidden=(256, 256), dropout=0.0, skip=False):
         super().__init__()
         layers, width = [], int(in_features)
         for h in hidden:
@@ -49,10 +59,13 @@ class MLP(nn.Module):
             layers.append(nn.Sequential(*block))
             width = h
         self.blocks = nn.Sequential(*layers)
-        self.out_features = width
+        self.skip = bool(skip)
+        self.out_features = width + (int(in_features) if self.skip else 0)
 
     def forward(self, x):
-        return self.blocks(x.flatten(1))
+        x = x.flatten(1)
+        out = self.blocks(x)
+        return torch.cat([x, out], dim=1) if self.skip else out
 
 
 class ConvNet(nn.Module):
@@ -308,6 +321,10 @@ class FeatureExtractor(nn.Module):
 def default_backbone(input_shape):
     """The backbone used when ``backbone=None``: an MLP for vectors, the 4-block ConvNet for images.
 
+    The MLP has two blocks of width ``clip(2**ceil(log2 d), 32, 256)`` and a
+    skip connection (``skip=True``): the head sees the input beside the blocks'
+    output.
+
     Parameters
     ----------
     input_shape : tuple of int
@@ -321,5 +338,5 @@ def default_backbone(input_shape):
     if len(input_shape) == 1:
         d = int(input_shape[0])
         width = int(min(256, max(32, 2 ** math.ceil(math.log2(max(d, 1))))))
-        return MLP(d, hidden=(width, width))
+        return MLP(d, hidden=(width, width), skip=True)
     return ConvNet(int(input_shape[0]), input_shape[1:])
