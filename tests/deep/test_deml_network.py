@@ -213,6 +213,7 @@ def test_preset_fits_transforms_pickles_and_clones(patterns):
     est = fast_deml(n_scales=2, n_cams=2).fit(X[:96], y[:96])
     assert isinstance(est.loss_, DecoupledLoss) and est.loss_.n_learners == 4
     assert est.head_lr_mult == 10.0  # the paper's 10x for the learners, set by the preset
+    assert est.augment is False and est.lr_schedule == "constant"  # the paper's training
     assert isinstance(est.module_.head, nn.Identity)
     Z = est.transform(X[96:])
     assert Z.shape == (96, 16) and Z.dtype == np.float32

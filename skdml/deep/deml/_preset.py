@@ -103,8 +103,10 @@ def make_deml(n_scales=2, n_cams=2, *, n_components=128, backbone="small_cnn", w
         ``activation_decay``, ``crop_min_size``...).
     **estimator_params
         Parameters of :class:`~skdml.DeepMetricTransformer` (``max_iter``,
-        ``learning_rate``, ``random_state``...); ``loss`` and ``head_lr_mult``
-        override the defaults (:class:`~skdml.losses.DecoupledLoss`, 10).
+        ``learning_rate``, ``random_state``...); ``loss``, ``head_lr_mult``,
+        ``augment`` and ``lr_schedule`` override the preset's
+        (:class:`~skdml.losses.DecoupledLoss`, 10, ``False``, ``"constant"``: the
+        paper trains without random-affine augmentation and at a constant rate).
 
     Returns
     -------
@@ -132,6 +134,10 @@ def make_deml(n_scales=2, n_cams=2, *, n_components=128, backbone="small_cnn", w
                           n_cams=n_cams, n_components=dim, **(deml_params or {}))
     estimator_params.setdefault("loss", DecoupledLoss(learners))
     estimator_params.setdefault("head_lr_mult", 10.0)  # the paper's 10x for the learners
+    # the paper's training: no random-affine augmentation (DeML's attention crops are its
+    # own zoom) and a constant learning rate; both stay overridable
+    estimator_params.setdefault("augment", False)
+    estimator_params.setdefault("lr_schedule", "constant")
     return DeepMetricTransformer(backbone=builder, n_components=dim, **estimator_params)
 
 
