@@ -64,12 +64,7 @@ class EmbeddingNet(nn.Module):
                 "its output width must not depend on the batch (flatten per sample).")
         return features, aux
 
-    def embed(self, features):
-        weight = getattr(self.head, "weight", None)  # None: a backbone's own embedding (DeML)
-        if weight is not None and features.dtype != weight.dtype and not torch.is_autocast_enabled(
-                features.device.type):
-            # e.g. a float64 backbone in front of the float32 head: compute in the head's dtype
-            features = features.to(weight.dtype)
+    def embed(self, features):  # float64 features were cast by _check_features
         z = self.head(features)
         return F.normalize(z, dim=1) if self.normalize else z
 
