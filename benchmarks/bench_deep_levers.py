@@ -9,9 +9,15 @@ budget (``--max-iter``). Scores: unseen-class Recall@1 and NMI on
 * Omniglot: train small1, retrieve in small2 (all classes unseen);
 * scikit-learn digits: train digits 0-4, retrieve among 5-9 (8x8 images).
 
+``--preserve`` instead studies the weight of ``preserve_input`` (0, 1, 10 and
+``"auto"`` = 50 / training classes), with the default budget, on the vector digits
+(``n_components=16``, as in the README demo) in three class splits, and on Omniglot
+with ``--max-iter`` epochs.
+
 Usage::
 
     python benchmarks/bench_deep_levers.py --max-iter 3
+    python benchmarks/bench_deep_levers.py --preserve --max-iter 10
 """
 
 from __future__ import annotations
@@ -46,7 +52,9 @@ LEVERS = {
     "SmallCNN (former default backbone)": dict(backbone=small_cnn),
     "batches 8 classes x 8": dict(n_classes_per_batch=8, n_samples_per_class=8),
     "early_stopping=False": dict(early_stopping=False),
+    "preserve_input=0": dict(preserve_input=0.0),
 }
+PRESERVE_WEIGHTS = (0.0, 1.0, 10.0, "auto")
 
 
 def tasks():
@@ -60,11 +68,71 @@ def tasks():
             "digits 0-4->5-9": (X[y < 5], y[y < 5], X[y >= 5], y[y >= 5])}
 
 
+def score(est, X, y, X_te, y_te):
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X, y)
+    seconds = time.perf_counter() - t0
+    Z = est.transform(X_te)
+    return {"R@1": recall_at_k(Z, y_te, k=1),
+            "NMI": clustering_scores(Z, y_te, random_state=0, n_init=10)["nmi"],
+            "fit_s": seconds, "n_iter": est.n_iter_}
+
+
+def preserve_study(max_iter):
+    """Unseen-class R@1 / NMI against the weight of ``preserve_input``."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32)
+    splits = {"digits 0-4->5-9": y < 5, "digits 5-9->0-4": y >= 5,
+              "digits even->odd": y % 2 == 0}
+    tasks = {name: (X[m], y[m], X[~m], y[~m], {"n_components": 16})
+             for name, m in splits.items()}
+    Xo, yo = omniglot("small1", 28)
+    Xt, yt = omniglot("small2", 28)
+    tasks[f"omniglot ({max_iter} epochs)"] = (Xo, yo, Xt, yt, {"max_iter": max_iter})
+    from sklearn.decomposition import PCA
+
+    rows, data = [], {}
+    for task, (X, y, X_te, y_te, params) in tasks.items():
+        flat = lambda A: A.reshape(len(A), -1)  # noqa: E731
+        n_pca = params.get("n_components", 128)
+        refs = {"raw input": flat(X_te),
+                f"PCA ({n_pca})": PCA(n_pca, random_state=0).fit(flat(X)).transform(flat(X_te))}
+        row = [task] + [f"{100 * recall_at_k(Z, y_te, k=1):.1f} / "
+                        f"{100 * clustering_scores(Z, y_te, random_state=0, n_init=10)['nmi']:.1f}"
+                        for Z in refs.values()]
+        for weight in PRESERVE_WEIGHTS:
+            r = score(DeepMetricTransformer(random_state=0, preserve_input=weight, **params),
+                      X, y, X_te, y_te)
+            data.setdefault(task, {})[str(weight)] = r
+            row.append(f"{100 * r['R@1']:.1f} / {100 * r['NMI']:.1f}")
+            print(task, weight, round(r["R@1"], 4), round(r["NMI"], 4), f"{r['fit_s']:.0f}s",
+                  flush=True)
+        rows.append(row)
+    header = ["task (unseen classes)", "raw input", "PCA"] + [
+        f"preserve_input={w!r}" for w in PRESERVE_WEIGHTS]
+    command = f"python benchmarks/bench_deep_levers.py --preserve --max-iter {max_iter}"
+    md = ("### `preserve_input`: unseen-class Recall@1 / NMI (%) against its weight\n\n"
+          f"Command: `{command}`. `DeepMetricTransformer(random_state=0, preserve_input=w)`; "
+          "digits as 64-d vectors with `n_components=16` and the default budget, Omniglot "
+          f"28x28 with {max_iter} epochs. `\"auto\"` is 50 / training classes (10 on digits, "
+          f"about 0.4 on Omniglot). CPU, {torch.get_num_threads()} torch threads.\n\n"
+          + markdown_table(header, rows))
+    save(f"deep_preserve_input_{max_iter}ep", md, {"command": command, "results": data})
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--max-iter", type=int, default=3)
     parser.add_argument("--levers", nargs="+", default=list(LEVERS))
+    parser.add_argument("--preserve", action="store_true",
+                        help="study the weight of preserve_input instead")
     args = parser.parse_args(argv)
+    if args.preserve:
+        return preserve_study(args.max_iter)
     rows, data = [], {}
     all_tasks = tasks()
     for lever in args.levers:

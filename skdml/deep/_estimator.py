@@ -92,6 +92,15 @@ default="multisimilarity"
         Names (fnmatch patterns allowed) of backbone sub-modules whose outputs
         join the JRS joint representation; captured with forward hooks that are
         removed at the end of ``fit``.
+    preserve_input : float or "auto", default="auto"
+        Weight of :class:`~skdml.losses.DistancePreservation` between each
+        training batch's embeddings and the network's (standardised) input: it
+        keeps the embedding's pairwise distances proportional to the input's
+        where the labels do not say otherwise, which is what unseen classes
+        need when the training data hold few classes. ``"auto"`` is
+        ``PRESERVE_INPUT_AUTO`` for the default backbone (which sees the raw
+        input) and 0 for a backbone you pass (a pretrained one has better
+        features than its pixels). 0 disables it. See the user guide's study.
     optimizer : {"adam", "adamw", "sgd"} or torch.optim.Optimizer class, default="adam"
         ``"sgd"`` uses momentum 0.9.
     learning_rate : float, default=1e-3
@@ -237,6 +246,7 @@ default="multisimilarity"
         "regularizer_weight": [Interval(Real, 0, None, closed="left")],
         "regularizer_params": [None, dict],
         "jrs_layers": [None, str, list, tuple],
+        "preserve_input": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "optimizer": [StrOptions({"adam", "adamw", "sgd"}), type],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "head_lr_mult": [Interval(Real, 0, None, closed="left")],
@@ -269,7 +279,8 @@ default="multisimilarity"
     def __init__(self, backbone=None, *, n_components=128, normalize=True,
                  loss="multisimilarity", loss_params=None, regularizer=None,
                  regularizer_weight=0.0, regularizer_params=None, jrs_layers=None,
-                 optimizer="adam", learning_rate=1e-3, head_lr_mult=1.0, weight_decay=1e-4,
+                 preserve_input="auto", optimizer="adam", learning_rate=1e-3, head_lr_mult=1.0,
+                 weight_decay=1e-4,
                  param_groups=None, max_iter=100, lr_schedule="cosine", tol=1e-4,
                  n_classes_per_batch="auto", n_samples_per_class="auto",
                  batches_per_epoch=None, early_stopping="auto", validation_fraction=None,
@@ -286,6 +297,7 @@ default="multisimilarity"
         self.regularizer_weight = regularizer_weight
         self.regularizer_params = regularizer_params
         self.jrs_layers = jrs_layers
+        self.preserve_input = preserve_input
         self.optimizer = optimizer
         self.learning_rate = learning_rate
         self.head_lr_mult = head_lr_mult

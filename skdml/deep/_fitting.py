@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -15,7 +16,7 @@ from ._data import MappedSampler, first_items, make_loader, to_model_input
 from ._hooks import LayerCapture, match_modules
 from ._inputs import fit_standardize
 from ._network import EmbeddingNet, build_backbone, build_optimizer, probe_backbone
-from ._plan import augmentation, batch_plan, wants_standardize
+from ._plan import augmentation, batch_plan, preserve_input_weight, wants_standardize
 from ._state import to_cpu
 from ._trainable import DeepTrainable
 
@@ -97,7 +98,8 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
     trainable = DeepTrainable(net, ddp.objective(objective), torch.as_tensor(y_enc, dtype=torch.long),
                               input_shape=input_shape, device=device, amp=est.amp,
                               capture=capture if hooked else None,
-                              augment=augmentation(est, input_shape), forward=ddp.forward(net))
+                              augment=augmentation(est, input_shape), forward=ddp.forward(net),
+                              preserve_input=preserve_input_weight(est, len(np.unique(y_enc[train_idx]))))
     validating = val_idx is not None
     if early_stopping and not validating:
         raise ValueError("early_stopping needs a validation set: set validation_fraction.")

@@ -16,7 +16,7 @@ from ._data import as_source, dataset_labels, dataset_shape, input_shape_of
 from ._inputs import RandomAffine
 
 __all__ = ["AUTO_BATCH_SIZE", "AUTO_CLASSES_PER_BATCH", "AUTO_EARLY_STOPPING_CLASSES",
-           "batch_plan", "use_early_stopping", "validate_fit_input",
+           "PRESERVE_INPUT_AUTO", "batch_plan", "preserve_input_weight", "use_early_stopping", "validate_fit_input",
            "validate_transform_input", "validation_split", "wants_standardize",
            "augmentation"]
 
@@ -26,6 +26,9 @@ AUTO_CLASSES_PER_BATCH = 16
 AUTO_BATCH_SIZE = 64
 #: ``early_stopping="auto"`` holds out classes when at least this many are given.
 AUTO_EARLY_STOPPING_CLASSES = 10
+#: ``preserve_input="auto"`` with the default backbone: this over the number of training
+#: classes (see the deep learner's user guide).
+PRESERVE_INPUT_AUTO = 50.0
 
 
 def validate_fit_input(est, X, y):
@@ -116,3 +119,14 @@ def augmentation(est, input_shape):
     if est.augment == "auto" or est.augment is True:
         return RandomAffine() if images else None
     return None
+
+
+def preserve_input_weight(est, n_classes):
+    """``preserve_input`` resolved: ``"auto"`` is ``50 / n_classes`` for the default backbone only.
+
+    The fewer the training classes, the less their labels say about unseen
+    classes, and the more the input's own geometry is kept.
+    """
+    if est.preserve_input == "auto":
+        return PRESERVE_INPUT_AUTO / max(int(n_classes), 1) if est.backbone is None else 0.0
+    return float(est.preserve_input)

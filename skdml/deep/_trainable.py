@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .._training import Trainable
-from ..losses import EnergyConfusion, JRSRegularizer
+from ..losses import DistancePreservation, EnergyConfusion, JRSRegularizer
 from ._data import to_model_input
 from ._state import clone_state
 
@@ -33,15 +33,21 @@ class DeepTrainable(Trainable):
     JRS sees the hooked layers (or the backbone's output), the embedding and
     the class level. Auxiliary losses returned by the backbone are added and
     logged as ``aux`` or ``aux_<key>``. ``augment`` (a callable on the input
-    batch, on the device) is applied in training mode only.
+    batch, on the device) is applied in training mode only. With
+    ``preserve_input > 0``, that weight times
+    :class:`~skdml.losses.DistancePreservation` between the embeddings and
+    the network's (standardised, augmented) input is added and logged as
+    ``preserve_input``.
     """
 
     def __init__(self, net, objective, labels, *, input_shape, device, amp=False,
-                 capture=None, augment=None, forward=None):
+                 capture=None, augment=None, forward=None, preserve_input=0.0):
         self.net, self.objective, self.labels = net, objective, labels
         self.forward = forward if forward is not None else net  # DDP wrapper (distributed fit)
         self.input_shape, self.device, self.amp = input_shape, device, amp
         self.capture, self.augment = capture, augment
+        self.preserve_input = float(preserve_input)
+        self._preservation = DistancePreservation()
 
     def batch_loss(self, batch):
         xb, idx = batch
@@ -61,6 +67,10 @@ class DeepTrainable(Trainable):
                 reg_layers = [r.float() for r in layers] if layers else [features.float()]
         total, terms = self.objective(z, yb, regularizer_embeddings=reg_embeddings,
                                       layers=reg_layers)
+        if self.preserve_input > 0:
+            reference = xb if self.net.standardize is None else self.net.standardize(xb)
+            terms["preserve_input"] = self._preservation(z, reference)
+            total = total + self.preserve_input * terms["preserve_input"]
         if aux is not None:
             items = aux.items() if isinstance(aux, dict) else [("", aux)]
             for key, value in items:

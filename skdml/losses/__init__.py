@@ -21,6 +21,7 @@ Class                          Formula                                Paper
 :class:`MultiSimilarityLoss`   mined pairs, alpha 2, beta 50, l 0.5   Wang et al. 2019
 :class:`EnergyConfusion`       mean_{I!=J} log(1 + E||x_I - x_J||^2)  ECAML Eq. 3, 11
 :class:`JRSRegularizer`        mean_{y_i!=y_j} prod_l k_l(x_i, x_j)   JRD Eq. 8-11
+:class:`DistancePreservation`  huber(d(z)/mean - d(x)/mean), no y     RKD-D (Park et al. 2019)
 """
 
 from ._base import REDUCTIONS, MetricLoss
@@ -29,6 +30,7 @@ from ._registry import LOSSES, REGULARIZERS, build_loss, get_loss, get_regulariz
 from .amsoftmax import AMSoftmaxLoss
 from .binomial import BinomialDevianceLoss, deml_pair_weights
 from .decoupled import DecoupledLoss
+from .distance_preservation import DistancePreservation, relative_distances
 from .energy_confusion import EnergyConfusion, class_pair_energies
 from .jrs import JRSRegularizer
 from .lmnn import LMNNLoss
@@ -40,6 +42,7 @@ __all__ = [
     "AMSoftmaxLoss",
     "BinomialDevianceLoss",
     "DecoupledLoss",
+    "DistancePreservation",
     "EnergyConfusion",
     "JRSRegularizer",
     "LMNNLoss",
@@ -57,4 +60,5 @@ __all__ = [
     "get_loss",
     "get_regularizer",
     "multi_similarity_pairs",
+    "relative_distances",
 ]

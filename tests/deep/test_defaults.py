@@ -67,6 +67,43 @@ def test_defaults_beat_raw_inputs_on_unseen_classes():
     assert trained.best_iteration_ >= 1  # early stopping on held-out classes ("auto": on)
 
 
+def test_preserve_input_auto_weight_is_fifty_over_the_classes_and_logged():
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(60, 5).astype(np.float32), np.repeat(np.arange(3), 20)
+    last = fast(max_iter=2).fit(X, y).history_[-1]
+    assert last["preserve_input"] > 0
+    assert last["loss"] == pytest.approx(last["metric_loss"] + 50 / 3 * last["preserve_input"],
+                                         rel=1e-4)
+    own = fast(max_iter=2, preserve_input=2.0).fit(X, y).history_[-1]
+    assert own["loss"] == pytest.approx(own["metric_loss"] + 2.0 * own["preserve_input"],
+                                        rel=1e-4)
+    # off with 0, and by default for a backbone the user passes (e.g. a pretrained one)
+    assert "preserve_input" not in fast(max_iter=2, preserve_input=0.0).fit(X, y).history_[-1]
+    user = fast(backbone=nn.Linear(5, 8), max_iter=2).fit(X, y).history_[-1]
+    assert "preserve_input" not in user
+
+
+@pytest.mark.slow
+def test_preserving_the_input_keeps_unseen_digits_apart():
+    """scikit-learn's digits, 5 digits train: the fit with the default weight must retrieve
+    and cluster the 5 unseen digits better than the same fit without the term."""
+    from sklearn.datasets import load_digits
+
+    from skdml.metrics import clustering_scores
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32)
+    seen = y < 5
+    scores = {}
+    for weight in (0.0, "auto"):
+        Z = fast(n_components=16, preserve_input=weight).fit(X[seen], y[seen]).transform(
+            X[~seen])
+        scores[weight] = (recall_at_k(Z, y[~seen], k=1),
+                          clustering_scores(Z, y[~seen], random_state=0, n_init=5)["nmi"])
+    assert scores["auto"][0] > scores[0.0][0] + 0.03, scores
+    assert scores["auto"][1] > scores[0.0][1] + 0.03, scores
+
+
 @pytest.mark.slow
 def test_default_convnet_beats_raw_pixels_on_unseen_glyphs():
     X, y = zero_shot_images()
