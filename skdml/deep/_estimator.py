@@ -137,9 +137,11 @@ default="multisimilarity"
     batches_per_epoch : int, default=None
         ``None`` gives ``ceil(n_train / (P * K))``.
     early_stopping : bool or "auto", default="auto"
-        Hold out a validation set, stop when its Recall@1 has not improved by
-        more than ``tol`` for ``n_iter_no_change`` epochs, and restore the
-        best weights. ``"auto"``: on when the data hold at least 10 classes
+        Hold out a validation set, stop when its MAP@R (:func:`skdml.metrics.map_at_r`)
+        has not improved by more than ``tol`` for ``n_iter_no_change``
+        epochs, and restore the best weights. MAP@R rather than Recall@1,
+        which reaches 1.0 on a small held-out set and then stops training
+        that still improves (AT&T: 2 held-out people). ``"auto"``: on when the data hold at least 10 classes
         (the class-disjoint hold-out then keeps 8 or more for training). When
         off, training stops when the epoch loss stops improving.
     validation_fraction : float, default=None
@@ -205,14 +207,14 @@ default="multisimilarity"
     history_ : list of dict
         One dict per epoch: ``epoch``, ``loss`` (total objective),
         ``metric_loss``, ``regularizer``, auxiliary losses,
-        ``validation_score`` (Recall@1 of the held-out set, when validating),
+        ``validation_score`` (MAP@R of the held-out set, when validating),
         ``seconds`` (wall time, the only non-deterministic entry).
     n_iter_ : int
         Epochs run (in total, including resumed ones).
     best_iteration_ : int
         The epoch whose weights were restored (with early stopping).
     best_validation_score_ : float
-        Its validation Recall@1 (with early stopping).
+        Its validation MAP@R (with early stopping).
     device_ : torch.device
         Device of ``module_``.
     n_features_in_ : int
