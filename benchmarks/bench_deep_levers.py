@@ -3,7 +3,8 @@
 Rows: the defaults, then the defaults with one lever changed to what it was before
 issue 9 (or off): no input standardisation, no augmentation, a constant learning
 rate, the binomial deviance loss (the former default), the former SmallCNN backbone,
-batches of 8 classes x 8 samples, no early stopping. Every row gets the same epoch
+batches of 16 samples per class (4 on Omniglot by default), no early stopping, no
+``preserve_input``. Every row gets the same epoch
 budget (``--max-iter``). Scores: unseen-class Recall@1 and NMI on
 
 * Omniglot: train small1, retrieve in small2 (all classes unseen);
@@ -50,7 +51,7 @@ LEVERS = {
     "lr_schedule='constant'": dict(lr_schedule="constant"),
     "loss='binomial' (former default)": dict(loss="binomial"),
     "SmallCNN (former default backbone)": dict(backbone=small_cnn),
-    "batches 8 classes x 8": dict(n_classes_per_batch=8, n_samples_per_class=8),
+    "batches of 16 samples per class": dict(n_samples_per_class=16),
     "early_stopping=False": dict(early_stopping=False),
     "preserve_input=0": dict(preserve_input=0.0),
 }

@@ -114,7 +114,7 @@ def held_back():
     methods = {"input (all PCA components)": lambda: PCA(random_state=0),
                "sklearn NCA": lambda: NeighborhoodComponentsAnalysis(random_state=0),
                "ECAML, defaults (binomial, 16 x 8)": lambda: ECAML(random_state=0),
-               "ECAML, binomial, 8 x 16": lambda: ECAML(random_state=0, **KNN, loss="binomial"),
+               "ECAML, binomial, 8 x 16": lambda: ECAML(random_state=0, **{**KNN, "loss": "binomial"}),
                "ECAML, lmnn, 16 x 8": lambda: ECAML(random_state=0, **LMNN),
                "ECAML, lmnn, 8 x 16 (the k-NN setting)": lambda: ECAML(random_state=0, **KNN),
                "JRD, defaults": lambda: JRD(random_state=0)}
