@@ -98,9 +98,10 @@ default="multisimilarity"
         keeps the embedding's pairwise distances proportional to the input's
         where the labels do not say otherwise, which is what unseen classes
         need when the training data hold few classes. ``"auto"`` is
-        ``PRESERVE_INPUT_AUTO`` for the default backbone (which sees the raw
-        input) and 0 for a backbone you pass (a pretrained one has better
-        features than its pixels). 0 disables it. See the user guide's study.
+        ``50 / n_training_classes`` for the default backbone (10 with five
+        classes, about 0.4 with Omniglot's 122) and 0 for a backbone you pass
+        (a pretrained one has better features than its pixels). 0 disables
+        it. See the user guide's study.
     optimizer : {"adam", "adamw", "sgd"} or torch.optim.Optimizer class, default="adam"
         ``"sgd"`` uses momentum 0.9.
     learning_rate : float, default=1e-3

@@ -47,9 +47,9 @@ class ECAML(LinearMetricLearner):
     n_components : int, default=None
         Embedding dimension. ``None`` means ``n_features`` (or the number of
         rows of an ``init`` array).
-    loss : {"binomial", "triplet", "npair", "lmnn", "multisimilarity"} or callable, \
-default="binomial"
-        The metric loss: a name resolved by :func:`skdml.losses.get_loss`, or
+    loss : str or callable, default="binomial"
+        The metric loss: ``"binomial"``, ``"triplet"``, ``"npair"``, ``"lmnn"``
+        or ``"multisimilarity"``, resolved by :func:`skdml.losses.get_loss`, or
         any callable ``loss(embeddings, labels) -> scalar tensor`` (e.g. a
         pytorch-metric-learning loss). ``"triplet"`` and ``"binomial"`` (the
         paper's losses) work on unit-normalised embeddings (cosines),
