@@ -83,6 +83,25 @@ def test_preserve_input_auto_weight_is_fifty_over_the_classes_and_logged():
     assert "preserve_input" not in user
 
 
+def test_early_stopping_monitors_the_validation_map_at_r(monkeypatch):
+    """Recall@1 saturates at 1.0 on a small held-out set; the monitor is MAP@R."""
+    import skdml.metrics
+
+    seen = []
+    real = skdml.metrics.map_at_r
+
+    def spy(Z, y, *args, **kwargs):
+        seen.append(real(Z, y, *args, **kwargs))
+        return seen[-1]
+
+    monkeypatch.setattr(skdml.metrics, "map_at_r", spy)
+    X, y = zero_shot_vectors(per_class=10)
+    est = fast(max_iter=3, early_stopping=True).fit(X, y)
+    scores = [r["validation_score"] for r in est.history_]
+    assert len(seen) == 1 + len(scores)  # the untrained network, then every epoch
+    assert scores == seen[1:] and est.best_validation_score_ == max(scores)
+
+
 @pytest.mark.slow
 def test_preserving_the_input_keeps_unseen_digits_apart():
     """scikit-learn's digits, 5 digits train: the fit with the default weight must retrieve
