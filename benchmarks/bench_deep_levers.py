@@ -69,7 +69,7 @@ def tasks():
             "digits 0-4->5-9": (X[y < 5], y[y < 5], X[y >= 5], y[y >= 5])}
 
 
-def score(est, X, y, X_te, y_te):
+def score(est, X, y, X_te, y_te, n_init=10):
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -77,7 +77,7 @@ def score(est, X, y, X_te, y_te):
     seconds = time.perf_counter() - t0
     Z = est.transform(X_te)
     return {"R@1": recall_at_k(Z, y_te, k=1),
-            "NMI": clustering_scores(Z, y_te, random_state=0, n_init=10)["nmi"],
+            "NMI": clustering_scores(Z, y_te, random_state=0, n_init=n_init)["nmi"],
             "fit_s": seconds, "n_iter": est.n_iter_}
 
 
@@ -139,19 +139,12 @@ def main(argv=None):
     for lever in args.levers:
         row = [lever]
         for task, (X, y, X_te, y_te) in all_tasks.items():
-            params = dict(random_state=0, max_iter=args.max_iter, **LEVERS[lever])
-            t0 = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                est = DeepMetricTransformer(**params).fit(X, y)
-            seconds = time.perf_counter() - t0
-            Z = est.transform(X_te)
-            r1 = recall_at_k(Z, y_te, k=1)
-            nmi = clustering_scores(Z, y_te, random_state=0)["nmi"]
-            data.setdefault(lever, {})[task] = {"R@1": r1, "NMI": nmi, "fit_s": seconds,
-                                                "n_iter": est.n_iter_}
-            row += [f"{100 * r1:.2f}", f"{100 * nmi:.2f}", f"{seconds:.0f}"]
-            print(lever, task, round(r1, 4), round(nmi, 4), f"{seconds:.0f}s", flush=True)
+            est = DeepMetricTransformer(random_state=0, max_iter=args.max_iter, **LEVERS[lever])
+            # one k-means run, as in the published deep_levers_3ep table
+            r = data.setdefault(lever, {})[task] = score(est, X, y, X_te, y_te, n_init=1)
+            row += [f"{100 * r['R@1']:.2f}", f"{100 * r['NMI']:.2f}", f"{r['fit_s']:.0f}"]
+            print(lever, task, round(r["R@1"], 4), round(r["NMI"], 4), f"{r['fit_s']:.0f}s",
+                  flush=True)
         rows.append(row)
     header = ["setting"]
     for task in all_tasks:
