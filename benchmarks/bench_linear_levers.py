@@ -9,10 +9,17 @@ accuracy over the splits and the median CPU seconds of a fit on one thread.
 digits, wine, breast cancer, iris; standardised features except the digits'
 pixels, in [0, 1]; all components), the same splits, against sklearn's NCA.
 
+``--suml``: SUML's levers against PCA at the same dimension (issue 14, goal 2), with
+two seeds for the defaults: the issue's three data sets (64 components), then
+scikit-learn's digits (32), wine (6), breast cancer (10) and iris (2), about half
+their dimensions (SUML with all components is a near-orthogonal map, so k-NN sees
+the input).
+
 Usage::
 
     python benchmarks/bench_linear_levers.py --levers [NAME ...]
     python benchmarks/bench_linear_levers.py --held-back
+    python benchmarks/bench_linear_levers.py --suml
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import markdown_table, save  # noqa: E402
 from benchmarks.compare_linear import knn_scores, prepare  # noqa: E402
-from skdml import ECAML, JRD  # noqa: E402
+from skdml import ECAML, JRD, SUML  # noqa: E402
 
 OLD = dict(loss="binomial", n_classes_per_batch=16, n_samples_per_class=8)  # the defaults
 LMNN = dict(loss="lmnn", n_classes_per_batch=16, n_samples_per_class=8)
@@ -141,17 +148,91 @@ def held_back():
     save("linear_held_back", md, {"results": data})
 
 
+#: SUML rows of ``--suml``: keyword arguments, one lever at a time from the defaults.
+SUML_LEVERS = {
+    "SUML, defaults (sigmoid, 3000 triplets)": {},
+    "defaults, random_state=1": {"random_state": 1},
+    "defaults, random_state=2": {"random_state": 2},
+    "probability='softmax'": {"probability": "softmax"},
+    "softmax, random_state=1": {"probability": "softmax", "random_state": 1},
+    "softmax, random_state=2": {"probability": "softmax", "random_state": 2},
+    "softmax, n_triplets=10000 (the previous defaults)": {"probability": "softmax",
+                                                          "n_triplets": 10_000},
+    "previous defaults, random_state=1": {"probability": "softmax", "n_triplets": 10_000,
+                                          "random_state": 1},
+    "n_triplets=10000": {"n_triplets": 10_000},
+    "max_iter=20 (cut short: warns)": {"max_iter": 20},
+    "manifold='stiefel'": {"manifold": "stiefel"},
+    "angle=50": {"angle": 50.0},
+    "ortho_weight=10": {"ortho_weight": 10.0},
+    "n_reduce=n_components (optimise inside PCA)": {"n_reduce": 1},
+}
+
+
+def suml_levers():
+    from sklearn import datasets as D
+    from sklearn.decomposition import PCA
+
+    def split(X, y):
+        return [(X[a], y[a], X[b], y[b]) for a, b in
+                StratifiedShuffleSplit(3, test_size=0.3, random_state=0).split(X, y)]
+
+    def standardised(loader):
+        X, y = loader(return_X_y=True)
+        return StandardScaler().fit_transform(X), y
+
+    digits = D.load_digits()
+    sets = {"AT&T": (prepare("att", 3, 100), 64), "COIL-20": (prepare("coil20", 3, 100), 64),
+            "USPS": (prepare("usps", 3, 100), 64),
+            "digits": (split(digits.data / 16.0, digits.target), 32),
+            "wine": (split(*standardised(D.load_wine)), 6),
+            "breast cancer": (split(*standardised(D.load_breast_cancer)), 10),
+            "iris": (split(*standardised(D.load_iris)), 2)}
+    methods = {"PCA": lambda n: PCA(n, random_state=0)} | {
+        name: (lambda n, kw=kw: SUML(n, **{"random_state": 0, **kw}))
+        for name, kw in SUML_LEVERS.items()}
+    rows, data = [], {}
+    for method, factory in methods.items():
+        row = [method]
+        for name, (splits, n_components) in sets.items():
+            k1, k10, secs = [], [], []
+            for X_tr, y_tr, X_te, y_te in splits:
+                est = factory(n_components)
+                t0 = time.process_time()
+                est.fit(X_tr, y_tr)
+                secs.append(time.process_time() - t0)
+                s = knn_scores(est.transform(X_tr), y_tr, est.transform(X_te), y_te)
+                k1.append(s[1])
+                k10.append(s[10])
+            data.setdefault(method, {})[name] = {"k1": k1, "k10": k10, "cpu_s": secs,
+                                                 "n_components": n_components}
+            row.append(cell(k1, k10, secs if name == "USPS" else None))
+        print(" | ".join(row), flush=True)
+        rows.append(row)
+    md = ("### SUML levers against PCA at the same dimension, mean of 3 splits, k=1 / k=10 "
+          "accuracy % (USPS: and the median CPU s of a fit)\n\n"
+          "Command: `python benchmarks/bench_linear_levers.py --suml`. One thread. "
+          "Components: 64 on AT&T, COIL-20 and USPS (the issue's protocol); digits 32, wine "
+          "6, breast cancer 10, iris 2 (standardised features, digits' pixels in [0, 1]).\n\n"
+          + markdown_table(["method"] + [f"{name} ({n})" for name, (_, n) in sets.items()],
+                           rows))
+    save("linear_suml_levers", md, {"results": data})
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--levers", nargs="*", default=None,
                         help="run these settings (all when given without names)")
     parser.add_argument("--held-back", action="store_true")
+    parser.add_argument("--suml", action="store_true", help="SUML against PCA (goal 2)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if args.held_back:
             held_back()
+        if args.suml:
+            suml_levers()
         if args.levers is not None:
             levers(args.levers or list(LEVERS))
 

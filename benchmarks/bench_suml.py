@@ -49,6 +49,18 @@ PAPER = {
 NAMES = {"att": "AT&T", "coil20": "COIL-20", "usps": "USPS"}
 
 
+def fit_budget(args):
+    """SUML's ``n_triplets`` / ``max_iter`` when given on the command line (else its defaults)."""
+    return {k: v for k, v in (("n_triplets", args.n_triplets), ("max_iter", args.max_iter))
+            if v is not None}
+
+
+def budget_text(args):
+    given = fit_budget(args)
+    return ", ".join(f"{k}={v}" for k, v in given.items()) + (
+        ", defaults otherwise" if given else "defaults")
+
+
 # --------------------------------------------------------------------------- Table 1
 def table1(args):
     header = ["data set", "method", "splits"] + [f"k={k}" for k in KS] + ["fit s"]
@@ -59,8 +71,7 @@ def table1(args):
         estimators = {
             "Euclidean": None,
             f"PCA-{n_comp}": PCA(n_components=n_comp, random_state=0),
-            f"SUML-{n_comp}": SUML(n_components=n_comp, n_triplets=args.n_triplets,
-                                   max_iter=args.max_iter, random_state=0),
+            f"SUML-{n_comp}": SUML(n_components=n_comp, random_state=0, **fit_budget(args)),
         }
         print(f"== {NAMES[name]} {X.shape}", flush=True)
         res = knn_protocol(estimators, X, y, n_splits=args.n_splits, ks=KS)
@@ -78,8 +89,8 @@ def table1(args):
         rows.append([NAMES[name], "SUML (paper, Table 1)", 10] + [PAPER[name][k] for k in KS]
                     + ["-"])
     md = ("### SUML Table 1 protocol (k-NN test accuracy %, mean ± std over stratified 70/30 "
-          f"splits; embedding size {args.n_components}; SUML n_triplets={args.n_triplets}, "
-          f"max_iter={args.max_iter}, defaults otherwise)\n\n" + markdown_table(header, rows))
+          f"splits; embedding size {args.n_components}; SUML "
+          f"{budget_text(args)})\n\n" + markdown_table(header, rows))
     save("suml_table1", md, data)
 
 
@@ -147,13 +158,14 @@ def timing(args):
     results = {"n_train": int(Xtr.shape[0]), "peak_fp32": peak32, "peak_fp64": peak64}
     rows = []
     for dtype in ("float32", "float64"):
-        suml = SUML(n_components=64, n_triplets=10_000, max_iter=30, dtype=dtype, random_state=0)
+        suml = SUML(n_components=64, dtype=dtype, random_state=0, **fit_budget(args))
         t0 = time.perf_counter()
         suml.fit(Xtr)
         t_suml = time.perf_counter() - t0
         acc = KNeighborsClassifier(1).fit(suml.transform(Xtr), ytr).score(suml.transform(Xte), yte)
         obj = SUMLObjective(np.zeros_like(Xtr[:, :suml.synthesis_.shape[1]]),
-                            sample_triplets(Xtr.shape[0], 10_000, np.random.RandomState(0)))
+                            sample_triplets(Xtr.shape[0], suml.n_triplets,
+                                            np.random.RandomState(0)))
         # Trial points of the line search need the cost only (forward pass); the
         # gradient (backward pass) is computed at accepted points.
         flops = (obj.flops_forward(64) * suml.n_cost_evaluations_
@@ -180,7 +192,8 @@ def timing(args):
     results["ratio_suml_over_nca"] = ratio
     # per-evaluation comparison: analytic numpy vs torch autodiff
     Xc = (Xtr - Xtr.mean(0)) / np.sqrt(np.mean(np.sum((Xtr - Xtr.mean(0)) ** 2, axis=1)))
-    trip = sample_triplets(Xtr.shape[0], 10_000, np.random.RandomState(0))
+    trip = sample_triplets(Xtr.shape[0], args.n_triplets or SUML().n_triplets,
+                           np.random.RandomState(0))
     per_eval, flops_eval = time_evaluations(Xc, trip, 64, repeats=3 if args.quick else 10)
     results["per_evaluation_s"] = per_eval
     results["flops_per_evaluation"] = flops_eval
@@ -203,7 +216,7 @@ def ablation(args):
     X, y = load(name)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
     n_comp = args.n_components
-    base = dict(n_components=n_comp, n_triplets=args.n_triplets, random_state=0)
+    base = dict(n_components=n_comp, random_state=0, **fit_budget(args))
 
     def acc(est, k=args.ablation_k):
         est.fit(Xtr)
@@ -219,7 +232,7 @@ def ablation(args):
     prob_rows = []
     for prob in ("sigmoid", "softmax"):
         for manifold in ("stiefel", "euclidean"):
-            est = SUML(probability=prob, manifold=manifold, max_iter=args.max_iter, **base)
+            est = SUML(probability=prob, manifold=manifold, **base)
             a = acc(est)
             cost = np.array([h["loss"] for h in est.history_])
             results[f"{prob}_{manifold}"] = {"acc": a, "cost": cost.tolist()}
@@ -235,8 +248,8 @@ def ablation(args):
     # lambda acts), with accuracy after every iteration budget
     alphas = [30, 45] if args.quick else [30, 40, 50, 60]
     lambdas = [1e-3, 2.0] if args.quick else [1e-3, 0.1, 0.5, 2.0, 10]
-    a_acc = [acc(SUML(angle=a, max_iter=args.max_iter, **base)) for a in alphas]
-    l_acc = [acc(SUML(ortho_weight=lam, manifold="euclidean", max_iter=args.max_iter, **base))
+    a_acc = [acc(SUML(angle=a, **base)) for a in alphas]
+    l_acc = [acc(SUML(ortho_weight=lam, manifold="euclidean", **base))
              for lam in lambdas]
     results["alpha"] = dict(zip(alphas, a_acc))
     results["lambda_euclidean"] = dict(zip(lambdas, l_acc))
@@ -258,8 +271,9 @@ def ablation(args):
     fig, ax = plt.subplots(figsize=(5, 3.5))
     budget = {}
     for prob in ("sigmoid", "softmax"):
+        fixed = {k: v for k, v in base.items() if k != "max_iter"}
         accs = [acc(SUML(probability=prob, max_iter=max(it, 1), tol=1e30 if it == 0 else 1e-6,
-                         **base)) for it in iters]
+                         **fixed)) for it in iters]
         budget[prob] = dict(zip(iters, accs))
         ax.plot(iters, 100 * np.array(accs), "o-", label=prob)
     ax.axhline(100 * pca_acc, color="gray", ls="--", label=f"PCA-{n_comp}")
@@ -294,8 +308,10 @@ def main(argv=None):
                         help="splits on which NCA runs in the table (it is slow on USPS)")
     parser.add_argument("--nca-max-iter", type=int, default=50)
     parser.add_argument("--n-components", type=int, default=64)
-    parser.add_argument("--n-triplets", type=int, default=10_000)
-    parser.add_argument("--max-iter", type=int, default=30)
+    parser.add_argument("--n-triplets", type=int, default=None,
+                        help="SUML's n_triplets (default: the estimator's)")
+    parser.add_argument("--max-iter", type=int, default=None,
+                        help="SUML's max_iter (default: the estimator's, with its tol stop)")
     parser.add_argument("--datasets", nargs="+", default=["att", "coil20", "usps"])
     parser.add_argument("--ablation-dataset", default="att")
     parser.add_argument("--ablation-k", type=int, default=10,

@@ -42,7 +42,7 @@ def public_estimators():
 #: Fast settings per estimator, each a list of variants (the solvers, manifolds, forms).
 FAST = {
     "SUML": [dict(n_components=2, n_triplets=200, max_iter=5, random_state=0),
-             dict(n_components=2, batch_size=10, probability="sigmoid", manifold="stiefel",
+             dict(n_components=2, batch_size=10, probability="softmax", manifold="stiefel",
                   dtype="float64", n_triplets=200, max_iter=5, random_state=0)],
     "ECAML": [dict(max_iter=3, random_state=0),
               dict(max_iter=3, solver="batch", loss="triplet", random_state=0)],
