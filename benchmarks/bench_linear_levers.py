@@ -84,21 +84,33 @@ def cell(k1, k10, seconds=None):
         "" if seconds is None else f", {np.median(seconds):.1f} s")
 
 
+def score_splits(make_estimator, splits):
+    """Fit a fresh estimator on each split: k=1 and k=10 test accuracies, CPU s per fit."""
+    k1, k10, secs = [], [], []
+    for X_tr, y_tr, X_te, y_te in splits:
+        est = make_estimator()
+        t0 = time.process_time()
+        est.fit(X_tr, y_tr)
+        secs.append(time.process_time() - t0)
+        s = knn_scores(est.transform(X_tr), y_tr, est.transform(X_te), y_te)
+        k1.append(s[1])
+        k10.append(s[10])
+    return k1, k10, secs
+
+
+def three_splits(X, y):
+    """The issue's ``StratifiedShuffleSplit(3, test_size=0.3, random_state=0)``, as arrays."""
+    return [(X[a], y[a], X[b], y[b]) for a, b in
+            StratifiedShuffleSplit(3, test_size=0.3, random_state=0).split(X, y)]
+
+
 def levers(names):
     datasets = {name: prepare(name, 3, 100) for name in ("att", "coil20", "usps")}
     rows, data = [], {}
     for lever in names:
         row = [lever]
         for name, splits in datasets.items():
-            k1, k10, secs = [], [], []
-            for X_tr, y_tr, X_te, y_te in splits:
-                est = make(LEVERS[lever], 64)
-                t0 = time.process_time()
-                est.fit(X_tr, y_tr)
-                secs.append(time.process_time() - t0)
-                s = knn_scores(est.transform(X_tr), y_tr, est.transform(X_te), y_te)
-                k1.append(s[1])
-                k10.append(s[10])
+            k1, k10, secs = score_splits(lambda: make(LEVERS[lever], 64), splits)
             data.setdefault(lever, {})[name] = {"k1": k1, "k10": k10, "cpu_s": secs}
             row.append(cell(k1, k10, secs))
         print(" | ".join(row), flush=True)
@@ -131,12 +143,7 @@ def held_back():
             X, y = load()
             if name != "digits":
                 X = StandardScaler().fit_transform(X)
-            k1, k10 = [], []
-            for tr, te in StratifiedShuffleSplit(3, test_size=0.3, random_state=0).split(X, y):
-                est = factory().fit(X[tr], y[tr])
-                s = knn_scores(est.transform(X[tr]), y[tr], est.transform(X[te]), y[te])
-                k1.append(s[1])
-                k10.append(s[10])
+            k1, k10, _ = score_splits(factory, three_splits(X, y))
             data.setdefault(method, {})[name] = {"k1": k1, "k10": k10}
             row.append(cell(k1, k10))
         print(" | ".join(row), flush=True)
@@ -173,10 +180,6 @@ def suml_levers():
     from sklearn import datasets as D
     from sklearn.decomposition import PCA
 
-    def split(X, y):
-        return [(X[a], y[a], X[b], y[b]) for a, b in
-                StratifiedShuffleSplit(3, test_size=0.3, random_state=0).split(X, y)]
-
     def standardised(loader):
         X, y = loader(return_X_y=True)
         return StandardScaler().fit_transform(X), y
@@ -184,10 +187,10 @@ def suml_levers():
     digits = D.load_digits()
     sets = {"AT&T": (prepare("att", 3, 100), 64), "COIL-20": (prepare("coil20", 3, 100), 64),
             "USPS": (prepare("usps", 3, 100), 64),
-            "digits": (split(digits.data / 16.0, digits.target), 32),
-            "wine": (split(*standardised(D.load_wine)), 6),
-            "breast cancer": (split(*standardised(D.load_breast_cancer)), 10),
-            "iris": (split(*standardised(D.load_iris)), 2)}
+            "digits": (three_splits(digits.data / 16.0, digits.target), 32),
+            "wine": (three_splits(*standardised(D.load_wine)), 6),
+            "breast cancer": (three_splits(*standardised(D.load_breast_cancer)), 10),
+            "iris": (three_splits(*standardised(D.load_iris)), 2)}
     methods = {"PCA": lambda n: PCA(n, random_state=0)} | {
         name: (lambda n, kw=kw: SUML(n, **{"random_state": 0, **kw}))
         for name, kw in SUML_LEVERS.items()}
@@ -195,15 +198,7 @@ def suml_levers():
     for method, factory in methods.items():
         row = [method]
         for name, (splits, n_components) in sets.items():
-            k1, k10, secs = [], [], []
-            for X_tr, y_tr, X_te, y_te in splits:
-                est = factory(n_components)
-                t0 = time.process_time()
-                est.fit(X_tr, y_tr)
-                secs.append(time.process_time() - t0)
-                s = knn_scores(est.transform(X_tr), y_tr, est.transform(X_te), y_te)
-                k1.append(s[1])
-                k10.append(s[10])
+            k1, k10, secs = score_splits(lambda: factory(n_components), splits)
             data.setdefault(method, {})[name] = {"k1": k1, "k10": k10, "cpu_s": secs,
                                                  "n_components": n_components}
             row.append(cell(k1, k10, secs if name == "USPS" else None))
