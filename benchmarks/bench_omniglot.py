@@ -239,7 +239,7 @@ def overhead(X, y, n_epochs, n_batches):
     save("omniglot_overhead", md, {"times": times, "medians": medians, "threads": threads})
 
 
-def full_defaults(X, y, X_te, y_te, anchor_epochs):
+def full_defaults(X, y, X_te, y_te, anchor_epochs, quick=False):
     """The defaults with their whole budget, then the augmented plain-loop anchor.
 
     Both run in this one process, one after the other, each followed per epoch by
@@ -247,7 +247,8 @@ def full_defaults(X, y, X_te, y_te, anchor_epochs):
     reference for the goal: the bare loop with light random-affine augmentation
     for ``anchor_epochs`` epochs (66 in the issue's measurement).
     """
-    est, seconds, curve = fit_deep(dict(random_state=0), X, y, X_te, y_te, None)
+    params = dict(random_state=0, **({"max_iter": 3} if quick else {}))
+    est, seconds, curve = fit_deep(params, X, y, X_te, y_te, None)
     rows, results = [], {}
 
     def add(name, Z, seconds, note):
@@ -258,7 +259,8 @@ def full_defaults(X, y, X_te, y_te, anchor_epochs):
                     + [f"{seconds:.1f}", note])
         print(rows[-1], flush=True)
 
-    ours = "deep defaults (max_iter=100, early stopping)"
+    ours = ("deep defaults, max_iter=3 (quick)" if quick
+            else "deep defaults (max_iter=100, early stopping)")
     add(ours, est.transform(X_te), seconds, f"{est.n_iter_} epochs, best {est.best_iteration_}")
     results[ours].update(curve=curve, n_iter=est.n_iter_, best_iteration=est.best_iteration_)
     anchor = Anchor(X, y, X_te, y_te, augment=True)
@@ -270,7 +272,7 @@ def full_defaults(X, y, X_te, y_te, anchor_epochs):
         f"at epoch {int(np.argmax(anchor.curve)) + 1}")
     results[name]["curve"] = anchor.curve
     command = "python benchmarks/bench_omniglot.py --full-defaults" + (
-        "" if anchor_epochs == 66 else f" --anchor-epochs {anchor_epochs}")
+        " --quick" if quick else "" if anchor_epochs == 66 else f" --anchor-epochs {anchor_epochs}")
     md = ("### Omniglot small1 -> small2: the whole default budget against the augmented "
           "anchor\n\n"
           f"Command: `{command}`. CPU, {torch.get_num_threads()} torch threads, both in one "
@@ -287,8 +289,8 @@ def full_defaults(X, y, X_te, y_te, anchor_epochs):
            title="Omniglot small1 -> small2, whole budgets")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(RESULTS / "omniglot_full_defaults_curves.png", dpi=120)
-    save("omniglot_full_defaults", md, {"command": command, "results": results})
+    save("omniglot_full_defaults", md, {"command": command, "results": results},
+         figures=[("omniglot_full_defaults_curves", fig)])
 
 
 def main(argv=None):
@@ -312,7 +314,8 @@ def main(argv=None):
         return overhead(X_tr, y_tr, n_epochs=7, n_batches=15)
     X_te, y_te = omniglot("small2", args.size)
     if args.full_defaults:
-        return full_defaults(X_tr, y_tr, X_te, y_te, 3 if args.quick else args.anchor_epochs)
+        return full_defaults(X_tr, y_tr, X_te, y_te, 3 if args.quick else args.anchor_epochs,
+                             quick=args.quick)
     flat = lambda A: A.reshape(len(A), -1)  # noqa: E731
     rows, curves, results = [], {}, {}
 
