@@ -104,6 +104,20 @@ def three_splits(X, y):
             StratifiedShuffleSplit(3, test_size=0.3, random_state=0).split(X, y)]
 
 
+def bundled_splits():
+    """scikit-learn's digits (pixels in [0, 1]), wine, breast cancer and iris (standardised
+    features), each cut by :func:`three_splits`."""
+    from sklearn import datasets as D
+
+    digits = D.load_digits()
+    sets = {"digits": (digits.data / 16.0, digits.target)}
+    for name, loader in (("wine", D.load_wine), ("breast cancer", D.load_breast_cancer),
+                         ("iris", D.load_iris)):
+        X, y = loader(return_X_y=True)
+        sets[name] = (StandardScaler().fit_transform(X), y)
+    return {name: three_splits(X, y) for name, (X, y) in sets.items()}
+
+
 def levers(names):
     datasets = {name: prepare(name, 3, 100) for name in ("att", "coil20", "usps")}
     rows, data = [], {}
@@ -122,13 +136,9 @@ def levers(names):
 
 
 def held_back():
-    from sklearn import datasets as D
     from sklearn.decomposition import PCA
 
-    sets = {"digits": lambda: (D.load_digits().data / 16.0, D.load_digits().target),
-            "wine": lambda: D.load_wine(return_X_y=True),
-            "breast cancer": lambda: D.load_breast_cancer(return_X_y=True),
-            "iris": lambda: D.load_iris(return_X_y=True)}
+    sets = bundled_splits()
     methods = {"input (all PCA components)": lambda: PCA(random_state=0),
                "sklearn NCA": lambda: NeighborhoodComponentsAnalysis(random_state=0),
                "ECAML, defaults (binomial, 16 x 8)": lambda: ECAML(random_state=0),
@@ -139,11 +149,8 @@ def held_back():
     rows, data = [], {}
     for method, factory in methods.items():
         row = [method]
-        for name, load in sets.items():
-            X, y = load()
-            if name != "digits":
-                X = StandardScaler().fit_transform(X)
-            k1, k10, _ = score_splits(factory, three_splits(X, y))
+        for name, splits in sets.items():
+            k1, k10, _ = score_splits(factory, splits)
             data.setdefault(method, {})[name] = {"k1": k1, "k10": k10}
             row.append(cell(k1, k10))
         print(" | ".join(row), flush=True)
@@ -177,20 +184,12 @@ SUML_LEVERS = {
 
 
 def suml_levers():
-    from sklearn import datasets as D
     from sklearn.decomposition import PCA
 
-    def standardised(loader):
-        X, y = loader(return_X_y=True)
-        return StandardScaler().fit_transform(X), y
-
-    digits = D.load_digits()
+    half = {"digits": 32, "wine": 6, "breast cancer": 10, "iris": 2}  # about half their dims
     sets = {"AT&T": (prepare("att", 3, 100), 64), "COIL-20": (prepare("coil20", 3, 100), 64),
-            "USPS": (prepare("usps", 3, 100), 64),
-            "digits": (three_splits(digits.data / 16.0, digits.target), 32),
-            "wine": (three_splits(*standardised(D.load_wine)), 6),
-            "breast cancer": (three_splits(*standardised(D.load_breast_cancer)), 10),
-            "iris": (three_splits(*standardised(D.load_iris)), 2)}
+            "USPS": (prepare("usps", 3, 100), 64)}
+    sets |= {name: (splits, half[name]) for name, splits in bundled_splits().items()}
     methods = {"PCA": lambda n: PCA(n, random_state=0)} | {
         name: (lambda n, kw=kw: SUML(n, **{"random_state": 0, **kw}))
         for name, kw in SUML_LEVERS.items()}

@@ -73,6 +73,26 @@ def evaluate(Z, y):
     return {**{f"R@{k}": r[k] for k in KS}, "NMI": c["nmi"], "F1": c["f1"]}
 
 
+class Table:
+    """Rows of scores on the test set (printed as they come) and their JSON record."""
+
+    HEADER = ["method", "R@1", "R@2", "R@4", "R@8", "NMI", "F1", "fit s", "note"]
+
+    def __init__(self, y_test):
+        self.y_test, self.rows, self.results = y_test, [], {}
+
+    def add(self, name, Z, seconds, note=""):
+        scores = evaluate(Z, self.y_test)
+        self.results[name] = {**scores, "fit_s": seconds, "note": note}
+        self.rows.append([name] + [f"{100 * scores[k]:.2f}" for k in
+                                   ("R@1", "R@2", "R@4", "R@8", "NMI", "F1")]
+                         + ["" if seconds is None else f"{seconds:.1f}", note])
+        print(self.rows[-1], flush=True)
+
+    def markdown(self):
+        return markdown_table(self.HEADER, self.rows)
+
+
 # ------------------------------------------------------------------ the plain-loop anchor
 def anchor_convnet():
     layers, width = [], 1
@@ -259,26 +279,19 @@ def full_defaults(X, y, X_te, y_te, anchor_epochs, quick=False):
     params = dict(random_state=0, **({"max_iter": 3} if quick else {}))
     anchor = Anchor(X, y, X_te, y_te, augment=True, max_epochs=anchor_epochs)
     est, seconds, curve = fit_deep(params, X, y, X_te, y_te, anchor)
-    rows, results = [], {}
-
-    def add(name, Z, seconds, note):
-        scores = evaluate(Z, y_te)
-        results[name] = {**scores, "fit_s": seconds, "note": note}
-        rows.append([name] + [f"{100 * scores[k]:.2f}" for k in
-                              ("R@1", "R@2", "R@4", "R@8", "NMI", "F1")]
-                    + [f"{seconds:.1f}", note])
-        print(rows[-1], flush=True)
-
+    table = Table(y_te)
+    results = table.results
     ours = ("deep defaults, max_iter=3 (quick)" if quick
             else "deep defaults (max_iter=100, early stopping)")
-    add(ours, est.transform(X_te), seconds, f"{est.n_iter_} epochs, best {est.best_iteration_}")
+    table.add(ours, est.transform(X_te), seconds,
+              f"{est.n_iter_} epochs, best {est.best_iteration_}")
     results[ours].update(curve=curve, n_iter=est.n_iter_, best_iteration=est.best_iteration_)
     while not anchor.done():
         anchor.epoch()
     name = "plain-loop anchor + augmentation (bare torch + pml)"
-    add(name, anchor.embed(torch.from_numpy(X_te)), float(np.sum(anchor.seconds)),
-        f"{anchor_epochs} epochs, best R@1 {100 * max(anchor.curve):.2f} "
-        f"at epoch {int(np.argmax(anchor.curve)) + 1}")
+    table.add(name, anchor.embed(torch.from_numpy(X_te)), float(np.sum(anchor.seconds)),
+              f"{anchor_epochs} epochs, best R@1 {100 * max(anchor.curve):.2f} "
+              f"at epoch {int(np.argmax(anchor.curve)) + 1}")
     results[name]["curve"] = anchor.curve
     command = "python benchmarks/bench_omniglot.py --full-defaults" + (
         " --quick" if quick else "" if anchor_epochs == 66 else f" --anchor-epochs {anchor_epochs}")
@@ -289,8 +302,7 @@ def full_defaults(X, y, X_te, y_te, anchor_epochs, quick=False):
           "stopped). Our fit time includes the per-epoch validation pass "
           "(on held-out small1 characters); neither includes the per-epoch small2 Recall@1 "
           "of the curves.\n\n"
-          + markdown_table(["method", "R@1", "R@2", "R@4", "R@8", "NMI", "F1", "fit s", "note"],
-                           rows))
+          + table.markdown())
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(np.arange(1, len(curve) + 1), curve, marker=".", label="deep defaults")
     ax.plot(np.arange(1, anchor_epochs + 1), anchor.curve, marker=".",
@@ -327,15 +339,8 @@ def main(argv=None):
         return full_defaults(X_tr, y_tr, X_te, y_te, 3 if args.quick else args.anchor_epochs,
                              quick=args.quick)
     flat = lambda A: A.reshape(len(A), -1)  # noqa: E731
-    rows, curves, results = [], {}, {}
-
-    def add(name, Z, seconds, note=""):
-        scores = evaluate(Z, y_te)
-        results[name] = {**scores, "fit_s": seconds, "note": note}
-        rows.append([name] + [f"{100 * scores[k]:.2f}" for k in
-                              ("R@1", "R@2", "R@4", "R@8", "NMI", "F1")]
-                    + ["" if seconds is None else f"{seconds:.1f}", note])
-        print(rows[-1], flush=True)
+    table, curves = Table(y_te), {}
+    add, results = table.add, table.results
 
     add("raw pixels", flat(X_te), None)
     from sklearn.decomposition import PCA
@@ -376,8 +381,7 @@ def main(argv=None):
           f"Command: `{command}`. CPU, {threads} torch threads, on a 2-core machine shared "
           "with other jobs (loaded): fit times are comparable within this table only (the "
           "anchor's epochs are interleaved with the defaults' epochs).\n\n"
-          + markdown_table(["method", "R@1", "R@2", "R@4", "R@8", "NMI", "F1", "fit s",
-                            "note"], rows))
+          + table.markdown())
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, curve in curves.items():
         ax.plot(np.arange(1, len(curve) + 1), curve, marker=".", label=name)
