@@ -124,10 +124,12 @@ def _cuda():
         return False
 
 
-def save(name, markdown, data, figures=(), *, quick=None):
+def save(name, markdown, data, figures=(), *, quick=None, threads=None):
     """Print ``markdown`` and write ``results/<name>.md``, ``<name>.json`` and figures.
 
-    Every table gets a provenance line (command, machine, thread counts). A
+    Every table gets a provenance line (command, machine, thread counts): the
+    process's torch and BLAS thread counts, or ``threads`` (a phrase) for a
+    script whose fits run under their own limits. A
     ``--quick`` run (``quick=None`` reads the command line) writes
     ``<name>_quick.*`` and ``<figure>_quick.png`` so that it never overwrites the
     published results.
@@ -145,10 +147,13 @@ def save(name, markdown, data, figures=(), *, quick=None):
             plain = fig_name[: -len("_quick")]
             markdown = re.sub(rf"\({re.escape(plain)}\.png\)", f"({fig_name}.png)", markdown)
     prov = provenance()
+    if threads is not None:
+        prov["threads"] = threads
+    thread_line = threads if threads is not None else \
+        f"torch {prov['torch_threads']}, BLAS {prov['blas_threads']}"
     markdown = (f"_Command:_ `{prov['command']}`  \n_Machine:_ {prov['machine']} "
                 "(shared with other jobs: absolute times are pessimistic)  \n"
-                f"_Threads:_ torch {prov['torch_threads']}, BLAS {prov['blas_threads']}; "
-                f"{prov['date']}\n\n" + markdown)
+                f"_Threads:_ {thread_line}; {prov['date']}\n\n" + markdown)
     if isinstance(data, dict):
         data = {"provenance": prov, **data}
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -15,15 +15,24 @@ budget (``--max-iter``). Scores: unseen-class Recall@1 and NMI on
 (``n_components=16``, as in the README demo) in three class splits, and on Omniglot
 with ``--max-iter`` epochs.
 
+``--plateau`` compares, on Omniglot with the whole default budget, the default
+schedule (warm-up, then cosine over ``max_iter`` epochs, usually cut short by early
+stopping while the rate is still high) with the same schedule whose rate is divided
+by 10 whenever the validation MAP@R has not improved for 5 epochs (twice at most;
+early stopping still ends the fit after 10 epochs without improvement).
+
 Usage::
 
     python benchmarks/bench_deep_levers.py --max-iter 3
     python benchmarks/bench_deep_levers.py --preserve --max-iter 10
+    python benchmarks/bench_deep_levers.py --plateau
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import sys
 import time
 import warnings
@@ -36,6 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import markdown_table, save  # noqa: E402
 from benchmarks.bench_omniglot import omniglot  # noqa: E402
 from skdml import DeepMetricTransformer  # noqa: E402
+from skdml._training import LRSchedule  # noqa: E402
+from skdml.deep import _fitting as deep_fitting  # noqa: E402
 from skdml.deep import SmallCNN  # noqa: E402
 from skdml.metrics import clustering_scores, recall_at_k  # noqa: E402
 
@@ -58,15 +69,18 @@ LEVERS = {
 PRESERVE_WEIGHTS = (0.0, 1.0, 10.0, "auto")
 
 
-def tasks():
+def tasks(quick=False):
+    """Omniglot and the digits as images (``quick``: the digits only)."""
     from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
     X = (X / 16.0).reshape(-1, 1, 8, 8).astype(np.float32)
+    digits = {"digits 0-4->5-9": (X[y < 5], y[y < 5], X[y >= 5], y[y >= 5])}
+    if quick:
+        return digits
     Xo, yo = omniglot("small1", 28)
     Xt, yt = omniglot("small2", 28)
-    return {"omniglot small1->small2": (Xo, yo, Xt, yt),
-            "digits 0-4->5-9": (X[y < 5], y[y < 5], X[y >= 5], y[y >= 5])}
+    return {"omniglot small1->small2": (Xo, yo, Xt, yt), **digits}
 
 
 def score(est, X, y, X_te, y_te, n_init=10):
@@ -81,8 +95,8 @@ def score(est, X, y, X_te, y_te, n_init=10):
             "fit_s": seconds, "n_iter": est.n_iter_}
 
 
-def preserve_study(max_iter):
-    """Unseen-class R@1 / NMI against the weight of ``preserve_input``."""
+def preserve_study(max_iter, quick=False):
+    """Unseen-class R@1 / NMI against the weight of ``preserve_input`` (``quick``: digits)."""
     from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
@@ -91,9 +105,13 @@ def preserve_study(max_iter):
               "digits even->odd": y % 2 == 0}
     tasks = {name: (X[m], y[m], X[~m], y[~m], {"n_components": 16})
              for name, m in splits.items()}
-    Xo, yo = omniglot("small1", 28)
-    Xt, yt = omniglot("small2", 28)
-    tasks[f"omniglot ({max_iter} epochs)"] = (Xo, yo, Xt, yt, {"max_iter": max_iter})
+    if quick:
+        tasks = {name: (*task[:4], {**task[4], "max_iter": max_iter})
+                 for name, task in tasks.items()}
+    else:
+        Xo, yo = omniglot("small1", 28)
+        Xt, yt = omniglot("small2", 28)
+        tasks[f"omniglot ({max_iter} epochs)"] = (Xo, yo, Xt, yt, {"max_iter": max_iter})
     from sklearn.decomposition import PCA
 
     rows, data = [], {}
@@ -125,17 +143,94 @@ def preserve_study(max_iter):
     save(f"deep_preserve_input_{max_iter}ep", md, {"command": command, "results": data})
 
 
+class DecayOnPlateau(LRSchedule):
+    """The default schedule, its rates divided by 10 after ``patience`` epochs without gain."""
+
+    def __init__(self, scheduler, patience=5, max_decays=2, tol=1e-4):
+        super().__init__(scheduler)
+        self.patience, self.max_decays, self.tol = patience, max_decays, tol
+        self.best, self.stale, self.decays = -math.inf, 0, []
+
+    def on_epoch_end(self, loop, record):
+        value = record.get("validation_score")
+        if value is not None:
+            self.best, self.stale = (value, 0) if value > self.best + self.tol else \
+                (self.best, self.stale + 1)
+            if self.stale >= self.patience and len(self.decays) < self.max_decays:
+                self.scheduler.base_lrs = [rate / 10 for rate in self.scheduler.base_lrs]
+                self.stale = 0
+                self.decays.append(loop.epoch)
+        super().on_epoch_end(loop, record)
+
+
+@contextlib.contextmanager
+def decay_on_plateau(decays):
+    """Fits in this context use :class:`DecayOnPlateau`; ``decays`` receives its epochs."""
+
+    def schedule(scheduler):
+        callback = DecayOnPlateau(scheduler)
+        decays.append(callback.decays)
+        return callback
+
+    deep_fitting.LRSchedule = schedule
+    try:
+        yield
+    finally:
+        deep_fitting.LRSchedule = LRSchedule
+
+
+def plateau_study(max_iter=None):
+    """Omniglot, whole default budget (or ``max_iter``): the schedule against decay on plateau."""
+    Xo, yo = omniglot("small1", 28)
+    Xt, yt = omniglot("small2", 28)
+    rows, data = [], {}
+    budget = DeepMetricTransformer().max_iter if max_iter is None else max_iter
+    for name in (f"defaults (warm-up + cosine over {budget} epochs)",
+                 "+ rate / 10 after 5 epochs without gain (twice at most)"):
+        decays = []
+        context = decay_on_plateau(decays) if name.startswith("+") else contextlib.nullcontext()
+        est = DeepMetricTransformer(random_state=0,
+                                    **({} if max_iter is None else {"max_iter": max_iter}))
+        with context:
+            r = score(est, Xo, yo, Xt, yt)
+        Z = est.transform(Xt)
+        r.update(F1=clustering_scores(Z, yt, random_state=0, n_init=10)["f1"],
+                 best_iteration=est.best_iteration_, decays=decays[0] if decays else [])
+        data[name] = r
+        rows.append([name, f"{100 * r['R@1']:.2f}", f"{100 * r['NMI']:.2f}",
+                     f"{100 * r['F1']:.2f}", f"{r['fit_s']:.0f}",
+                     f"{r['n_iter']} (best {r['best_iteration']})",
+                     ", ".join(map(str, r["decays"])) or "-"])
+        print(rows[-1], flush=True)
+    command = "python benchmarks/bench_deep_levers.py --plateau"
+    md = ("### Omniglot small1 -> small2, whole default budget: the rate schedule\n\n"
+          f"Command: `{command}`. `DeepMetricTransformer(random_state=0)`, 28x28; unseen-"
+          f"character scores (%). CPU, {torch.get_num_threads()} torch threads.\n\n"
+          + markdown_table(["schedule", "R@1", "NMI", "F1", "fit s", "epochs",
+                            "rate cut after epoch"], rows))
+    save("deep_plateau_schedule", md, {"command": command, "results": data})
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--max-iter", type=int, default=3)
     parser.add_argument("--levers", nargs="+", default=list(LEVERS))
     parser.add_argument("--preserve", action="store_true",
                         help="study the weight of preserve_input instead")
+    parser.add_argument("--plateau", action="store_true",
+                        help="Omniglot, whole budget: cosine against decay on plateau")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run, own files: 1 epoch, the digits only (--plateau: "
+                             "Omniglot, 3 epochs)")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.max_iter = 1
     if args.preserve:
-        return preserve_study(args.max_iter)
+        return preserve_study(args.max_iter, quick=args.quick)
+    if args.plateau:
+        return plateau_study(3 if args.quick else None)
     rows, data = [], {}
-    all_tasks = tasks()
+    all_tasks = tasks(quick=args.quick)
     for lever in args.levers:
         row = [lever]
         for task, (X, y, X_te, y_te) in all_tasks.items():

@@ -20,6 +20,7 @@ Usage::
     python benchmarks/bench_linear_levers.py --levers [NAME ...]
     python benchmarks/bench_linear_levers.py --held-back
     python benchmarks/bench_linear_levers.py --suml
+    python benchmarks/bench_linear_levers.py --quick      # smoke run, own files
 """
 
 from __future__ import annotations
@@ -42,41 +43,38 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import markdown_table, save  # noqa: E402
-from benchmarks.compare_linear import knn_scores, prepare  # noqa: E402
+from benchmarks.compare_linear import NAMES, knn_scores, prepare  # noqa: E402
 from skdml import ECAML, JRD, SUML  # noqa: E402
 
 OLD = dict(loss="binomial", n_classes_per_batch=16, n_samples_per_class=8)  # the defaults
 LMNN = dict(loss="lmnn", n_classes_per_batch=16, n_samples_per_class=8)
 KNN = dict(loss="lmnn", n_classes_per_batch=8, n_samples_per_class=16)  # for k-NN
-#: One setting changed at a time from the row it names (ECAML unless the name says JRD).
+#: One setting changed at a time from the row it names: (estimator class, parameters).
 LEVERS = {
-    "ECAML, defaults (binomial, 16 x 8)": OLD,
-    "ec_weight=0": {**OLD, "ec_weight": 0.0},
-    "n_iter_no_change=30": {**OLD, "n_iter_no_change": 30},
-    "P=32 x K=4": {**OLD, "n_classes_per_batch": 32, "n_samples_per_class": 4},
-    "loss='multisimilarity'": {**OLD, "loss": "multisimilarity"},
-    "loss='lmnn'": LMNN,
-    "lmnn, ec_weight=0": {**LMNN, "ec_weight": 0.0},
-    "lmnn, 1 target neighbour": {**LMNN, "loss_params": {"n_neighbors": 1}},
-    "lmnn, 5 target neighbours": {**LMNN, "loss_params": {"n_neighbors": 5}},
-    "lmnn, every positive a target": {**LMNN, "loss_params": {"n_neighbors": None}},
-    "lmnn, push weight 0.7": {**LMNN, "loss_params": {"push_weight": 0.7}},
-    "lmnn, P=16 x K=16": {**LMNN, "n_samples_per_class": 16},
-    "lmnn, P=8 x K=32": {**LMNN, "n_classes_per_batch": 8, "n_samples_per_class": 32},
-    "lmnn, P=8 x K=16 (the k-NN setting)": KNN,
-    "k-NN setting, ec_weight=0": {**KNN, "ec_weight": 0.0},
-    "binomial, P=8 x K=16": {**KNN, "loss": "binomial"},
-    "JRD, defaults": "jrd",
-    "JRD, P=8 x K=16": "jrd8x16",
+    "ECAML, defaults (binomial, 16 x 8)": (ECAML, OLD),
+    "ec_weight=0": (ECAML, {**OLD, "ec_weight": 0.0}),
+    "n_iter_no_change=30": (ECAML, {**OLD, "n_iter_no_change": 30}),
+    "P=32 x K=4": (ECAML, {**OLD, "n_classes_per_batch": 32, "n_samples_per_class": 4}),
+    "loss='multisimilarity'": (ECAML, {**OLD, "loss": "multisimilarity"}),
+    "loss='lmnn'": (ECAML, LMNN),
+    "lmnn, ec_weight=0": (ECAML, {**LMNN, "ec_weight": 0.0}),
+    "lmnn, 1 target neighbour": (ECAML, {**LMNN, "loss_params": {"n_neighbors": 1}}),
+    "lmnn, 5 target neighbours": (ECAML, {**LMNN, "loss_params": {"n_neighbors": 5}}),
+    "lmnn, every positive a target": (ECAML, {**LMNN, "loss_params": {"n_neighbors": None}}),
+    "lmnn, push weight 0.7": (ECAML, {**LMNN, "loss_params": {"push_weight": 0.7}}),
+    "lmnn, P=16 x K=16": (ECAML, {**LMNN, "n_samples_per_class": 16}),
+    "lmnn, P=8 x K=32": (ECAML, {**LMNN, "n_classes_per_batch": 8, "n_samples_per_class": 32}),
+    "lmnn, P=8 x K=16 (the k-NN setting)": (ECAML, KNN),
+    "k-NN setting, ec_weight=0": (ECAML, {**KNN, "ec_weight": 0.0}),
+    "binomial, P=8 x K=16": (ECAML, {**KNN, "loss": "binomial"}),
+    "JRD, defaults": (JRD, {}),
+    "JRD, P=8 x K=16": (JRD, dict(n_classes_per_batch=8, n_samples_per_class=16)),
 }
 
 
 def make(setting, n_components):
-    if setting == "jrd":
-        return JRD(n_components, random_state=0)
-    if setting == "jrd8x16":
-        return JRD(n_components, random_state=0, n_classes_per_batch=8, n_samples_per_class=16)
-    return ECAML(n_components, random_state=0, **setting)
+    cls, params = setting
+    return cls(n_components, random_state=0, **params)
 
 
 def cell(k1, k10, seconds=None):
@@ -118,8 +116,8 @@ def bundled_splits():
     return {name: three_splits(X, y) for name, (X, y) in sets.items()}
 
 
-def levers(names):
-    datasets = {name: prepare(name, 3, 100) for name in ("att", "coil20", "usps")}
+def levers(names, datasets=("att", "coil20", "usps"), n_splits=3):
+    datasets = {name: prepare(name, n_splits, 100) for name in datasets}
     rows, data = [], {}
     for lever in names:
         row = [lever]
@@ -129,9 +127,9 @@ def levers(names):
             row.append(cell(k1, k10, secs))
         print(" | ".join(row), flush=True)
         rows.append(row)
-    md = ("### ECAML / JRD levers, mean of 3 splits, k=1 / k=10 accuracy %, median CPU s\n\n"
-          "Command: `python benchmarks/bench_linear_levers.py --levers`. One thread.\n\n"
-          + markdown_table(["setting", "AT&T", "COIL-20", "USPS"], rows))
+    md = (f"### ECAML / JRD levers, mean of {n_splits} splits, k=1 / k=10 accuracy %, median "
+          "CPU s\n\nCommand: `python benchmarks/bench_linear_levers.py --levers`. One thread."
+          "\n\n" + markdown_table(["setting"] + [NAMES[name] for name in datasets], rows))
     save("linear_levers", md, {"results": data})
 
 
@@ -219,6 +217,8 @@ def main(argv=None):
                         help="run these settings (all when given without names)")
     parser.add_argument("--held-back", action="store_true")
     parser.add_argument("--suml", action="store_true", help="SUML against PCA (goal 2)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run, own files: ECAML and JRD defaults, AT&T, one split")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     with threadpool_limits(1), warnings.catch_warnings():
@@ -227,6 +227,8 @@ def main(argv=None):
             held_back()
         if args.suml:
             suml_levers()
+        if args.quick:
+            levers(["ECAML, defaults (binomial, 16 x 8)", "JRD, defaults"], ("att",), 1)
         if args.levers is not None:
             levers(args.levers or list(LEVERS))
 

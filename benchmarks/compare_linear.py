@@ -398,7 +398,7 @@ def main(argv=None):
           + f"\n\nTotal time {total:.0f} s.")
     name = args.name or ("linear_comparison_quick" if args.quick else "linear_comparison")
     save(name, md, {"info": info, "results": results},
-         figures=[(name, plot(results, keys, order, args.datasets))])
+         figures=[(name, plot(results, keys, order, args.datasets))], threads=info["threads"])
     print(f"Wrote {RESULTS / name}.md and .json")
 
 
