@@ -326,7 +326,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS,
                         help="epoch budget of every deep row and of the anchor (a budget "
-                             "other than 30 writes omniglot_<N>ep.*)")
+                             f"other than {DEFAULT_EPOCHS} writes omniglot_<N>ep.*)")
     parser.add_argument("--size", type=int, default=28, help="image side")
     parser.add_argument("--quick", action="store_true", help="3 epochs, own file names")
     parser.add_argument("--overhead", action="store_true",
