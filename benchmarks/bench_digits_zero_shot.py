@@ -10,7 +10,9 @@ not (``doc/deep.md``); this script is the evidence, on three class splits (0-4 -
   covariance normalisation (WCCN: the Mahalanobis metric of the shrunk within-class
   covariance of the training digits, ``(S_w + tr(S_w)/d I)^-1/2``), to see how far a
   linear metric learned from five digits can go;
-* ECAML and JRD with their defaults (16-d, as in the README demo);
+* ECAML and JRD with their defaults (16-d, as in the README demo), and at 64-d from
+  their default start (PCA) and from the WCCN matrix (``init=W.T``): does a start that
+  keeps the within-class geometry survive the training?
 * ``DeepMetricTransformer`` with its defaults on the 8x8 images, three seeds;
 * the same with ``preserve_input``'s reference taken from the *un-augmented* input
   (the default compares the embedding of an augmented batch with that augmented
@@ -127,6 +129,11 @@ def run(seeds, max_iter=None):
         for cls in (ECAML, JRD):
             Z, _ = fitted(cls(N_COMPONENTS, random_state=0), Xtr, ytr, Xte)
             res[f"{cls.__name__}-16 defaults"] = scores(Z, yte)
+        W = wccn(Xtr, ytr)
+        for cls in (ECAML, JRD):
+            for start, init in (("PCA", "pca"), ("WCCN", W.T)):
+                Z, _ = fitted(cls(64, random_state=0, init=init), Xtr, ytr, Xte)
+                res[f"{cls.__name__}-64 from {start}"] = scores(Z, yte)
         for name, context in (("deep defaults", contextlib.nullcontext),
                               ("deep, clean-input teacher", clean_input_teacher)):
             params = {} if max_iter is None else {"max_iter": max_iter}
@@ -190,7 +197,7 @@ def main(argv=None):
         " --quick" if args.quick else "" if args.seeds == [0, 1, 2] else f" --seeds {seeds}")
     md = ("### scikit-learn digits: retrieval among unseen digits (%)\n\n"
           f"Command: `{command}`. Learners fit on the training digits with their labels; "
-          f"linear rows {N_COMPONENTS}-d on the 64 pixels, deep rows on the 8x8 images "
+          f"linear rows on the 64 pixels ({N_COMPONENTS}-d unless named), deep rows on the 8x8 images "
           f"(mean over seeds {seeds}, with the standard deviation of R@1 / NMI). CPU, "
           f"{torch.get_num_threads()} torch threads.\n\n" + markdown_table(header, rows)
           + f"\n\nRaw pixels miss {n_wrong} of {n_test} queries at Recall@1 on 0-4 -> 5-9 "
@@ -209,7 +216,8 @@ def plot(results):
         for i, m in enumerate(methods):
             values = [results[s][m][key] for s in results]
             errors = [results[s][m].get("sd", {}).get(key, 0.0) for s in results]
-            ax.bar(np.arange(len(results)) + i * width, values, width, yerr=errors, label=m)
+            ax.bar(np.arange(len(results)) + i * width, values, width, yerr=errors, label=m,
+                   color=plt.cm.tab20(i % 20))
         ax.set_xticks(np.arange(len(results)) + 0.4 - width / 2, list(results))
         ax.set(ylabel=f"unseen-digit {key}", ylim=(0.9, 1.0) if key == "R@1" else (0.3, 0.9))
     axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
