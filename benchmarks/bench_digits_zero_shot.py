@@ -50,7 +50,7 @@ from benchmarks._common import markdown_table, save  # noqa: E402
 from skdml import ECAML, JRD, DeepMetricTransformer  # noqa: E402
 from skdml.deep._data import to_model_input  # noqa: E402
 from skdml.deep._trainable import DeepTrainable  # noqa: E402
-from skdml.metrics import clustering_scores, map_at_r, nearest_neighbors, recall_at_k  # noqa: E402
+from skdml.metrics import clustering_scores, nearest_neighbors, retrieval_scores  # noqa: E402
 
 N_COMPONENTS = 16
 
@@ -98,10 +98,19 @@ def clean_input_teacher():
         DeepTrainable.batch_loss = original
 
 
+def load():
+    """scikit-learn's digits, pixels in [0, 1] (float32)."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    return (X / 16.0).astype(np.float32), y
+
+
 def scores(Z, y):
-    return {"R@1": recall_at_k(Z, y, k=1),
+    retrieval = retrieval_scores(Z, y, k=[1])  # Recall@1 and MAP@R from one search
+    return {"R@1": retrieval["recall_at_k"][1],
             "NMI": clustering_scores(Z, y, random_state=0, n_init=10)["nmi"],
-            "MAP@R": map_at_r(Z, y)}
+            "MAP@R": retrieval["map_at_r"]}
 
 
 def fitted(est, X, y, X_te, context=contextlib.nullcontext):
@@ -112,12 +121,9 @@ def fitted(est, X, y, X_te, context=contextlib.nullcontext):
     return est.transform(X_te), time.perf_counter() - t0
 
 
-def run(seeds, max_iter=None):
-    from sklearn.datasets import load_digits
+def run(X, y, seeds, max_iter=None):
     from sklearn.decomposition import PCA
 
-    X, y = load_digits(return_X_y=True)
-    X = (X / 16.0).astype(np.float32)
     images = X.reshape(-1, 1, 8, 8)
     results = {}
     for split, train in splits(y).items():
@@ -149,12 +155,9 @@ def run(seeds, max_iter=None):
     return results
 
 
-def failure_figure():
+def failure_figure(X, y):
     """The raw-pixel Recall@1 failures of 0-4 -> 5-9: each query above its nearest neighbour."""
-    from sklearn.datasets import load_digits
-
-    X, y = load_digits(return_X_y=True)
-    X, y = X[y >= 5] / 16.0, y[y >= 5]
+    X, y = X[y >= 5], y[y >= 5]
     neighbour = nearest_neighbors(X, 1)[:, 0]
     wrong = np.flatnonzero(y[neighbour] != y)
     fig, axes = plt.subplots(2, len(wrong), figsize=(0.9 * len(wrong), 2.2), squeeze=False)
@@ -178,7 +181,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds = [0]
-    results = run(args.seeds, max_iter=3 if args.quick else None)
+    X, y = load()
+    results = run(X, y, args.seeds, max_iter=3 if args.quick else None)
     methods = list(next(iter(results.values())))
     header = ["method"] + [f"{split} R@1 / NMI / MAP@R" for split in results]
     rows = []
@@ -191,7 +195,7 @@ def main(argv=None):
                 cell += f" (sd {100 * r['sd']['R@1']:.1f} / {100 * r['sd']['NMI']:.1f})"
             row.append(cell)
         rows.append(row)
-    fail_fig, n_wrong, n_test = failure_figure()
+    fail_fig, n_wrong, n_test = failure_figure(X, y)
     seeds = " ".join(map(str, args.seeds))
     command = "python benchmarks/bench_digits_zero_shot.py" + (
         " --quick" if args.quick else "" if args.seeds == [0, 1, 2] else f" --seeds {seeds}")

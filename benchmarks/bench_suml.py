@@ -192,8 +192,7 @@ def timing(args):
     results["ratio_suml_over_nca"] = ratio
     # per-evaluation comparison: analytic numpy vs torch autodiff
     Xc = (Xtr - Xtr.mean(0)) / np.sqrt(np.mean(np.sum((Xtr - Xtr.mean(0)) ** 2, axis=1)))
-    trip = sample_triplets(Xtr.shape[0], args.n_triplets or SUML().n_triplets,
-                           np.random.RandomState(0))
+    trip = sample_triplets(Xtr.shape[0], suml.n_triplets, np.random.RandomState(0))
     per_eval, flops_eval = time_evaluations(Xc, trip, 64, repeats=3 if args.quick else 10)
     results["per_evaluation_s"] = per_eval
     results["flops_per_evaluation"] = flops_eval
@@ -270,8 +269,8 @@ def ablation(args):
     iters = [0, 2, 5, 10, 30] if not args.quick else [0, 5]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     budget = {}
+    fixed = {k: v for k, v in base.items() if k != "max_iter"}  # the sweep sets max_iter
     for prob in ("sigmoid", "softmax"):
-        fixed = {k: v for k, v in base.items() if k != "max_iter"}
         accs = [acc(SUML(probability=prob, max_iter=max(it, 1), tol=1e30 if it == 0 else 1e-6,
                          **fixed)) for it in iters]
         budget[prob] = dict(zip(iters, accs))
