@@ -157,7 +157,7 @@ HELD_BACK_LEVERS = ("defaults", "batches of 16 samples per class", "early_stoppi
 
 
 def held_back_study(quick=False):
-    """Omniglot, whole default budget: the two levers that beat the defaults, checked.
+    """Omniglot, whole default budget: the two best levers of the lever table, checked.
 
     The lever table (``--max-iter 100``) measured every lever on small1 -> small2 with
     ``random_state=0``; the two best of those that beat the defaults there (batches of
@@ -169,20 +169,20 @@ def held_back_study(quick=False):
         [("small1", "small2", 1), ("small2", "small1", 0)]
     extra = {"max_iter": 1} if quick else {}
     rows, data = [], {}
-    for plan in HELD_BACK_LEVERS:
-        params, row = LEVERS[plan], [plan]
+    for lever in HELD_BACK_LEVERS:
+        params, row = LEVERS[lever], [lever]
         for source, target, seed in runs:
             (X, y), (X_te, y_te) = data_sets[source], data_sets[target]
             est = DeepMetricTransformer(random_state=seed, **params, **extra)
             r = score(est, X, y, X_te, y_te)
             r["best_iteration"] = getattr(est, "best_iteration_", None)  # None: no validation
-            data.setdefault(plan, {})[f"{source}->{target} seed {seed}"] = r
+            data.setdefault(lever, {})[f"{source}->{target} seed {seed}"] = r
             row.append(f"{100 * r['R@1']:.2f} / {100 * r['NMI']:.2f} "
                        f"({r['n_iter']} ep, best {r['best_iteration'] or '-'}; {r['fit_s']:.0f} s)")
-            print(plan, row[-1], flush=True)
+            print(lever, row[-1], flush=True)
         rows.append(row)
-    header = ["setting"] + [f"{s}->{t}, random_state={seed}: R@1 / NMI"
-                                       for s, t, seed in runs]
+    header = ["setting"] + [f"{source}->{target}, random_state={seed}: R@1 / NMI"
+                            for source, target, seed in runs]
     command = "python benchmarks/bench_deep_levers.py --held-back" + (" --quick" if quick else "")
     md = ("### Omniglot, whole default budget: the winning levers, held-back check\n\n"
           f"Command: `{command}`. `DeepMetricTransformer(random_state=seed)` with its defaults, "
@@ -298,9 +298,8 @@ def main(argv=None):
                 continue
             est = DeepMetricTransformer(random_state=0, max_iter=args.max_iter, **params)
             r = data.setdefault(lever, {})[task] = score(est, X, y, X_te, y_te, n_init=n_init)
-            row += [f"{100 * r['R@1']:.2f}", f"{100 * r['NMI']:.2f}", f"{r['fit_s']:.0f}"]
-            if "n_iter" in r:
-                row[-1] += f" ({r['n_iter']} ep)"
+            row += [f"{100 * r['R@1']:.2f}", f"{100 * r['NMI']:.2f}",
+                    f"{r['fit_s']:.0f} ({r['n_iter']} ep)"]
             print(lever, task, round(r["R@1"], 4), round(r["NMI"], 4), f"{r['fit_s']:.0f}s",
                   r["n_iter"], flush=True)
         rows.append(row)
