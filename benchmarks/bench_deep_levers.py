@@ -53,6 +53,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import markdown_table, save  # noqa: E402
+from benchmarks.bench_digits_zero_shot import load as load_digits_01  # noqa: E402
 from benchmarks.bench_digits_zero_shot import splits as digit_splits  # noqa: E402
 from benchmarks.bench_omniglot import omniglot  # noqa: E402
 from skdml import DeepMetricTransformer  # noqa: E402
@@ -83,10 +84,8 @@ PRESERVE_WEIGHTS = (0.0, 1.0, 10.0, "auto")
 
 def tasks(quick=False):
     """Omniglot and the digits as images (``quick``: the digits only)."""
-    from sklearn.datasets import load_digits
-
-    X, y = load_digits(return_X_y=True)
-    X = (X / 16.0).reshape(-1, 1, 8, 8).astype(np.float32)
+    X, y = load_digits_01()
+    X = X.reshape(-1, 1, 8, 8)
     digits = {"digits 0-4->5-9": (X[y < 5], y[y < 5], X[y >= 5], y[y >= 5])}
     if quick:
         return digits
@@ -109,10 +108,7 @@ def score(est, X, y, X_te, y_te, n_init=10):
 
 def preserve_study(max_iter, quick=False):
     """Unseen-class R@1 / NMI against the weight of ``preserve_input`` (``quick``: digits)."""
-    from sklearn.datasets import load_digits
-
-    X, y = load_digits(return_X_y=True)
-    X = (X / 16.0).astype(np.float32)
+    X, y = load_digits_01()
     tasks = {"digits " + name.replace(" ", ""): (X[m], y[m], X[~m], y[~m], {"n_components": 16})
              for name, m in digit_splits(y).items()}
     if quick:
