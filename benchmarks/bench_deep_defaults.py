@@ -77,7 +77,7 @@ def run(name, max_iter):
         if method == "deep defaults":
             notes[method] = f"{est.n_iter_} epochs" + (
                 f", best {est.best_iteration_}" if hasattr(est, "best_iteration_") else
-                ", no early stopping (< 10 classes)")
+                ", no early stopping")
         print(name, method, {k: round(v, 4) for k, v in results[method][0].items()},
               f"{seconds:.1f}s", flush=True)
     rows = [[m] + [f"{100 * s[k]:.2f}" for k in ("R@1", "R@2", "R@4", "R@8", "NMI", "F1")]

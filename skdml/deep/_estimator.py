@@ -142,15 +142,19 @@ default="multisimilarity"
         has not improved by more than ``tol`` for ``n_iter_no_change``
         epochs, and restore the best weights. MAP@R rather than Recall@1,
         which reaches 1.0 on a small held-out set and then stops training
-        that still improves (AT&T: 2 held-out people). ``"auto"``: on when the data hold at least 10 classes
-        (the class-disjoint hold-out then keeps 8 or more for training). When
-        off, training stops when the epoch loss stops improving.
+        that still improves (AT&T: 2 held-out people). ``"auto"``: on when
+        ``validation_fraction`` is given and the data hold at least 10
+        classes, so by default every class trains and the fit runs the whole
+        cosine schedule (on Omniglot that beat stopping on 10 % held-out
+        classes by 1.9-3.8 unseen-class Recall@1 in three runs; see the
+        deep learner's user guide). When off, training stops when the epoch
+        loss stops improving.
     validation_fraction : float, default=None
         Fraction held out for validation (of the classes when
         ``validation_split="class_disjoint"``, of the samples when
         ``"stratified"``: each class with at least 3 samples keeps 2 for
-        training). ``None`` means 0.1 with early stopping, no validation
-        otherwise. The score is logged in ``history_``.
+        training). ``None`` means 0.1 with ``early_stopping=True``, no
+        validation otherwise. The score is logged in ``history_``.
     validation_split : {"class_disjoint", "stratified"}, default="class_disjoint"
         How the validation set is drawn. Class-disjoint validation measures
         what zero-shot retrieval needs: generalisation to unseen classes.

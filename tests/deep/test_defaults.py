@@ -64,7 +64,9 @@ def test_defaults_beat_raw_inputs_on_unseen_classes():
     r_untrained = recall_at_k(untrained.transform(X[~seen]), y[~seen], k=1)
     r_trained = recall_at_k(trained.transform(X[~seen]), y[~seen], k=1)
     assert r_trained > max(r_raw, r_untrained) + 0.1, (r_raw, r_untrained, r_trained)
-    assert trained.best_iteration_ >= 1  # early stopping on held-out classes ("auto": on)
+    # "auto" early stopping is off by default: every class trains, no validation set
+    assert not hasattr(trained, "best_iteration_")
+    assert "validation_score" not in trained.history_[-1]
 
 
 def test_preserve_input_auto_weight_is_fifty_over_the_classes_and_logged():
@@ -81,6 +83,23 @@ def test_preserve_input_auto_weight_is_fifty_over_the_classes_and_logged():
     assert "preserve_input" not in fast(max_iter=2, preserve_input=0.0).fit(X, y).history_[-1]
     user = fast(backbone=nn.Linear(5, 8), max_iter=2).fit(X, y).history_[-1]
     assert "preserve_input" not in user
+
+
+@pytest.mark.parametrize("params, n_classes, stops_on_validation", [
+    ({}, 20, False),  # the default: all classes train, the loss plateau ends the fit
+    ({"validation_fraction": 0.2}, 20, True),  # a validation set asked for, 10+ classes
+    ({"validation_fraction": 0.4}, 6, False),  # too few classes: validation only logged
+    ({"early_stopping": True}, 6, True),  # explicit: held out 10 % (at least 2 classes)
+    ({"early_stopping": False, "validation_fraction": 0.2}, 20, False),
+])
+@pytest.mark.filterwarnings("ignore:.*did not improve on the untrained network")
+def test_auto_early_stopping_needs_a_validation_set_and_ten_classes(params, n_classes,
+                                                                     stops_on_validation):
+    X, y = zero_shot_vectors(n_classes=n_classes, per_class=6)
+    est = fast(max_iter=2, **params).fit(X, y)
+    assert hasattr(est, "best_iteration_") == stops_on_validation
+    validated = "validation_fraction" in params or params.get("early_stopping") is True
+    assert ("validation_score" in est.history_[-1]) == validated
 
 
 def test_early_stopping_monitors_the_validation_map_at_r(monkeypatch):
