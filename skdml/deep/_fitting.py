@@ -62,8 +62,9 @@ def _no_gain(history, initial_score, validating):
         scores = [r["validation_score"] for r in history if "validation_score" in r]
         if scores and initial_score < 1.0 - NO_GAIN_MARGIN and \
                 not max(scores) > initial_score + NO_GAIN_MARGIN:
-            return (f"training did not improve on the untrained network: validation MAP@R "
-                    f"{initial_score:.4f} before training, at best {max(scores):.4f} after. "
+            return (f"training did not improve on the untrained network by more than "
+                    f"{NO_GAIN_MARGIN}: validation MAP@R {initial_score:.4f} before training, "
+                    f"at best {max(scores):.4f} after. "
                     "Check the learning rate, the loss and the data.")
     elif not validating and len(history) > 1 and not min(
             r["loss"] for r in history[1:]) < history[0]["loss"]:
