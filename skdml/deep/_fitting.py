@@ -54,6 +54,13 @@ def _restore(est, resume, net, objective, optimizer, scaler, rng, device, stoppe
 #: The validation MAP@R must rise by more than this for training to count as an improvement
 #: (batch-norm statistics alone move it by about 1e-3 at a learning rate of 1e-12).
 NO_GAIN_MARGIN = 0.01
+#: Without validation, the epoch loss must fall by more than this fraction of the first
+#: epoch's (the same batches summed in another order differ by about 1e-7).
+NO_GAIN_LOSS_RTOL = 1e-3
+#: Without validation, a fit embeds this many training samples in evaluation mode at its
+#: end, so that a network that is non-finite only in eval mode fails ``fit``, not
+#: ``transform``.
+EVAL_CHECK_SIZE = 64
 
 
 def _no_gain(history, initial_score, validating):
@@ -66,10 +73,12 @@ def _no_gain(history, initial_score, validating):
                     f"{NO_GAIN_MARGIN}: validation MAP@R {initial_score:.4f} before training, "
                     f"at best {max(scores):.4f} after. "
                     "Check the learning rate, the loss and the data.")
-    elif not validating and len(history) > 1 and not min(
-            r["loss"] for r in history[1:]) < history[0]["loss"]:
-        return (f"training did not lower the loss after its first epoch "
-                f"({history[0]['loss']:.4g}). Check the learning rate, the loss and the data.")
+    elif not validating and len(history) > 1:
+        first, best = history[0]["loss"], min(r["loss"] for r in history[1:])
+        if not best < first - NO_GAIN_LOSS_RTOL * abs(first):
+            return (f"training did not lower the loss after its first epoch by more than "
+                    f"{NO_GAIN_LOSS_RTOL:.1%} ({first:.6g}, at best {best:.6g} after). Check "
+                    "the learning rate, the loss and the data.")
     return None
 
 
@@ -166,6 +175,8 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
         result = train_epochs(trainable, optimizer, lambda epoch: loader, max_iter=max_iter,
                               callbacks=callbacks, start_epoch=start_epoch, history=history,
                               grad_scaler=scaler, device=device)
+    if not validating:  # the eval-mode network, checked once before it is called fitted
+        est._embed(net, source, train_idx[:EVAL_CHECK_SIZE], device, input_shape)
     stopped = result.stop_reason if result.stop_reason != "max_iter" else None
     if resume is not None and resume.get("stopped"):
         stopped = "no_improvement"

@@ -226,7 +226,13 @@ def test_one_normalised_component_is_not_only_plus_or_minus_one():
 def test_training_that_does_not_improve_says_so():
     X, y = zero_shot_vectors(per_class=8)
     with pytest.warns(UserWarning, match="did not improve on the untrained network"):
-        fast(learning_rate=1e-12, max_iter=2).fit(X, y)  # 20 classes: validation is on
+        fast(learning_rate=1e-12, max_iter=2, validation_fraction=0.2).fit(X, y)
+    # the default: no validation set, so the epoch loss is watched; one batch of every
+    # sample per epoch gives the same loss each epoch, up to the order of its sums
+    X, y = zero_shot_vectors(n_classes=4, per_class=8)
+    with pytest.warns(UserWarning, match="did not lower the loss after its first epoch"):
+        fast(learning_rate=1e-12, max_iter=3, n_classes_per_batch=4, n_samples_per_class=8,
+             batches_per_epoch=1).fit(X, y)
     X, y = zero_shot_vectors(per_class=20)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
