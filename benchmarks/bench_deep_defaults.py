@@ -118,7 +118,8 @@ def early_stopping_study(datasets, seeds):
                 r.update(fit_s=seconds, n_iter=est.n_iter_,
                          best_iteration=getattr(est, "best_iteration_", None))
                 runs.append(r)
-                print(name, label, seed, {k: round(v, 4) for k, v in r.items() if v is not None}, flush=True)
+                print(name, label, seed, flush=True,
+                      *[f"{k}={v:.4g}" for k, v in r.items() if v is not None])
             data.setdefault(name, {})[label] = runs
             cells = [" / ".join(f"{100 * r[k]:.2f}" for k in ("R@1", "NMI")) for r in runs]
             mean = {k: np.mean([r[k] for r in runs]) for k in ("R@1", "NMI", "F1", "fit_s")}
