@@ -7,7 +7,7 @@ the losses of :mod:`skdml.losses` and returns a scikit-learn transformer. Here a
 tiny convolutional network written on the spot embeds the 8x8 digits; it learns
 on the digits 0-4 and is scored by Recall@1 on the unseen digits 5-9. The
 estimator records one entry per epoch in ``history_`` (training loss, and with
-early stopping the Recall@1 of a class-disjoint validation hold-out), which is
+a validation set the MAP@R of a class-disjoint hold-out), which is
 all a training-curve plot needs.
 
 Be warned that on these tiny 8x8 digits raw pixels are very hard to beat (their
@@ -69,7 +69,7 @@ ax_val = ax_loss.twinx()
 ax_val.plot(epochs, [h["validation_score"] for h in net.history_], color="tab:orange",
             marker=".")
 ax_val.axvline(net.best_iteration_, color="gray", linestyle=":", label="restored epoch")
-ax_val.set_ylabel("validation Recall@1 (unseen classes)", color="tab:orange")
+ax_val.set_ylabel("validation MAP@R (held-out classes)", color="tab:orange")
 ax_val.legend(loc="lower right")
 fig.tight_layout()
 plt.show()
