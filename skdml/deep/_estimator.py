@@ -138,17 +138,13 @@ default="multisimilarity"
     batches_per_epoch : int, default=None
         ``None`` gives ``ceil(n_train / (P * K))``.
     early_stopping : bool or "auto", default="auto"
-        Hold out a validation set, stop when its MAP@R (:func:`skdml.metrics.map_at_r`)
-        has not improved by more than ``tol`` for ``n_iter_no_change``
-        epochs, and restore the best weights. MAP@R rather than Recall@1,
-        which reaches 1.0 on a small held-out set and then stops training
-        that still improves (AT&T: 2 held-out people). ``"auto"``: on when
-        ``validation_fraction`` is given and the data hold at least 10
-        classes, so by default every class trains and the fit runs the whole
-        cosine schedule (on Omniglot that beat stopping on 10 % held-out
-        classes by 1.9-3.8 unseen-class Recall@1 in three runs; see the
-        deep learner's user guide). When off, training stops when the epoch
-        loss stops improving.
+        Hold out a validation set, stop when its MAP@R (:func:`skdml.metrics.map_at_r`;
+        Recall@1 saturates on a small held-out set) has not improved by more
+        than ``tol`` for ``n_iter_no_change`` epochs, and restore the best
+        weights. ``"auto"``: on when ``validation_fraction`` is
+        given and there are 10+ classes; so by default every class trains for
+        the whole schedule (see the user guide), stopping when the epoch loss
+        stops improving.
     validation_fraction : float, default=None
         Fraction held out for validation (of the classes when
         ``validation_split="class_disjoint"``, of the samples when
