@@ -57,6 +57,16 @@ def evaluate(Z, y):
     return {**{f"R@{k}": r[k] for k in KS}, "NMI": c["nmi"], "F1": c["f1"]}
 
 
+def fit_scored(est, X_train, y_train, X_test, y_test):
+    """Fit quietly; return the unseen-class scores and the fit seconds."""
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X_train, y_train)
+    seconds = time.perf_counter() - t0
+    return evaluate(est.transform(X_test), y_test), seconds
+
+
 def run(name, max_iter):
     X, y = images(name)
     classes = np.unique(y)
@@ -74,12 +84,8 @@ def run(name, max_iter):
     methods["deep defaults"] = (DeepMetricTransformer(**params), X)
     notes = {}
     for method, (est, data) in methods.items():
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            est.fit(data[train], y[train])
-        seconds = time.perf_counter() - t0
-        results[method] = (evaluate(est.transform(data[~train]), y[~train]), seconds)
+        results[method] = fit_scored(est, data[train], y[train], data[~train], y[~train])
+        seconds = results[method][1]
         if method == "deep defaults":
             notes[method] = f"{est.n_iter_} epochs" + (
                 f", best {est.best_iteration_}" if hasattr(est, "best_iteration_") else
@@ -109,12 +115,7 @@ def early_stopping_study(datasets, seeds):
             runs = []
             for seed in seeds:
                 est = DeepMetricTransformer(random_state=seed, **params)
-                t0 = time.perf_counter()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    est.fit(X[train], y[train])
-                seconds = time.perf_counter() - t0
-                r = evaluate(est.transform(X[~train]), y[~train])
+                r, seconds = fit_scored(est, X[train], y[train], X[~train], y[~train])
                 r.update(fit_s=seconds, n_iter=est.n_iter_,
                          best_iteration=getattr(est, "best_iteration_", None))
                 runs.append(r)

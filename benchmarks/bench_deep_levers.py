@@ -165,6 +165,14 @@ HELD_BACK_LEVERS = ("defaults", "batches of 16 samples per class",
                     "early stopping on (former default)")
 
 
+#: (train, retrieve, random_state): the lever table's run, then the held-back check's two.
+OMNIGLOT_RUNS = (("small1", "small2", 0), ("small1", "small2", 1), ("small2", "small1", 0))
+
+
+def omniglot_splits():
+    return {"small1": omniglot("small1", 28), "small2": omniglot("small2", 28)}
+
+
 def held_back_study(quick=False):
     """Omniglot, whole default budget: the two best levers of the lever table, checked.
 
@@ -173,9 +181,8 @@ def held_back_study(quick=False):
     16 x 16, no early stopping, now the default) are checked with a second seed and in
     the reverse direction (train small2, retrieve in small1).
     """
-    data_sets = {"small1": omniglot("small1", 28), "small2": omniglot("small2", 28)}
-    runs = [("small1", "small2", 1)] if quick else \
-        [("small1", "small2", 1), ("small2", "small1", 0)]
+    data_sets = omniglot_splits()
+    runs = OMNIGLOT_RUNS[1:2] if quick else OMNIGLOT_RUNS[1:]
     extra = {"max_iter": 1} if quick else {}
     rows, data = [], {}
     for lever in HELD_BACK_LEVERS:
@@ -206,12 +213,9 @@ def held_back_study(quick=False):
     save("deep_levers_held_back", md, {"command": command, "results": data}, quick=quick)
 
 
-OMNIGLOT_RUNS = (("small1", "small2", 0), ("small1", "small2", 1), ("small2", "small1", 0))
-
-
 def budget_study(max_iter, quick=False):
     """Omniglot: the defaults with another epoch budget (the cosine schedule follows it)."""
-    data_sets = {"small1": omniglot("small1", 28), "small2": omniglot("small2", 28)}
+    data_sets = omniglot_splits()
     rows, data = [], {}
     for source, target, seed in OMNIGLOT_RUNS[:1] if quick else OMNIGLOT_RUNS:
         (X, y), (X_te, y_te) = data_sets[source], data_sets[target]
