@@ -12,6 +12,10 @@ Sections (all on by default; pick with flags):
   at a time (equivalent to one uninterrupted fit, see tests/test_deep.py).
 * ``--amp-speed``: images/s of training steps, fp32 vs AMP, on a ResNet-style
   backbone (fp16 and bf16 on CUDA; bf16 on CPU, for information only).
+* ``--memory-format``: a training step of the default ConvNet (64-wide, batch 64,
+  128-d head, binomial loss) with its weights and activations in channels-last
+  (NHWC, what :class:`~skdml.deep.ConvNet` does) against the same network in
+  NCHW, per image size, repeats interleaved.
 
 Usage::
 
@@ -42,7 +46,7 @@ from benchmarks._common import load, markdown_table, save  # noqa: E402
 from skdml import DeepMetricTransformer  # noqa: E402
 from skdml._training import ClassBalancedBatchSampler  # noqa: E402
 from skdml._utils import thread_limits  # noqa: E402
-from skdml.deep import SmallCNN, SmallResNet  # noqa: E402
+from skdml.deep import ConvNet, SmallCNN, SmallResNet  # noqa: E402
 from skdml.losses import BinomialDevianceLoss  # noqa: E402
 from skdml.metrics import clustering_scores, recall_at_k, retrieval_scores  # noqa: E402
 
@@ -304,6 +308,64 @@ def bench_amp(args):
     return md, data
 
 
+# ------------------------------------------------------------------ (5) memory format
+MEMORY_FORMAT_SIZES = ((1, 8), (1, 16), (1, 28), (1, 32), (1, 64), (3, 32))
+
+
+def step_seconds(backbone, channels, side, steps, batch=64):
+    """Seconds per training step (forward, binomial loss, backward, Adam) of one layout."""
+    torch.manual_seed(0)
+    head = nn.Linear(backbone.out_features, 128)
+    opt = torch.optim.Adam(list(backbone.parameters()) + list(head.parameters()), lr=1e-3)
+    loss_fn = BinomialDevianceLoss()
+    x, y = torch.rand(batch, channels, side, side), torch.arange(batch) % 16
+
+    def step():
+        loss = loss_fn(F.normalize(head(backbone(x)), dim=1), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    step()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - t0) / steps
+
+
+def bench_memory_format(args):
+    repeats, steps = (2, 2) if args.quick else (5, 10)
+    rows, data = [], {}
+    with thread_limits() as n_threads:
+        for channels, side in MEMORY_FORMAT_SIZES:
+            nhwc = ConvNet(channels, (side, side)).train()  # skdml's layout: channels-last
+            nchw = copy.deepcopy(nhwc).to(memory_format=torch.contiguous_format)
+            nchw = nn.Sequential(nchw.blocks, nn.Flatten()).train()  # a plain NCHW network
+            nchw.out_features = nhwc.out_features
+            times = {"nchw": [], "nhwc": []}
+            for _ in range(repeats):  # interleaved: load drift hits both alike
+                times["nchw"].append(step_seconds(nchw, channels, side, steps))
+                times["nhwc"].append(step_seconds(nhwc, channels, side, steps))
+            med = {k: statistics.median(v) for k, v in times.items()}
+            data[f"{channels}x{side}x{side}"] = {**times, "median": med}
+            rows.append([f"({channels}, {side}, {side})", f"{1e3 * med['nchw']:.1f}",
+                         f"{1e3 * med['nhwc']:.1f}", f"{med['nchw'] / med['nhwc']:.2f}x"])
+    md = (f"### Memory format: a training step of the default ConvNet, NCHW vs channels-last "
+          f"(CPU, {n_threads} torch threads, batch 64, median of {repeats} interleaved repeats "
+          f"of {steps} steps)\n\n" + markdown_table(
+              ["image (C, H, W)", "NCHW ms / step", "channels-last ms / step",
+               "speed-up"], rows))
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    labels = [r[0] for r in rows]
+    ax.bar(labels, [float(r[3][:-1]) for r in rows], color="tab:blue")
+    ax.axhline(1.0, color="grey", lw=1, ls="--")
+    ax.set_ylabel("NCHW time / channels-last time")
+    ax.set_title(f"ConvNet training step, CPU, {n_threads} threads", fontsize=9)
+    ax.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
+    return md, data, fig
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -311,6 +373,7 @@ def main(argv=None):
     parser.add_argument("--overhead", action="store_true")
     parser.add_argument("--zero-shot", action="store_true")
     parser.add_argument("--amp-speed", action="store_true")
+    parser.add_argument("--memory-format", action="store_true")
     parser.add_argument("--datasets", nargs="+", default=["usps", "coil20"])
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--batches", type=int, default=40, help="batches per epoch")
@@ -328,7 +391,7 @@ def main(argv=None):
     if args.quick:
         args.epochs, args.batches, args.linear_iter = 2, 5, 5
         args.overhead_epochs, args.overhead_batches = 2, 5
-    run_all = not (args.overhead or args.zero_shot or args.amp_speed)
+    run_all = not (args.overhead or args.zero_shot or args.amp_speed or args.memory_format)
     sections, data, figures = [], {}, []
     if run_all or args.overhead:
         md, data["overhead"] = bench_overhead(args)
@@ -344,8 +407,13 @@ def main(argv=None):
         md, data["amp"] = bench_amp(args)
         sections.append(md)
         print(md, flush=True)
+    if run_all or args.memory_format:
+        md, data["memory_format"], fig = bench_memory_format(args)
+        sections.append(md)
+        figures.append(("deep_memory_format", fig))
+        print(md, flush=True)
     name = "bench_deep" if run_all else "bench_deep_" + "_".join(
-        k for k in ("overhead", "zero_shot", "amp_speed") if getattr(args, k))
+        k for k in ("overhead", "zero_shot", "amp_speed", "memory_format") if getattr(args, k))
     save(name, "\n\n".join(sections), data, figures, quick=args.quick)
 
 

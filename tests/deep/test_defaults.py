@@ -3,6 +3,7 @@ backbones, bad inputs, the thread policy, and a zero-shot case the defaults must
 
 from __future__ import annotations
 
+import copy
 import pickle
 import warnings
 
@@ -12,7 +13,7 @@ import torch
 from torch import nn
 
 from skdml import DeepMetricTransformer
-from skdml.deep import ConvNet, FeatureExtractor, RandomAffine, Standardize
+from skdml.deep import ConvNet, FeatureExtractor, RandomAffine, SmallCNN, Standardize
 from skdml.deep._inputs import fit_standardize
 from skdml.metrics import recall_at_k
 
@@ -435,3 +436,30 @@ def test_transform_of_a_dataset_with_nan_is_refused_like_arrays():
     bad[7, 3] = np.inf
     with pytest.raises(ValueError, match="Input X contains NaN or infinity.*Dataset"):
         est.transform(TensorDataset(torch.from_numpy(bad), torch.from_numpy(y)))
+
+
+@pytest.mark.parametrize("make", [lambda: ConvNet(3, (16, 16), width=8),
+                                  lambda: SmallCNN(3, widths=(4, 8))])
+def test_conv_backbones_compute_in_channels_last_with_the_same_values(make):
+    """The NHWC layout (faster on CPU) changes no value: outputs and gradients match an
+    NCHW twin, and a pickled copy keeps the layout."""
+    torch.manual_seed(0)
+    net = make().train()
+    conv = next(m for m in net.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert not conv.weight.is_contiguous()
+    twin = copy.deepcopy(net).to(memory_format=torch.contiguous_format)
+    x = torch.randn(6, 3, 16, 16)
+    out = net(x)
+    # the twin runs the same layers in NCHW
+    ref = twin.blocks(x.contiguous())
+    ref = (twin.pool(ref) if hasattr(twin, "pool") else ref).flatten(1)
+    np.testing.assert_allclose(out.detach(), ref.detach(), rtol=1e-4, atol=1e-5)
+    out.square().sum().backward()
+    ref.square().sum().backward()
+    twin_conv = next(m for m in twin.modules() if isinstance(m, torch.nn.Conv2d))
+    assert twin_conv.weight.is_contiguous()
+    np.testing.assert_allclose(conv.weight.grad, twin_conv.weight.grad, rtol=1e-3, atol=1e-5)
+    clone = pickle.loads(pickle.dumps(net))
+    assert next(m for m in clone.modules() if isinstance(m, torch.nn.Conv2d)) \
+        .weight.is_contiguous(memory_format=torch.channels_last)
