@@ -90,7 +90,9 @@ class ConvNet(nn.Module):
     2x2 (Vinyals et al., 2016; Snell et al., 2017); the last feature map is
     flattened (64 features for 28x28 inputs). A block whose input is already
     1 pixel wide skips its pooling, so any image of at least 1x1 works (8x8
-    digits: 8, 4, 2, 1, 1).
+    digits: 8, 4, 2, 1, 1). Weights and activations are kept in channels-last
+    memory format (same values; a faster training step on CPU, see
+    ``_channels_last``).
 
     Parameters
     ----------
@@ -151,6 +153,9 @@ class SmallCNN(nn.Module):
         Average the last feature map over space (translation invariant, size
         ``widths[-1]``); ``False`` flattens it instead (keeps the layout, which
         helps on small aligned images such as digits; size depends on H, W).
+
+    Weights and activations are kept in channels-last memory format, as in
+    :class:`ConvNet`.
 
     Examples
     --------
