@@ -13,7 +13,7 @@ Sections (all on by default; pick with flags):
 * ``--amp-speed``: images/s of training steps, fp32 vs AMP, on a ResNet-style
   backbone (fp16 and bf16 on CUDA; bf16 on CPU, for information only).
 * ``--memory-format``: a training step of the default ConvNet (64-wide, batch 64,
-  128-d head, binomial loss) with its weights and activations in channels-last
+  128-d head, binomial loss; the step of ``--amp-speed``) with its weights and activations in channels-last
   (NHWC, what :class:`~skdml.deep.ConvNet` does) against the same network in
   NCHW, per image size, repeats interleaved.
 
@@ -252,13 +252,14 @@ def bench_zero_shot(args, name):
 
 
 # ------------------------------------------------------------------ (4) AMP speed
-def images_per_second(model, device, amp, batch, side, steps):
+def images_per_second(model, device, amp, batch, side, steps, channels=3):
+    """Training images/s (forward, binomial loss, backward, Adam) of a copy of ``model``."""
     model = copy.deepcopy(model).to(device).train()
     head = nn.Linear(model.out_features, 128).to(device)
     opt = torch.optim.Adam(list(model.parameters()) + list(head.parameters()), lr=1e-4)
     scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
     loss_fn = BinomialDevianceLoss()
-    x = torch.randn(batch, 3, side, side, device=device)
+    x = torch.randn(batch, channels, side, side, device=device)
     y = torch.arange(batch, device=device) % 8
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
 
@@ -312,27 +313,6 @@ def bench_amp(args):
 MEMORY_FORMAT_SIZES = ((1, 8), (1, 16), (1, 28), (1, 32), (1, 64), (3, 32))
 
 
-def step_seconds(backbone, channels, side, steps, batch=64):
-    """Seconds per training step (forward, binomial loss, backward, Adam) of one layout."""
-    torch.manual_seed(0)
-    head = nn.Linear(backbone.out_features, 128)
-    opt = torch.optim.Adam(list(backbone.parameters()) + list(head.parameters()), lr=1e-3)
-    loss_fn = BinomialDevianceLoss()
-    x, y = torch.rand(batch, channels, side, side), torch.arange(batch) % 16
-
-    def step():
-        loss = loss_fn(F.normalize(head(backbone(x)), dim=1), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    step()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return (time.perf_counter() - t0) / steps
-
-
 def bench_memory_format(args):
     repeats, steps = (2, 2) if args.quick else (5, 10)
     rows, data = [], {}
@@ -344,8 +324,10 @@ def bench_memory_format(args):
             nchw.out_features = nhwc.out_features
             times = {"nchw": [], "nhwc": []}
             for _ in range(repeats):  # interleaved: load drift hits both alike
-                times["nchw"].append(step_seconds(nchw, channels, side, steps))
-                times["nhwc"].append(step_seconds(nhwc, channels, side, steps))
+                for name, net in (("nchw", nchw), ("nhwc", nhwc)):
+                    ips = images_per_second(net, torch.device("cpu"), None, 64, side, steps,
+                                            channels=channels)
+                    times[name].append(64 / ips)  # seconds per step
             med = {k: statistics.median(v) for k, v in times.items()}
             data[f"{channels}x{side}x{side}"] = {**times, "median": med}
             rows.append([f"({channels}, {side}, {side})", f"{1e3 * med['nchw']:.1f}",
