@@ -83,6 +83,8 @@ def clean_input_teacher():
     def batch_loss(self, batch):
         xb, idx = batch
         xb = to_model_input(xb, self.device, self.input_shape)
+        if self.net.resize is not None:  # as batch_loss: the resized image is augmented
+            xb = self.net.resize(xb)
         clean = xb if self.net.standardize is None else self.net.standardize(xb)
         base = self._preservation
         self._preservation = lambda z, reference: base(z, clean)

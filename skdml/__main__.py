@@ -25,6 +25,9 @@ __all__ = ["main", "run_demo", "run_knn_demo", "demo_rows", "DemoRow"]
 KS = (1, 2, 4, 8)
 #: k-means restarts for NMI and F1 (one restart is too noisy to compare rows).
 N_INIT = 10
+#: The deep row's epoch budget (its default is 100): the whole demo stays under a minute
+#: on two cores.
+DEEP_EPOCHS = 20
 
 
 @dataclass(frozen=True)
@@ -44,12 +47,16 @@ class DemoRow:
     optional : bool, default=False
         An optional row that cannot be imported or fails is reported and
         skipped instead of stopping the demo.
+    images : bool, default=False
+        The digits demo gives this row the 8x8 images ``(n, 8, 8)`` instead of
+        the 64 pixels as a vector (the k-NN demo's wine data are vectors for all).
     """
 
     name: str
     factory: Optional[Callable[[int, int], object]]
     quick: bool = True
     optional: bool = False
+    images: bool = False
 
 
 def _pca(n_components, random_state):
@@ -90,9 +97,20 @@ def demo_rows():
         DemoRow("SUML", _skdml("skdml.linear", "SUML"), quick=False, optional=True),
         DemoRow("ECAML", _skdml("skdml.linear", "ECAML"), quick=False, optional=True),
         DemoRow("JRD", _skdml("skdml.linear", "JRD"), quick=False, optional=True),
-        DemoRow("deep", _skdml("skdml.deep", "DeepMetricTransformer"), quick=False,
-                optional=True),
+        DemoRow("deep (128-d)", _deep, quick=False, optional=True, images=True),
     ]
+
+
+def _deep(n_components, random_state):
+    """The deep learner with its own default dimension (128) and a demo-sized budget.
+
+    Its embedding width matters more than a linear map's: on the unseen digits,
+    Recall@1 is 0.977 at 32-d, 0.987 at 64-d and 0.992 at 128-d (20 epochs,
+    seed 0); the row's label says the dimension.
+    """
+    from .deep import DeepMetricTransformer
+
+    return DeepMetricTransformer(max_iter=DEEP_EPOCHS, random_state=random_state)
 
 
 def _standardized(n_components, random_state):
@@ -199,13 +217,14 @@ def run_demo(*, quick=False, seed=0, split="first-half", n_components=16, rows=N
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
+                X_row = X.reshape(-1, 8, 8) if row.images else X
                 if row.factory is None:
-                    Z = X[test]
+                    Z = X_row[test]
                 else:
                     estimator = row.factory(n_components, seed)  # imports happen here
                     t0 = time.perf_counter()
-                    estimator.fit(X[train], y[train])
-                    Z = estimator.transform(X[test])
+                    estimator.fit(X_row[train], y[train])
+                    Z = estimator.transform(X_row[test])
         except Exception as exc:  # noqa: BLE001 - optional rows must not stop the demo
             if not row.optional:
                 raise

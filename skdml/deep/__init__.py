@@ -5,7 +5,7 @@
 - ``_network``: backbone + embedding head, output checks, optimiser parameter groups;
 - ``_trainable``: a batch's loss (AMP, regularisers, auxiliary losses);
 - ``_plan``: how a fit is set up (input checks, validation split, batch plan);
-- ``_inputs``: input standardisation (learned in ``fit``) and augmentation;
+- ``_inputs``: input resizing, standardisation (learned in ``fit``) and augmentation;
 - ``_data``: input layouts, datasets, loaders;
 - ``_state``: resume states, checkpoints to resume from, pickling;
 - ``backbones``: MLP, ConvNet, small CNN, small ResNet, ``FeatureExtractor`` (any
@@ -15,11 +15,11 @@
 
 from .._training import NonFiniteLossError
 from ._estimator import DeepMetricTransformer
-from ._inputs import RandomAffine, Standardize
+from ._inputs import RandomAffine, Resize, Standardize
 from ._network import EmbeddingNet
 from .backbones import MLP, ConvNet, FeatureExtractor, SmallCNN, SmallResNet, default_backbone
 from .deml import DeML, make_deml, random_walk_attention
 
 __all__ = ["ConvNet", "DeML", "DeepMetricTransformer", "EmbeddingNet", "FeatureExtractor", "MLP",
-           "NonFiniteLossError", "RandomAffine", "SmallCNN", "SmallResNet", "Standardize",
+           "NonFiniteLossError", "RandomAffine", "Resize", "SmallCNN", "SmallResNet", "Standardize",
            "default_backbone", "make_deml", "random_walk_attention"]

@@ -14,7 +14,7 @@ from .._training._distributed import distributed_context
 from .._utils import thread_limits
 from ._data import MappedSampler, first_items, make_loader, to_model_input
 from ._hooks import LayerCapture, match_modules
-from ._inputs import fit_standardize
+from ._inputs import fit_standardize, resize_for
 from ._network import EmbeddingNet, build_backbone, build_optimizer, probe_backbone
 from ._plan import augmentation, batch_plan, preserve_input_weight, wants_standardize
 from ._state import to_cpu
@@ -89,13 +89,16 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
     backbone = build_backbone(est.backbone, input_shape)
     standardize = fit_standardize(source, train_idx, input_shape) \
         if wants_standardize(est, backbone) else None
+    resize = resize_for(backbone, input_shape)
     probe = to_model_input(first_items(source), torch.device("cpu"), input_shape)
+    if resize is not None:
+        probe = resize(probe)
     if standardize is not None:
         probe = standardize(probe)
     n_features, flops = probe_backbone(backbone, probe)
     net = EmbeddingNet(backbone, n_features, est.n_components,
                        est.normalize and est.n_components > 1,
-                       standardize=standardize).to(device)
+                       standardize=standardize, resize=resize).to(device)
     objective = est._build_objective(len(classes))
     for part in (objective.loss, objective.regularizer):
         if isinstance(part, nn.Module):

@@ -1,5 +1,9 @@
-"""What happens to an input before the backbone: standardisation (learned) and augmentation.
+"""What happens to an input before the backbone: resizing, standardisation (learned), augmentation.
 
+* :class:`Resize` brings images to the size a backbone asks for (its
+  ``input_size`` attribute): the default ConvNet upsamples images smaller than
+  16 pixels, a pretrained network may ask for 224x224. It is the first layer of
+  the fitted network, and training augments the resized image.
 * :class:`Standardize` is the first layer of the fitted network: it holds the
   per-channel (images) or per-feature (vectors) mean and scale learned in
   ``fit`` as buffers, so ``transform``, pickles, checkpoints and a user who
@@ -22,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["RandomAffine", "Standardize", "fit_standardize"]
+__all__ = ["RandomAffine", "Resize", "Standardize", "fit_standardize", "resize_for"]
 
 #: Items of a ``Dataset`` read to estimate the standardisation (evenly spaced).
 DATASET_SAMPLE = 2048
@@ -54,6 +58,56 @@ class Standardize(nn.Module):
 
     def forward(self, x):
         return (x - self.mean) / self.scale
+
+
+class Resize(nn.Module):
+    """Bilinear resizing of image batches ``(n, C, H, W)`` to ``size``; a no-op at that size.
+
+    Bilinear interpolation mixes neighbouring pixels with weights that sum to
+    one, so it commutes with the per-channel :class:`Standardize` that follows
+    it. A batch already at ``size`` (e.g. one resized before augmentation)
+    passes through unchanged.
+
+    Parameters
+    ----------
+    size : tuple of int
+        ``(H, W)`` of the output.
+
+    Examples
+    --------
+    >>> import torch
+    >>> Resize((32, 32))(torch.zeros(2, 1, 8, 8)).shape
+    torch.Size([2, 1, 32, 32])
+    """
+
+    def __init__(self, size):
+        super().__init__()
+        self.size = tuple(int(s) for s in size)
+        if len(self.size) != 2 or min(self.size) < 1:
+            raise ValueError(f"input_size must be (H, W) with positive sides, got {size!r}.")
+
+    def extra_repr(self):
+        return f"size={self.size}"
+
+    def forward(self, x):
+        if x.ndim != 4 or tuple(x.shape[-2:]) == self.size:
+            return x
+        return F.interpolate(x, size=self.size, mode="bilinear", align_corners=False)
+
+
+def resize_for(backbone, input_shape):
+    """The :class:`Resize` layer a backbone asks for, or ``None``.
+
+    A backbone with an ``input_size`` attribute ``(H, W)`` (the default
+    :class:`~skdml.deep.ConvNet` for small images,
+    :class:`~skdml.deep.FeatureExtractor` when given one) gets its images
+    resized to it, unless they already have that size. Vectors never are.
+    """
+    size = getattr(backbone, "input_size", None)
+    if size is None or len(input_shape) != 3:
+        return None
+    layer = Resize(size)
+    return None if layer.size == tuple(input_shape[1:]) else layer
 
 
 def _moments(source, indices, input_shape):

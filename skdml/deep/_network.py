@@ -23,8 +23,9 @@ class EmbeddingNet(nn.Module):
     scalar tensors) and ``features`` the flattened backbone output. A backbone
     with ``provides_embedding = True`` (:class:`~skdml.deep.DeML`) gets no head
     (``nn.Identity``); its width must then be ``n_components``.
-    ``standardize`` (a module, e.g. :class:`~skdml.deep.Standardize`) is
-    applied to the input first.
+    ``resize`` (:class:`~skdml.deep.Resize`, when the backbone asks for another
+    image size) and then ``standardize`` (e.g. :class:`~skdml.deep.Standardize`)
+    are applied to the input first.
 
     Examples
     --------
@@ -35,8 +36,10 @@ class EmbeddingNet(nn.Module):
     (torch.Size([4, 3]), None, torch.Size([4, 8]))
     """
 
-    def __init__(self, backbone, in_features, n_components, normalize, standardize=None):
+    def __init__(self, backbone, in_features, n_components, normalize, standardize=None,
+                 resize=None):
         super().__init__()
+        self.resize = resize
         self.standardize = standardize
         self.backbone = backbone
         own = getattr(backbone, "provides_embedding", False)  # e.g. DeML: ends in its learners
@@ -48,6 +51,8 @@ class EmbeddingNet(nn.Module):
         self.normalize = bool(normalize)
 
     def features(self, x):
+        if self.resize is not None:
+            x = self.resize(x)
         if self.standardize is not None:
             x = self.standardize(x)
         out = self.backbone(x)

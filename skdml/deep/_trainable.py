@@ -33,7 +33,8 @@ class DeepTrainable(Trainable):
     JRS sees the hooked layers (or the backbone's output), the embedding and
     the class level. Auxiliary losses returned by the backbone are added and
     logged as ``aux`` or ``aux_<key>``. ``augment`` (a callable on the input
-    batch, on the device) is applied in training mode only. With
+    batch, on the device, after the network's ``resize`` if it has one) is
+    applied in training mode only. With
     ``preserve_input > 0``, that weight times
     :class:`~skdml.losses.DistancePreservation` between the embeddings and
     the network's (standardised, augmented) input is added and logged as
@@ -52,6 +53,8 @@ class DeepTrainable(Trainable):
     def batch_loss(self, batch):
         xb, idx = batch
         xb = to_model_input(xb, self.device, self.input_shape)
+        if self.net.resize is not None:  # augment (and compare with) the resized image
+            xb = self.net.resize(xb)
         if self.augment is not None and self.net.training:
             xb = self.augment(xb)
         yb = self.labels[idx].to(self.device, non_blocking=True)

@@ -15,6 +15,8 @@ import math
 import torch
 from torch import nn
 
+from ._inputs import Resize
+
 __all__ = ["ConvNet", "FeatureExtractor", "MLP", "SmallCNN", "SmallResNet",
            "default_backbone"]
 
@@ -104,6 +106,13 @@ class ConvNet(nn.Module):
         Channels of every block.
     n_blocks : int, default=4
         Number of blocks.
+    input_size : tuple of int, default=None
+        Resize (bilinear) every input to this ``(H, W)`` first, and size the
+        blocks for it. The attribute of the same name tells
+        :class:`~skdml.DeepMetricTransformer` to resize images before it
+        augments them (:class:`~skdml.deep.Resize`, the first layer of the
+        fitted network). :func:`default_backbone` sets it for images smaller
+        than 16 pixels.
 
     Examples
     --------
@@ -113,11 +122,15 @@ class ConvNet(nn.Module):
     torch.Size([2, 64])
     >>> ConvNet(1, (8, 8)).eval()(torch.zeros(2, 1, 8, 8)).shape
     torch.Size([2, 64])
+    >>> ConvNet(1, (8, 8), input_size=(32, 32)).eval()(torch.zeros(2, 1, 8, 8)).shape
+    torch.Size([2, 256])
     """
 
-    def __init__(self, in_channels, image_size, width=64, n_blocks=4):
+    def __init__(self, in_channels, image_size, width=64, n_blocks=4, input_size=None):
         super().__init__()
-        h, w = (int(s) for s in image_size)
+        self.input_size = None if input_size is None else tuple(int(s) for s in input_size)
+        self.resize = nn.Identity() if input_size is None else Resize(self.input_size)
+        h, w = (int(s) for s in (image_size if input_size is None else input_size))
         blocks, c = [], int(in_channels)
         for _ in range(int(n_blocks)):
             block = [nn.Conv2d(c, width, 3, padding=1), nn.BatchNorm2d(width),
@@ -132,7 +145,7 @@ class ConvNet(nn.Module):
         self.to(memory_format=torch.channels_last)  # see _channels_last()
 
     def forward(self, x):
-        return self.blocks(_channels_last(x)).flatten(1)
+        return self.blocks(_channels_last(self.resize(x))).flatten(1)
 
 
 def _conv_block(c_in, c_out):
@@ -273,6 +286,10 @@ class FeatureExtractor(nn.Module):
     pool : bool, default=True
         Average a 4-D feature map ``(n, C, H, W)`` over space to ``(n, C)``;
         ``False`` flattens it.
+    input_size : tuple of int, default=None
+        ``(H, W)`` the network was trained at (e.g. ``(224, 224)``): images are
+        resized to it (bilinear) before the normalisation;
+        :class:`~skdml.DeepMetricTransformer` then resizes before it augments.
 
     Attributes
     ----------
@@ -289,8 +306,10 @@ class FeatureExtractor(nn.Module):
     torch.Size([2, 8])
     """
 
-    def __init__(self, module, layer=None, mean=None, std=None, pool=True):
+    def __init__(self, module, layer=None, mean=None, std=None, pool=True, input_size=None):
         super().__init__()
+        self.input_size = None if input_size is None else tuple(int(s) for s in input_size)
+        self.resize = nn.Identity() if input_size is None else Resize(self.input_size)
         if not isinstance(module, nn.Module):
             raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}.")
         names = dict(module.named_modules())
@@ -314,6 +333,7 @@ class FeatureExtractor(nn.Module):
         return f"layer={self.layer!r}, normalizes_input={self.normalizes_input}, pool={self.pool}"
 
     def forward(self, x):
+        x = self.resize(x)
         if self.normalizes_input:
             x = (x - self.mean) / self.std
         if self.layer is None:
@@ -345,7 +365,11 @@ def default_backbone(input_shape):
 
     The MLP has two blocks of width ``clip(2**ceil(log2 d), 32, 256)`` and a
     skip connection (``skip=True``): the head sees the input beside the blocks'
-    output.
+    output. Images whose shorter side is below 16 pixels, where the ConvNet's
+    four poolings would end on a 1-pixel map, are upsampled so that it is 32
+    (``input_size``; 8x8 digits become 32x32 and end on a 2x2 map): on
+    scikit-learn's digits this is what lets the ConvNet beat raw pixels on
+    unseen digits (see the deep learner's user guide).
 
     Parameters
     ----------
@@ -356,9 +380,33 @@ def default_backbone(input_shape):
     --------
     >>> type(default_backbone((10,))).__name__, type(default_backbone((1, 16, 16))).__name__
     ('MLP', 'ConvNet')
+    >>> default_backbone((1, 8, 8)).input_size, default_backbone((1, 16, 16)).input_size
+    ((32, 32), None)
     """
     if len(input_shape) == 1:
         d = int(input_shape[0])
         width = int(min(256, max(32, 2 ** math.ceil(math.log2(max(d, 1))))))
         return MLP(d, hidden=(width, width), skip=True)
-    return ConvNet(int(input_shape[0]), input_shape[1:])
+    return ConvNet(int(input_shape[0]), input_shape[1:],
+                   input_size=upsampled_size(input_shape[1:]))
+
+
+#: :func:`default_backbone`: images whose shorter side is below this are upsampled ...
+SMALL_IMAGE = 16
+#: ... so that their shorter side becomes this.
+UPSAMPLED_SIDE = 32
+
+
+def upsampled_size(image_size):
+    """The ``input_size`` of the default ConvNet for images of ``(H, W)``, or ``None``.
+
+    Examples
+    --------
+    >>> upsampled_size((8, 8)), upsampled_size((8, 12)), upsampled_size((16, 16))
+    ((32, 32), (32, 48), None)
+    """
+    h, w = (int(s) for s in image_size)
+    if min(h, w) >= SMALL_IMAGE:
+        return None
+    factor = UPSAMPLED_SIDE / min(h, w)
+    return (int(round(h * factor)), int(round(w * factor)))
