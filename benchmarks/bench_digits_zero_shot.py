@@ -23,9 +23,14 @@ Scores: Recall@1, NMI (k-means, 10 restarts) and MAP@R among the unseen digits. 
 also draws the raw-pixel Recall@1 failures of the first split (query and its nearest
 neighbour): the headroom above raw pixels is these few images.
 
+``--input-size`` is the study behind the default ConvNet's upsampling of small
+images: the defaults with 8x8 digits upsampled to each side (8: not at all),
+seed 0, three splits (``digits_input_size.*``).
+
 Usage::
 
     python benchmarks/bench_digits_zero_shot.py [--seeds 0 1 2]
+    python benchmarks/bench_digits_zero_shot.py --input-size [--sides 8 16 24 28 32]
     python benchmarks/bench_digits_zero_shot.py --quick     # one seed, 3 epochs, own files
 """
 
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import sys
 import time
 import warnings
@@ -48,6 +54,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import markdown_table, save  # noqa: E402
 from skdml import ECAML, JRD, DeepMetricTransformer  # noqa: E402
+from skdml.deep import backbones  # noqa: E402
 from skdml.deep._data import to_model_input  # noqa: E402
 from skdml.deep._trainable import DeepTrainable  # noqa: E402
 from skdml.metrics import clustering_scores, nearest_neighbors, retrieval_scores  # noqa: E402
@@ -157,6 +164,49 @@ def run(X, y, seeds, max_iter=None):
     return results
 
 
+@contextlib.contextmanager
+def upsampled_side(side):
+    """The default backbone's rule with another target side (``side=8``: no upsampling)."""
+    saved = backbones.SMALL_IMAGE, backbones.UPSAMPLED_SIDE
+    backbones.SMALL_IMAGE, backbones.UPSAMPLED_SIDE = (0, 8) if side <= 8 else (16, side)
+    try:
+        yield
+    finally:
+        backbones.SMALL_IMAGE, backbones.UPSAMPLED_SIDE = saved
+
+
+def input_size_study(X, y, sides, seed=0):
+    """Unseen-digit scores of the defaults with the 8x8 digits upsampled to each side."""
+    images, results = X.reshape(-1, 1, 8, 8), {}
+    for side in sides:
+        for split, train in splits(y).items():
+            est = DeepMetricTransformer(random_state=seed)
+            Z, seconds = fitted(est, images[train], y[train], images[~train],
+                                functools.partial(upsampled_side, side))
+            results.setdefault(str(side), {})[split] = {
+                **scores(Z, y[~train]), "epochs": est.n_iter_, "fit_s": seconds}
+            print(side, split, {k: round(v, 3) for k, v in results[str(side)][split].items()},
+                  flush=True)
+    raw = {split: scores(X[~train], y[~train]) for split, train in splits(y).items()}
+    header = ["input side"] + [f"{split} R@1 / NMI / MAP@R (epochs, fit s)" for split in raw]
+    rows = [["raw pixels"] + [" / ".join(f"{100 * r[k]:.2f}" for k in ("R@1", "NMI", "MAP@R"))
+                              for r in raw.values()]]
+    for side, per_split in results.items():
+        rows.append([f"{side} x {side}" + (" (native)" if side == "8" else "")] + [
+            " / ".join(f"{100 * r[k]:.2f}" for k in ("R@1", "NMI", "MAP@R"))
+            + f" ({r['epochs']}, {r['fit_s']:.0f})" for r in per_split.values()])
+    command = "python benchmarks/bench_digits_zero_shot.py --input-size" + (
+        "" if sides == [8, 16, 24, 28, 32] else " --sides " + " ".join(map(str, sides)))
+    md = ("### scikit-learn digits: the defaults with the 8x8 images upsampled (%)\n\n"
+          f"Command: `{command}`. `DeepMetricTransformer(random_state={seed})` on the 8x8 "
+          "images, the default ConvNet's input upsampled (bilinear, before augmentation) to "
+          "each side; unseen-digit scores, NMI of k-means with 10 restarts. CPU, "
+          f"{torch.get_num_threads()} torch threads (fit times indicative only).\n\n"
+          + markdown_table(header, rows))
+    save("digits_input_size", md, {"command": command, "seed": seed, "raw": raw,
+                                   "results": results})
+
+
 def failure_figure(X, y):
     """The raw-pixel Recall@1 failures of 0-4 -> 5-9: each query above its nearest neighbour."""
     X, y = X[y >= 5], y[y >= 5]
@@ -180,7 +230,12 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--quick", action="store_true",
                         help="smoke run, own files: seed 0, deep rows 3 epochs")
+    parser.add_argument("--input-size", action="store_true",
+                        help="the study of the default ConvNet's upsampling of small images")
+    parser.add_argument("--sides", type=int, nargs="+", default=[8, 16, 24, 28, 32])
     args = parser.parse_args(argv)
+    if args.input_size:
+        return input_size_study(*load(), args.sides)
     if args.quick:
         args.seeds = [0]
     X, y = load()

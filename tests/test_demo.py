@@ -50,15 +50,18 @@ def test_main_demo_quick(capsys):
     assert accuracies["standardized"][0] > accuracies["raw pixels"][0] + 0.1
 
 
+DEEP = "deep (128-d)"
+
+
 def test_knn_demo_learned_metric_beats_raw_features_in_a_pipeline():
     from skdml.__main__ import run_knn_demo
 
-    rows = [row for row in demo_rows() if row.name in ("raw pixels", "deep")]
+    rows = [row for row in demo_rows() if row.name in ("raw pixels", DEEP)]
     out = io.StringIO()
     results = run_knn_demo(rows=rows, file=out, n_components=16)
-    assert set(results) == {"raw pixels", "deep"}, out.getvalue()
+    assert set(results) == {"raw pixels", DEEP}, out.getvalue()
     # the deep learner (defaults, in front of 1-NN) against the raw features' metric
-    assert results["deep"]["accuracy"] > results["raw pixels"]["accuracy"] + 0.1
+    assert results[DEEP]["accuracy"] > results["raw pixels"]["accuracy"] + 0.1
     assert "make_pipeline(learner, KNeighborsClassifier(1))" in out.getvalue()
     assert "13-d embeddings" in out.getvalue()  # n_components capped at the 13 features
 
@@ -122,7 +125,8 @@ def test_default_rows():
     names = [row.name for row in rows]
     assert names[:2] == ["raw pixels", "PCA"] and len(set(names)) == len(names)
     assert all(row.quick and not row.optional for row in rows[:2])
-    assert {"SUML", "ECAML", "JRD", "deep"} <= set(names)
+    assert {"SUML", "ECAML", "JRD", DEEP} <= set(names)
+    assert [row.name for row in rows if row.images] == [DEEP]  # the 8x8 images, not vectors
 
 
 @pytest.mark.parametrize("argv", [[], ["demo", "--n-components", "0"],
