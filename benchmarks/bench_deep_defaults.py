@@ -67,7 +67,7 @@ def fit_scored(est, X_train, y_train, X_test, y_test):
     return evaluate(est.transform(X_test), y_test), seconds
 
 
-def run(name, max_iter):
+def run(name, max_iter, seed=0):
     X, y = images(name)
     classes = np.unique(y)
     train = np.isin(y, classes[: len(classes) // 2])
@@ -79,8 +79,8 @@ def run(name, max_iter):
     methods = {f"PCA ({n_pca})": (PCA(n_pca, random_state=0), flat),
                "ECAML (linear)": (ECAML(random_state=0), flat),
                "JRD (linear)": (JRD(random_state=0), flat)}
-    params = {"random_state": 0} if max_iter is None else {"random_state": 0,
-                                                           "max_iter": max_iter}
+    params = {"random_state": seed} if max_iter is None else {"random_state": seed,
+                                                              "max_iter": max_iter}
     methods["deep defaults"] = (DeepMetricTransformer(**params), X)
     notes = {}
     for method, (est, data) in methods.items():
@@ -158,6 +158,8 @@ def main(argv=None):
                         help="the defaults against early_stopping=True, per seed")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2],
                         help="--early-stopping: the random_state of each pair of fits")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="random_state of the deep row (saved as ..._seed<N> if not 0)")
     args = parser.parse_args(argv)
     if args.early_stopping:
         return early_stopping_study(args.datasets, args.seeds)
@@ -165,20 +167,23 @@ def main(argv=None):
     max_iter = 3 if args.quick else args.max_iter
     command = "python benchmarks/bench_deep_defaults.py" + (
         " --quick" if args.quick else
-        (f" --max-iter {max_iter}" if max_iter else "") + " --datasets " + " ".join(datasets))
+        (f" --max-iter {max_iter}" if max_iter else "") + " --datasets " + " ".join(datasets)
+        + (f" --seed {args.seed}" if args.seed else ""))
+    stem = "deep_defaults_quick" if args.quick else "deep_defaults" + (
+        "" if datasets == list(ALL_DATASETS) else "_" + "_".join(datasets)) + (
+        f"_seed{args.seed}" if args.seed else "")
     parts, data = [], {}
     budget = "the default budget (max_iter=100)" if max_iter is None else \
         f"a reduced budget of max_iter={max_iter} epochs"
     for name in datasets:  # saved after every data set: a long run keeps what it measured
-        md, data[name] = run(name, max_iter)
+        md, data[name] = run(name, max_iter, args.seed)
         parts.append(md)
         md = ("### Deep defaults on unseen classes (first half of the classes train)\n\n"
-              f"Command: `{command}`. Deep row: `DeepMetricTransformer(random_state=0)` with "
+              f"Command: `{command}`. Deep row: `DeepMetricTransformer(random_state={args.seed})` "
+              "with "
               f"{budget}. CPU, {torch.get_num_threads()} torch threads, loaded 2-core "
               "machine.\n\n" + "\n\n".join(parts))
-        name = "deep_defaults" + ("" if datasets == list(ALL_DATASETS) else
-                                  "_" + "_".join(datasets))
-        save("deep_defaults_quick" if args.quick else name, md,
+        save(stem, md,
              {"command": command, "max_iter": max_iter, "results": data})
 
 

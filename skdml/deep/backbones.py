@@ -360,6 +360,12 @@ class FeatureExtractor(nn.Module):
         return out
 
 
+#: :func:`default_backbone`: images whose shorter side is below this are upsampled ...
+SMALL_IMAGE = 16
+#: ... so that their shorter side becomes this.
+UPSAMPLED_SIDE = 32
+
+
 def default_backbone(input_shape):
     """The backbone used when ``backbone=None``: an MLP for vectors, the 4-block ConvNet for images.
 
@@ -390,11 +396,6 @@ def default_backbone(input_shape):
     return ConvNet(int(input_shape[0]), input_shape[1:],
                    input_size=upsampled_size(input_shape[1:]))
 
-
-#: :func:`default_backbone`: images whose shorter side is below this are upsampled ...
-SMALL_IMAGE = 16
-#: ... so that their shorter side becomes this.
-UPSAMPLED_SIDE = 32
 
 
 def upsampled_size(image_size):
