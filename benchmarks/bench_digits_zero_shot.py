@@ -60,6 +60,8 @@ from skdml.deep._trainable import DeepTrainable  # noqa: E402
 from skdml.metrics import clustering_scores, nearest_neighbors, retrieval_scores  # noqa: E402
 
 N_COMPONENTS = 16
+#: ``--input-size``: the sides of the study (8: the native size).
+DEFAULT_SIDES = [8, 16, 24, 28, 32]
 
 
 def splits(y):
@@ -196,15 +198,16 @@ def input_size_study(X, y, sides, seed=0):
             " / ".join(f"{100 * r[k]:.2f}" for k in ("R@1", "NMI", "MAP@R"))
             + f" ({r['epochs']}, {r['fit_s']:.0f})" for r in per_split.values()])
     command = "python benchmarks/bench_digits_zero_shot.py --input-size" + (
-        "" if sides == [8, 16, 24, 28, 32] else " --sides " + " ".join(map(str, sides)))
+        "" if sides == DEFAULT_SIDES else " --sides " + " ".join(map(str, sides)))
     md = ("### scikit-learn digits: the defaults with the 8x8 images upsampled (%)\n\n"
           f"Command: `{command}`. `DeepMetricTransformer(random_state={seed})` on the 8x8 "
           "images, the default ConvNet's input upsampled (bilinear, before augmentation) to "
           "each side; unseen-digit scores, NMI of k-means with 10 restarts. CPU, "
           f"{torch.get_num_threads()} torch threads (fit times indicative only).\n\n"
           + markdown_table(header, rows))
-    save("digits_input_size", md, {"command": command, "seed": seed, "raw": raw,
-                                   "results": results})
+    stem = "digits_input_size" + ("" if sides == DEFAULT_SIDES else
+                                  "_" + "_".join(map(str, sides)))
+    save(stem, md, {"command": command, "seed": seed, "raw": raw, "results": results})
 
 
 def failure_figure(X, y):
@@ -232,7 +235,8 @@ def main(argv=None):
                         help="smoke run, own files: seed 0, deep rows 3 epochs")
     parser.add_argument("--input-size", action="store_true",
                         help="the study of the default ConvNet's upsampling of small images")
-    parser.add_argument("--sides", type=int, nargs="+", default=[8, 16, 24, 28, 32])
+    parser.add_argument("--sides", type=int, nargs="+", default=DEFAULT_SIDES,
+                        help="a subset is saved as digits_input_size_<sides>")
     args = parser.parse_args(argv)
     if args.input_size:
         return input_size_study(*load(), args.sides)
