@@ -50,6 +50,11 @@ class EmbeddingNet(nn.Module):
         self.in_features = int(in_features)
         self.normalize = bool(normalize)
 
+    def __setstate__(self, state):  # pickles from before ``resize`` existed (skdml <= 0.1)
+        super().__setstate__(state)
+        if "resize" not in self._modules and "resize" not in self.__dict__:
+            self.resize = None
+
     def features(self, x):
         if self.resize is not None:
             x = self.resize(x)
