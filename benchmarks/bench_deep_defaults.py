@@ -12,7 +12,13 @@ Usage::
 
     python benchmarks/bench_deep_defaults.py --quick            # digits only, own files
     python benchmarks/bench_deep_defaults.py --datasets digits usps att coil20
+    python benchmarks/bench_deep_defaults.py --datasets digits att --seeds 0 1 2
     python benchmarks/bench_deep_defaults.py --early-stopping --datasets att --seeds 0 1 2
+
+``--seeds`` with more than one seed (or one other than 0) refits every learned row
+(ECAML, JRD, deep) with each ``random_state`` and adds, per data set, the mean and
+spread over the seeds and how many seeds the deep row wins: k-means NMI on a handful
+of unseen classes moves by several points between seeds, so one seed cannot decide it.
 
 ``--early-stopping`` compares, per data set and seed, the defaults (every class
 trains, the loss plateau ends the fit) with the former default, early stopping on the
@@ -76,9 +82,9 @@ def run(name, max_iter, seed=0):
     from sklearn.decomposition import PCA
 
     n_pca = min(128, flat.shape[1], int(train.sum()))
-    methods = {f"PCA ({n_pca})": (PCA(n_pca, random_state=0), flat),
-               "ECAML (linear)": (ECAML(random_state=0), flat),
-               "JRD (linear)": (JRD(random_state=0), flat)}
+    methods = {f"PCA ({n_pca})": (PCA(n_pca, random_state=seed), flat),
+               "ECAML (linear)": (ECAML(random_state=seed), flat),
+               "JRD (linear)": (JRD(random_state=seed), flat)}
     params = {"random_state": seed} if max_iter is None else {"random_state": seed,
                                                               "max_iter": max_iter}
     methods["deep defaults"] = (DeepMetricTransformer(**params), X)
@@ -101,6 +107,36 @@ def run(name, max_iter, seed=0):
     md = title + "\n\n" + markdown_table(
         ["method", "R@1", "R@2", "R@4", "R@8", "NMI", "F1", "fit s", "note"], rows)
     return md, {m: {"scores": s, "fit_s": t} for m, (s, t) in results.items()}
+
+
+def seed_summary(name, per_seed):
+    """Mean and spread over seeds of each row, and the seeds where the deep row wins.
+
+    ``per_seed`` maps a seed to ``run``'s results. The deep row *wins* a seed on a
+    score when it is above every other row of that seed.
+    """
+    seeds = list(per_seed)
+    methods = list(per_seed[seeds[0]])
+    rows = []
+    for method in methods:
+        cells = []
+        for key in ("R@1", "NMI"):
+            values = 100 * np.array([per_seed[s][method]["scores"][key] for s in seeds])
+            cells.append(f"{values.mean():.2f} ± {values.std():.2f}")
+        cells += [" / ".join(f"{100 * per_seed[s][method]['scores'][k]:.2f}"
+                             for k in ("R@1", "NMI")) for s in seeds]
+        rows.append([method, *cells])
+    wins = {key: sum(per_seed[s]["deep defaults"]["scores"][key]
+                     > max(r["scores"][key] for m, r in per_seed[s].items()
+                           if m != "deep defaults") for s in seeds)
+            for key in ("R@1", "NMI")}
+    md = (f"#### {name}: over random_state in {seeds} (every learned row refitted per seed)"
+          "\n\n" + markdown_table(
+              ["method", "R@1 mean ± std", "NMI mean ± std",
+               *[f"seed {s}: R@1 / NMI" for s in seeds]], rows)
+          + f"\n\nThe deep defaults are above every other row in R@1 with {wins['R@1']} "
+          f"of {len(seeds)} seeds, in NMI with {wins['NMI']} of {len(seeds)}.")
+    return md, wins
 
 
 def early_stopping_study(datasets, seeds):
@@ -156,35 +192,43 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="digits, 3 epochs, own files")
     parser.add_argument("--early-stopping", action="store_true",
                         help="the defaults against early_stopping=True, per seed")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2],
-                        help="--early-stopping: the random_state of each pair of fits")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="random_state of the deep row (saved as ..._seed<N> if not 0)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=None,
+                        help="random_state of every learned row, one table per seed and "
+                             "a summary (saved as ..._seeds<N>_<M>... unless just 0); with "
+                             "--early-stopping, of each pair of fits (default 0 1 2)")
     args = parser.parse_args(argv)
     if args.early_stopping:
-        return early_stopping_study(args.datasets, args.seeds)
+        return early_stopping_study(args.datasets, args.seeds or [0, 1, 2])
+    seeds = args.seeds or [0]
     datasets = ["digits"] if args.quick else args.datasets
     max_iter = 3 if args.quick else args.max_iter
     command = "python benchmarks/bench_deep_defaults.py" + (
         " --quick" if args.quick else
         (f" --max-iter {max_iter}" if max_iter else "") + " --datasets " + " ".join(datasets)
-        + (f" --seed {args.seed}" if args.seed else ""))
+        + ("" if seeds == [0] else " --seeds " + " ".join(map(str, seeds))))
     stem = "deep_defaults_quick" if args.quick else "deep_defaults" + (
         "" if datasets == list(ALL_DATASETS) else "_" + "_".join(datasets)) + (
-        f"_seed{args.seed}" if args.seed else "")
+        "" if seeds == [0] else "_seeds" + "_".join(map(str, seeds)))
     parts, data = [], {}
     budget = "the default budget (max_iter=100)" if max_iter is None else \
         f"a reduced budget of max_iter={max_iter} epochs"
+    seeded = "random_state=" + (str(seeds[0]) if len(seeds) == 1 else "<seed>")
     for name in datasets:  # saved after every data set: a long run keeps what it measured
-        md, data[name] = run(name, max_iter, args.seed)
-        parts.append(md)
+        per_seed = {}
+        for seed in seeds:
+            md, per_seed[seed] = run(name, max_iter, seed)
+            parts.append(md if len(seeds) == 1 else md.replace("#### ", f"#### seed {seed}, ", 1))
+        data[name] = per_seed[seeds[0]] if len(seeds) == 1 else {
+            "per_seed": per_seed, "deep_wins": seed_summary(name, per_seed)[1]}
+        if len(seeds) > 1:
+            parts.append(seed_summary(name, per_seed)[0])
         md = ("### Deep defaults on unseen classes (first half of the classes train)\n\n"
-              f"Command: `{command}`. Deep row: `DeepMetricTransformer(random_state={args.seed})` "
-              "with "
-              f"{budget}. CPU, {torch.get_num_threads()} torch threads, loaded 2-core "
-              "machine.\n\n" + "\n\n".join(parts))
-        save(stem, md,
-             {"command": command, "max_iter": max_iter, "results": data})
+              f"Command: `{command}`. Deep row: `DeepMetricTransformer({seeded})` with "
+              f"{budget}; ECAML and JRD with their defaults and the same `{seeded}`. CPU, "
+              f"{torch.get_num_threads()} torch threads, loaded 2-core machine.\n\n"
+              + "\n\n".join(parts))
+        save(stem, md, {"command": command, "max_iter": max_iter, "seeds": seeds,
+                        "results": data})
 
 
 if __name__ == "__main__":
