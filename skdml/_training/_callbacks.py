@@ -79,13 +79,6 @@ class EarlyStopping(Callback):
         Minimum improvement.
     restore_best : bool, default=False
         Load the state of the best epoch back at the end of training.
-    cool_down : LRSchedule, default=None
-        A warm-up + cosine schedule (:func:`warmup_cosine`) to end on rather
-        than stop while its rate is still high: after ``max(1,
-        n_iter_no_change // 2)`` epochs without improvement the rate decays to
-        0 over the rest of the ``n_iter_no_change`` epochs (or the budget, if
-        shorter), and training stops after them. A fit thus ends as many epochs
-        after its last improvement as without it, with the weights annealed.
 
     Attributes
     ----------
@@ -93,9 +86,6 @@ class EarlyStopping(Callback):
         The epoch of the best value; on a tie, the later epoch (trained longer).
     best_value : float
         The best value seen.
-    cooling : tuple of int or None
-        ``(epoch, n_epochs)`` once the cool-down is planned: it started after
-        ``epoch`` and lasts ``n_epochs``.
 
     Notes
     -----
@@ -104,10 +94,8 @@ class EarlyStopping(Callback):
     """
 
     def __init__(self, *, monitor="validation_score", greater_is_better=True,
-                 n_iter_no_change=10, tol=1e-4, restore_best=False, cool_down=None):
+                 n_iter_no_change=10, tol=1e-4, restore_best=False):
         self.monitor = monitor
-        self.cool_down = cool_down
-        self.cooling = None
         self.sign = 1.0 if greater_is_better else -1.0
         self.n_iter_no_change = int(n_iter_no_change)
         self.tol = float(tol)
@@ -129,18 +117,7 @@ class EarlyStopping(Callback):
             self.best, self.best_epoch = v, loop.epoch
             if self.restore_best:
                 self.best_state = loop.trainable.state_dict()
-        if self.cooling is not None:
-            if loop.epoch >= sum(self.cooling):
-                loop.stop("no_improvement")
-            return
-        wait = max(1, self.n_iter_no_change // 2)
-        if self.cool_down is not None and self.no_change >= wait:
-            n_epochs = min(self.n_iter_no_change - wait, loop.max_iter - loop.epoch)
-            if n_epochs > 0 and loop.n_batches and \
-                    self.cool_down.cool_down(loop.epoch, n_epochs, loop.n_batches):
-                self.cooling = (loop.epoch, n_epochs)
-                return
-        if self.no_change >= self.n_iter_no_change:  # or the schedule cannot cool down
+        if self.no_change >= self.n_iter_no_change:
             loop.stop("no_improvement")
 
     def on_train_end(self, loop):
@@ -149,12 +126,11 @@ class EarlyStopping(Callback):
 
     def state_dict(self):
         return {"best": self.best, "best_epoch": self.best_epoch, "no_change": self.no_change,
-                "best_state": self.best_state, "cooling": self.cooling}
+                "best_state": self.best_state}
 
     def load_state_dict(self, state):
         self.best, self.best_epoch = state["best"], state["best_epoch"]
         self.no_change, self.best_state = state["no_change"], state["best_state"]
-        self.cooling = state.get("cooling")  # absent from checkpoints of skdml <= 0.1
 
 
 class Checkpoint(Callback):

@@ -36,9 +36,10 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
     optional L2 normalisation is trained with a metric loss from
     :mod:`skdml.losses` (plus optional EC or JRS regularisation, plus any
     auxiliary losses returned by the backbone) on class-balanced batches of
-    ``n_classes_per_batch`` x ``n_samples_per_class`` samples, by the linear
-    learners' training loop. ``transform`` returns float32 embeddings: the
-    estimator goes into a ``Pipeline`` or ``GridSearchCV``.
+    ``n_classes_per_batch`` x ``n_samples_per_class`` samples, by the same
+    training loop as the linear learners. ``transform`` returns the embeddings
+    as float32 numpy arrays, so the estimator drops into a ``Pipeline`` before
+    ``KNeighborsClassifier`` and into ``GridSearchCV``.
 
     Parameters
     ----------
@@ -50,8 +51,8 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         vectors and the 4-block ConvNet for images (see
         :mod:`skdml.deep.backbones`); wrap a pretrained network in
         :class:`~skdml.deep.backbones.FeatureExtractor`.
-        Its output is flattened; its width (and contract) is checked by a dry
-        forward pass. A backbone may return
+        Its output is flattened; its width is found by a dry forward pass,
+        which also checks the output contract. A backbone may return
         ``(features, aux)`` where ``aux`` is a scalar tensor or a dict of
         scalar tensors: these auxiliary losses are added to the objective and
         logged in ``history_`` (as ``"aux"`` or ``"aux_<key>"``).
@@ -122,8 +123,8 @@ default="multisimilarity"
     lr_schedule : {"cosine", "constant"}, default="cosine"
         ``"cosine"``: a linear warm-up over the first epoch (at most 10% of
         the steps), then a cosine decay to 0 at ``max_iter`` (one
-        ``torch.optim.lr_scheduler.LambdaLR`` step per batch), or sooner on a
-        loss plateau (see ``n_iter_no_change``). ``"constant"``: ``learning_rate``.
+        ``torch.optim.lr_scheduler.LambdaLR`` step per batch).
+        ``"constant"``: ``learning_rate`` throughout.
     tol : float, default=1e-4
         Minimum improvement of the monitored value (validation score with
         early stopping, else the epoch's mean loss).
@@ -154,8 +155,7 @@ default="multisimilarity"
         How the validation set is drawn. Class-disjoint validation measures
         what zero-shot retrieval needs: generalisation to unseen classes.
     n_iter_no_change : int, default=10
-        Epochs without an improvement larger than ``tol`` before stopping (on the
-        loss with the cosine schedule, the rate decays to 0 over their second half).
+        Epochs without an improvement larger than ``tol`` before stopping.
     checkpoint_path : str or path-like, default=None
         Where to write (atomically, with a SHA-256 digest) a checkpoint at the
         end of every epoch: model, loss, optimiser, grad scaler, RNG and early

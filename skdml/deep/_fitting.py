@@ -148,15 +148,10 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
         max_iter = max(max_iter, start_epoch)
     if est.lr_schedule == "cosine":
         n_batches = len(sampler)
-        schedule = LRSchedule(warmup_cosine(
+        callbacks.append(LRSchedule(warmup_cosine(
             optimizer, max_iter * n_batches,
             min(n_batches, int(WARMUP_FRACTION * max_iter * n_batches)),
-            steps_done=start_epoch * n_batches))
-        callbacks.append(schedule)
-        if not validating:  # a loss plateau anneals the rate to 0 before the fit ends
-            stopper.cool_down = schedule
-            if stopper.cooling is not None:  # resumed during the cool-down
-                schedule.cool_down(*stopper.cooling, n_batches)
+            steps_done=start_epoch * n_batches)))
     callbacks.extend(extra_callbacks)
 
     def state(loop):

@@ -383,29 +383,6 @@ def test_interrupted_cosine_fit_resumes_exactly(blobs, tmp_path):
     assert_same_params(params_of(full), params_of(resumed))
 
 
-def test_fit_interrupted_in_its_cool_down_resumes_exactly(blobs, tmp_path):
-    """The loss plateau anneals the cosine rate to 0 before the fit ends, and a checkpoint
-    taken during that cool-down resumes it (the shortened plan is restored)."""
-    X, y = blobs
-    # tol=1e9: no epoch after the first counts as a gain; 4 // 2 epochs without one start a
-    # 2-epoch cool-down after epoch 3
-    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), max_iter=20, tol=1e9,
-              n_iter_no_change=4)
-    counting = _CountingLoss()
-    full = make(loss=counting, **kw).fit(X, y)
-    rates = [r["learning_rate"] for r in full.history_]
-    assert full.n_iter_ == 5 and rates[2] > rates[3] > rates[4] == 0.0
-    assert rates[2] > 0.5 * 1e-3  # the cosine over 20 epochs would still be near its peak
-    per_epoch = counting.calls // 5
-    path = tmp_path / "ckpt.pt"
-    est = make(checkpoint_path=path, loss=_CountingLoss(3 * per_epoch + 1), **kw)
-    with pytest.raises(KeyboardInterrupt):
-        est.fit(X, y)
-    assert load_checkpoint(path)["stopper"]["cooling"] == (3, 2)
-    resumed = make(checkpoint_path=path, warm_start=True, loss=_CountingLoss(), **kw).fit(X, y)
-    assert without_seconds(resumed.history_) == without_seconds(full.history_)
-    assert_same_params(params_of(full), params_of(resumed))
-
 def test_early_stopping_restores_best_weights(blobs):
     X, _ = blobs
     y = np.random.RandomState(0).randint(0, 6, len(X))  # noise labels: val score wanders

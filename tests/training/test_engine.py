@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from skdml._training import (Callback, CheckpointError, EarlyStopping, LRSchedule,
-                             NonFiniteLossError, Progress, Trainable, Validation, load_checkpoint,
-                             run_manopt, save_checkpoint, train_epochs, warmup_cosine)
+from skdml._training import (Callback, CheckpointError, EarlyStopping, NonFiniteLossError,
+                             Progress, Trainable, Validation, load_checkpoint, run_manopt,
+                             save_checkpoint, train_epochs)
 from skdml._training._engine import _Guard
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "skdml"
@@ -98,50 +98,6 @@ def test_early_stopping_counts_nan_as_no_improvement():
         stopper.on_epoch_end(loop, {"validation_score": value})
     assert stopper.best_epoch == 1 and loop.r == "no_improvement"
 
-
-def test_loss_plateau_cools_a_cosine_schedule_down_before_stopping():
-    """After n // 2 epochs without gain the rate decays to 0 over the other n - n // 2, then stops.
-
-    Without the cool-down the fit stops at the same epoch, but at the planned rate of the
-    cosine over 50 epochs (still near its peak): the weights are not annealed.
-    """
-    def fit(cool):
-        model = Quadratic()
-        optimizer = torch.optim.SGD([model.w], lr=0.1)
-        schedule = LRSchedule(warmup_cosine(optimizer, n_steps=50 * 2, n_warmup=2))
-        stopper = EarlyStopping(monitor="loss", greater_is_better=False, n_iter_no_change=5,
-                                tol=1e9, cool_down=schedule if cool else None)  # never a gain
-        result = train_epochs(model, optimizer, batches, max_iter=50,
-                              callbacks=[stopper, schedule])
-        return result, stopper, [r["learning_rate"] for r in result.history]
-
-    result, stopper, rates = fit(cool=True)
-    plain, _, plain_rates = fit(cool=False)
-    # epoch 1 is the best; epochs 2-3 without gain (5 // 2 = 2): cool down over epochs 4-6
-    assert stopper.cooling == (3, 3)
-    assert result.stop_reason == plain.stop_reason == "no_improvement"
-    assert result.n_iter == plain.n_iter == 6  # ends as many epochs after the last gain
-    assert rates[:2] == plain_rates[:2]  # the plan until the plateau
-    assert rates[2] == pytest.approx(plain_rates[2])  # the rate of epoch 4's first step
-    assert rates[2] > rates[3] > rates[4] > rates[5] == 0.0  # annealed to 0
-    assert plain_rates[-1] > 0.09  # what stopping alone would leave
-    # a short budget: the cool-down ends with it
-    model = Quadratic()
-    optimizer = torch.optim.SGD([model.w], lr=0.1)
-    schedule = LRSchedule(warmup_cosine(optimizer, n_steps=4 * 2, n_warmup=0))
-    stopper = EarlyStopping(monitor="loss", greater_is_better=False, n_iter_no_change=5,
-                            tol=1e9, cool_down=schedule)
-    result = train_epochs(model, optimizer, batches, max_iter=4, callbacks=[stopper, schedule])
-    assert result.n_iter == 4 and stopper.cooling == (3, 1)
-    assert result.history[-1]["learning_rate"] == 0.0
-    # a schedule that is not a warm-up + cosine plan cannot cool down: the usual stop
-    model = Quadratic()
-    optimizer = torch.optim.SGD([model.w], lr=0.1)
-    constant = LRSchedule(torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0))
-    stopper = EarlyStopping(monitor="loss", greater_is_better=False, n_iter_no_change=5,
-                            tol=1e9, cool_down=constant)
-    result = train_epochs(model, optimizer, batches, max_iter=50, callbacks=[stopper, constant])
-    assert result.n_iter == 6 and stopper.cooling is None
 
 def test_progress_bar_and_table(capsys):
     model = Quadratic()
