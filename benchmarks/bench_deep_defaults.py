@@ -15,9 +15,9 @@ Usage::
     python benchmarks/bench_deep_defaults.py --datasets digits att --seeds 0 1 2
     python benchmarks/bench_deep_defaults.py --early-stopping --datasets att --seeds 0 1 2
 
-``--seeds`` with more than one seed (or one other than 0) refits every learned row
-(ECAML, JRD, deep) with each ``random_state`` and adds, per data set, the mean and
-spread over the seeds and how many seeds the deep row wins: k-means NMI on a handful
+``--seeds`` refits every learned row (ECAML, JRD, deep) with each ``random_state``;
+with more than one seed it adds, per data set, the mean and spread over the seeds
+and how many seeds the deep row wins: k-means NMI on a handful
 of unseen classes moves by several points between seeds, so one seed cannot decide it.
 
 ``--early-stopping`` compares, per data set and seed, the defaults (every class
@@ -218,10 +218,11 @@ def main(argv=None):
         for seed in seeds:
             md, per_seed[seed] = run(name, max_iter, seed)
             parts.append(md if len(seeds) == 1 else md.replace("#### ", f"#### seed {seed}, ", 1))
-        data[name] = per_seed[seeds[0]] if len(seeds) == 1 else {
-            "per_seed": per_seed, "deep_wins": seed_summary(name, per_seed)[1]}
+        data[name] = per_seed[seeds[0]]
         if len(seeds) > 1:
-            parts.append(seed_summary(name, per_seed)[0])
+            summary, wins = seed_summary(name, per_seed)
+            parts.append(summary)
+            data[name] = {"per_seed": per_seed, "deep_wins": wins}
         md = ("### Deep defaults on unseen classes (first half of the classes train)\n\n"
               f"Command: `{command}`. Deep row: `DeepMetricTransformer({seeded})` with "
               f"{budget}; ECAML and JRD with their defaults and the same `{seeded}`. CPU, "
