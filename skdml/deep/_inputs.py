@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["RandomAffine", "Resize", "Standardize", "fit_standardize", "resize_for"]
+__all__ = ["RandomAffine", "Resize", "Standardize", "fit_standardize", "own_resize", "resize_for"]
 
 #: Items of a ``Dataset`` read to estimate the standardisation (evenly spaced).
 DATASET_SAMPLE = 2048
@@ -93,6 +93,18 @@ class Resize(nn.Module):
         if x.ndim != 4 or tuple(x.shape[-2:]) == self.size:
             return x
         return F.interpolate(x, size=self.size, mode="bilinear", align_corners=False)
+
+
+def own_resize(input_size):
+    """``(input_size, layer)`` for a backbone that resizes its own input (standalone use).
+
+    ``(None, nn.Identity())`` when ``input_size`` is ``None``; else the size as a
+    tuple of ints and its :class:`Resize`.
+    """
+    if input_size is None:
+        return None, nn.Identity()
+    layer = Resize(input_size)
+    return layer.size, layer
 
 
 def resize_for(backbone, input_shape):

@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from ._inputs import Resize
+from ._inputs import own_resize
 
 __all__ = ["ConvNet", "FeatureExtractor", "MLP", "SmallCNN", "SmallResNet",
            "default_backbone"]
@@ -128,8 +128,7 @@ class ConvNet(nn.Module):
 
     def __init__(self, in_channels, image_size, width=64, n_blocks=4, input_size=None):
         super().__init__()
-        self.input_size = None if input_size is None else tuple(int(s) for s in input_size)
-        self.resize = nn.Identity() if input_size is None else Resize(self.input_size)
+        self.input_size, self.resize = own_resize(input_size)
         h, w = (int(s) for s in (image_size if input_size is None else input_size))
         blocks, c = [], int(in_channels)
         for _ in range(int(n_blocks)):
@@ -308,8 +307,7 @@ class FeatureExtractor(nn.Module):
 
     def __init__(self, module, layer=None, mean=None, std=None, pool=True, input_size=None):
         super().__init__()
-        self.input_size = None if input_size is None else tuple(int(s) for s in input_size)
-        self.resize = nn.Identity() if input_size is None else Resize(self.input_size)
+        self.input_size, self.resize = own_resize(input_size)
         if not isinstance(module, nn.Module):
             raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}.")
         names = dict(module.named_modules())
@@ -395,7 +393,6 @@ def default_backbone(input_shape):
         return MLP(d, hidden=(width, width), skip=True)
     return ConvNet(int(input_shape[0]), input_shape[1:],
                    input_size=upsampled_size(input_shape[1:]))
-
 
 
 def upsampled_size(image_size):

@@ -418,7 +418,6 @@ def test_pickle_and_clone(blobs):
     assert not hasattr(cl, "module_") and cl.get_params()["loss"] == "amsoftmax"
 
 
-
 def test_pickle_from_before_the_resize_layer_still_transforms(blobs):
     """A 0.1 pickle's ``EmbeddingNet`` has no ``resize`` sub-module; it loads as ``None``."""
     X, y = blobs
@@ -430,6 +429,7 @@ def test_pickle_from_before_the_resize_layer_still_transforms(blobs):
     back = pickle.loads(pickle.dumps(est))
     assert back.module_.resize is None
     np.testing.assert_array_equal(back.transform(X), Z)
+
 
 def test_model_fitted_on_gpu_unpickles_on_cpu(blobs, monkeypatch):
     """Mocked: a model recorded as fitted on cuda unpickles on a CPU-only machine."""
