@@ -10,8 +10,10 @@
 - :class:`ClassBalancedBatchSampler` (``_sampler``): P x K batch plans.
 - ``_splits``: the validation hold-outs.
 - ``_schedules``: learning-rate schedules (torch schedulers stepped per batch).
+- :class:`WeightAverage` (``_averaging``): an EMA of the weights (torch's ``AveragedModel``).
 """
 
+from ._averaging import WeightAverage
 from ._callbacks import Callback, Checkpoint, EarlyStopping, Progress, Validation
 from ._checkpoint import CheckpointError, atomic_write_bytes, load_checkpoint, save_checkpoint
 from ._engine import NonFiniteLossError, Trainable, TrainingResult, train_epochs
@@ -24,4 +26,4 @@ __all__ = ["Callback", "Checkpoint", "CheckpointError", "ClassBalancedBatchSampl
            "EarlyStopping", "LRSchedule", "ManoptRun", "NonFiniteLossError", "Progress", "SOLVERS",
            "Trainable", "TrainingResult", "Validation", "atomic_write_bytes",
            "class_disjoint_holdout", "load_checkpoint", "run_manopt", "save_checkpoint",
-           "stratified_holdout", "train_epochs", "warmup_cosine"]
+           "stratified_holdout", "train_epochs", "WeightAverage", "warmup_cosine"]

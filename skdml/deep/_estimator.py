@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import os
 import warnings
 from numbers import Integral, Real
@@ -15,14 +14,13 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted
-from torch import nn
 
 from .._utils import resolve_device, thread_limits, torch_rng_scope, torch_seed
-from ..losses import LOSSES, REGULARIZERS, MetricObjective, build_loss, get_regularizer
+from ..losses import LOSSES, REGULARIZERS
 from ._data import make_loader
 from ._fitting import fit_network
-from ._plan import (use_early_stopping, validate_fit_input,
-                    validate_transform_input, validation_split)
+from ._plan import (build_objective, use_early_stopping, validate_fit_input, validate_transform_input,
+                    validation_split, warn_if_one_dimensional)
 from ._state import ModuleStateMixin, load_resume_state
 from ._trainable import embed
 
@@ -156,6 +154,13 @@ default="multisimilarity"
         what zero-shot retrieval needs: generalisation to unseen classes.
     n_iter_no_change : int, default=10
         Epochs without an improvement larger than ``tol`` before stopping.
+    ema_epochs : float or None, default=5.0
+        The fitted network is an exponential moving average of the weights
+        and batch-norm statistics, updated after each step, with a horizon of
+        this many epochs (shortened early in the fit to about the last tenth
+        of the steps). Validation scores the average too. It smooths the
+        epoch-to-epoch noise of the embedding (see the user guide). ``None``
+        or 0 keeps the last weights.
     checkpoint_path : str or path-like, default=None
         Where to write (atomically, with a SHA-256 digest) a checkpoint at the
         end of every epoch: model, loss, optimiser, grad scaler, RNG and early
@@ -266,6 +271,7 @@ default="multisimilarity"
         "validation_fraction": [Interval(Real, 0, 1, closed="neither"), None],
         "validation_split": [StrOptions({"class_disjoint", "stratified"})],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "ema_epochs": [None, Interval(Real, 0, None, closed="left")],
         "checkpoint_path": [None, str, os.PathLike],
         "warm_start": ["boolean"],
         "standardize": ["boolean", StrOptions({"auto"})],
@@ -287,7 +293,8 @@ default="multisimilarity"
                  param_groups=None, max_iter=100, lr_schedule="cosine", tol=1e-4,
                  n_classes_per_batch="auto", n_samples_per_class="auto",
                  batches_per_epoch=None, early_stopping="auto", validation_fraction=None,
-                 validation_split="class_disjoint", n_iter_no_change=10, checkpoint_path=None,
+                 validation_split="class_disjoint", n_iter_no_change=10, ema_epochs=5.0,
+                 checkpoint_path=None,
                  warm_start=False, standardize="auto", augment="auto", device="auto",
                  amp=False, num_workers=0, pin_memory="auto", transform_batch_size=256,
                  random_state=None, verbose=0):
@@ -316,6 +323,7 @@ default="multisimilarity"
         self.validation_fraction = validation_fraction
         self.validation_split = validation_split
         self.n_iter_no_change = n_iter_no_change
+        self.ema_epochs = ema_epochs
         self.checkpoint_path = checkpoint_path
         self.warm_start = warm_start
         self.standardize = standardize
@@ -352,14 +360,7 @@ default="multisimilarity"
     # ------------------------------------------------------------------ building blocks
     def _build_objective(self, n_classes):
         """The :class:`~skdml.losses.MetricObjective` (same wiring as ECAML and JRD)."""
-        loss = build_loss(self.loss, self.loss_params, n_classes=n_classes,
-                          embedding_dim=self.n_components)
-        regularizer = None
-        if self.regularizer is not None and self.regularizer_weight > 0:
-            regularizer = get_regularizer(self.regularizer, **(self.regularizer_params or {}))
-            if isinstance(self.regularizer, nn.Module):  # fits never share state
-                regularizer = copy.deepcopy(regularizer)
-        return MetricObjective(loss, regularizer, self.regularizer_weight)
+        return build_objective(self, n_classes)
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -391,14 +392,7 @@ default="multisimilarity"
         if len(classes) < 2:
             raise ValueError(f"Metric learning needs at least 2 classes; the labels hold "
                              f"{len(classes)} class (1 class).")
-        if self.normalize and self.n_components == 1:
-            # the unit sphere in one dimension is two points: not normalised (scikit-learn's
-            # common checks fit with n_components=1, so this is handled, not refused)
-            warnings.warn(
-                "n_components=1 with normalize=True would give embeddings of +1 or -1 only; "
-                "the 1-d embedding is not normalised. Use n_components >= 2 with a loss on "
-                "cosine similarities (the default multi-similarity loss normalises).",
-                UserWarning)
+        warn_if_one_dimensional(self)
         device = resolve_device(self.device)
         rng = check_random_state(self.random_state)
         resume = load_resume_state(self, classes, input_shape)

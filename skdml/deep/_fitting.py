@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .._training import (Checkpoint, EarlyStopping, LRSchedule, Progress, Validation,
-                         train_epochs, warmup_cosine)
+                         WeightAverage, train_epochs, warmup_cosine)
 from .._training._distributed import distributed_context
 from .._utils import thread_limits
 from ._data import MappedSampler, first_items, make_loader, to_model_input
@@ -32,7 +32,8 @@ def _optimizer(est, net, loss):
                            param_groups=est.param_groups)
 
 
-def _restore(est, resume, net, objective, optimizer, scaler, rng, device, stopper):
+def _restore(est, resume, net, objective, optimizer, scaler, rng, device, stopper,
+             average):
     """Load a resume state; the optimiser takes the *current* learning rates (honoured)."""
     net.load_state_dict(resume["model"])
     if isinstance(objective.loss, nn.Module) and resume.get("loss") is not None:
@@ -48,6 +49,8 @@ def _restore(est, resume, net, objective, optimizer, scaler, rng, device, stoppe
     if device.type == "cuda" and resume.get("cuda_rng") is not None:
         torch.cuda.set_rng_state(resume["cuda_rng"], device)
     stopper.load_state_dict(resume["stopper"])
+    if average is not None and resume.get("average") is not None:
+        average.load_state_dict(resume["average"])
     return list(resume["history"]), int(resume["epoch"])
 
 
@@ -114,11 +117,15 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
     loader = make_loader(source, batch_sampler=MappedSampler(sampler, train_idx),
                          num_workers=est.num_workers, pin_memory=est._pin(device))
     capture = LayerCapture(net.backbone, hooked)
+    # built before the hooks are registered, so the average's copy of the network has none
+    average = WeightAverage(net, max(1.0, est.ema_epochs * len(sampler))) \
+        if est.ema_epochs else None
     trainable = DeepTrainable(net, ddp.objective(objective), torch.as_tensor(y_enc, dtype=torch.long),
                               input_shape=input_shape, device=device, amp=est.amp,
                               capture=capture if hooked else None,
                               augment=augmentation(est, input_shape), forward=ddp.forward(net),
-                              preserve_input=preserve_input_weight(est, len(np.unique(y_enc[train_idx]))))
+                              preserve_input=preserve_input_weight(est, len(np.unique(y_enc[train_idx]))),
+                              average=average)
     validating = val_idx is not None
     if early_stopping and not validating:
         raise ValueError("early_stopping needs a validation set: set validation_fraction.")
@@ -133,7 +140,8 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
         from ..metrics import map_at_r
 
         def score():  # MAP@R: Recall@1 saturates at 1.0 on a small held-out set
-            return map_at_r(est._embed(net, source, val_idx, device, input_shape),
+            return map_at_r(est._embed(trainable.eval_net, source, val_idx, device,
+                                       input_shape),
                             y_enc[val_idx])
 
         callbacks.append(Validation(score))
@@ -142,7 +150,7 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
     if resume is not None:
         ddp.check_resume(resume)
         history, start_epoch = _restore(est, resume, net, objective, optimizer, scaler, rng,
-                                        device, stopper)
+                                        device, stopper, average)
         if resume.get("stopped"):  # an early-stopped run stays finished
             max_iter = start_epoch
         max_iter = max(max_iter, start_epoch)
@@ -157,6 +165,7 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
     def state(loop):
         loss = objective.loss
         return {"format": "skdml-deep", "model": net.state_dict(),
+                "average": average.state_dict() if average is not None else None,
                 "loss": loss.state_dict() if isinstance(loss, nn.Module) else None,
                 "optimizer": optimizer.state_dict(),
                 "scaler": scaler.state_dict() if scaler.is_enabled() else None,
@@ -179,13 +188,14 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
                               callbacks=callbacks, start_epoch=start_epoch, history=history,
                               grad_scaler=scaler, device=device)
     if not validating:  # the eval-mode network, checked once before it is called fitted
-        est._embed(net, source, train_idx[:EVAL_CHECK_SIZE], device, input_shape)
+        est._embed(trainable.eval_net, source, train_idx[:EVAL_CHECK_SIZE], device,
+                   input_shape)
     stopped = result.stop_reason if result.stop_reason != "max_iter" else None
     if resume is not None and resume.get("stopped"):
         stopped = "no_improvement"
     final = state(SimpleNamespace(epoch=result.n_iter, history=result.history,
                                   stop_reason=stopped))
-    fitted = {"module_": net.eval(), "loss_": objective.loss, "classes_": classes,
+    fitted = {"module_": trainable.eval_net.eval(), "loss_": objective.loss, "classes_": classes,
               "input_shape_": tuple(input_shape), "device_": device,
               "history_": result.history, "n_iter_": result.n_iter,
               "_resume_state": to_cpu(final),

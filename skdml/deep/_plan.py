@@ -6,19 +6,24 @@ parameters and the public methods, and ``_fitting.py`` the training itself.
 
 from __future__ import annotations
 
+import copy
+import warnings
+
 import numpy as np
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
+from torch import nn
 from torch.utils.data import Dataset
 
 from .._training import class_disjoint_holdout, stratified_holdout
+from ..losses import MetricObjective, build_loss, get_regularizer
 from ._data import as_source, dataset_labels, dataset_shape, input_shape_of
 from ._inputs import RandomAffine
 
 __all__ = ["AUTO_BATCH_SIZE", "AUTO_CLASSES_PER_BATCH", "AUTO_EARLY_STOPPING_CLASSES",
            "PRESERVE_INPUT_AUTO", "batch_plan", "preserve_input_weight", "use_early_stopping", "validate_fit_input",
            "validate_transform_input", "validation_split", "wants_standardize",
-           "augmentation"]
+           "augmentation", "build_objective", "warn_if_one_dimensional"]
 
 #: ``n_classes_per_batch="auto"``: this many classes per batch, at most.
 AUTO_CLASSES_PER_BATCH = 16
@@ -139,3 +144,29 @@ def preserve_input_weight(est, n_classes):
     if est.preserve_input == "auto":
         return PRESERVE_INPUT_AUTO / max(int(n_classes), 1) if est.backbone is None else 0.0
     return float(est.preserve_input)
+
+
+def warn_if_one_dimensional(est):
+    """Warn that ``n_components=1`` is not normalised (the 1-d sphere is two points).
+
+    scikit-learn's common checks fit with ``n_components=1``, so this is handled,
+    not refused.
+    """
+    if est.normalize and est.n_components == 1:
+        warnings.warn(
+            "n_components=1 with normalize=True would give embeddings of +1 or -1 only; "
+            "the 1-d embedding is not normalised. Use n_components >= 2 with a loss on "
+            "cosine similarities (the default multi-similarity loss normalises).",
+            UserWarning)
+
+
+def build_objective(est, n_classes):
+    """The :class:`~skdml.losses.MetricObjective` of ``est`` (same wiring as ECAML and JRD)."""
+    loss = build_loss(est.loss, est.loss_params, n_classes=n_classes,
+                      embedding_dim=est.n_components)
+    regularizer = None
+    if est.regularizer is not None and est.regularizer_weight > 0:
+        regularizer = get_regularizer(est.regularizer, **(est.regularizer_params or {}))
+        if isinstance(est.regularizer, nn.Module):  # fits never share state
+            regularizer = copy.deepcopy(regularizer)
+    return MetricObjective(loss, regularizer, est.regularizer_weight)

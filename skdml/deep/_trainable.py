@@ -38,17 +38,30 @@ class DeepTrainable(Trainable):
     ``preserve_input > 0``, that weight times
     :class:`~skdml.losses.DistancePreservation` between the embeddings and
     the network's (standardised, augmented) input is added and logged as
-    ``preserve_input``.
+    ``preserve_input``. With ``average`` (a
+    :class:`~skdml._training.WeightAverage` of ``net``), each step is averaged
+    in and :attr:`eval_net` is the average: what is validated, restored,
+    checkpointed and fitted.
     """
 
     def __init__(self, net, objective, labels, *, input_shape, device, amp=False,
-                 capture=None, augment=None, forward=None, preserve_input=0.0):
+                 capture=None, augment=None, forward=None, preserve_input=0.0, average=None):
         self.net, self.objective, self.labels = net, objective, labels
         self.forward = forward if forward is not None else net  # DDP wrapper (distributed fit)
         self.input_shape, self.device, self.amp = input_shape, device, amp
         self.capture, self.augment = capture, augment
         self.preserve_input = float(preserve_input)
         self._preservation = DistancePreservation()
+        self.average = average
+
+    @property
+    def eval_net(self):
+        """The network to evaluate and to keep: the weight average, if any."""
+        return self.net if self.average is None else self.average.module
+
+    def after_step(self):
+        if self.average is not None:
+            self.average.update(self.net)
 
     def batch_loss(self, batch):
         xb, idx = batch
@@ -89,12 +102,15 @@ class DeepTrainable(Trainable):
             self.objective.loss.train(mode)
 
     def state_dict(self):
-        return {"model": clone_state(self.net), "loss": clone_state(self.objective.loss)}
+        return {"model": clone_state(self.net), "loss": clone_state(self.objective.loss),
+                "average": None if self.average is None else self.average.state_dict()}
 
     def load_state_dict(self, state):
         self.net.load_state_dict(state["model"])
         if state.get("loss") is not None and isinstance(self.objective.loss, nn.Module):
             self.objective.loss.load_state_dict(state["loss"])
+        if self.average is not None and state.get("average") is not None:
+            self.average.load_state_dict(state["average"])
 
 
 def embed(net, loader, *, n_components, device, input_shape, amp=False):

@@ -398,6 +398,30 @@ def test_early_stopping_restores_best_weights(blobs):
     assert_same_params(params_of(ref), params_of(est))
 
 
+def test_fitted_network_is_the_weight_average(blobs):
+    """The average follows training without changing it, and is what fit keeps and validates."""
+    X, y = blobs
+    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
+              max_iter=4)
+    last = make(ema_epochs=None, **kw).fit(X, y)
+    averaged = make(**kw).fit(X, y)  # ema_epochs=5 by default
+    for a, b in zip(last.history_, averaged.history_):
+        assert {k: v for k, v in a.items() if k not in ("seconds", "validation_score")} == \
+            {k: v for k, v in b.items() if k not in ("seconds", "validation_score")}
+    # the trained weights are the same; the fitted network is their average
+    raw_last, raw_averaged = (e._resume_state["model"] for e in (last, averaged))
+    assert_same_params(raw_last, raw_averaged)
+    assert_same_params(params_of(last), raw_last)
+    assert_same_params(params_of(averaged), averaged._resume_state["average"]["model"])
+    assert not torch.equal(params_of(averaged)["head.weight"], raw_averaged["head.weight"])
+    # validation scores the average (not the last weights)
+    assert [r["validation_score"] for r in averaged.history_] != \
+        [r["validation_score"] for r in last.history_]
+    assert not np.allclose(averaged.transform(X), last.transform(X))
+    # ema_epochs=0 is the same as None
+    assert_same_params(params_of(make(ema_epochs=0, **kw).fit(X, y)), params_of(last))
+
+
 def test_validation_splits(blobs):
     X, y = blobs
     est = make(validation_fraction=0.3, validation_split="stratified", max_iter=1).fit(X, y)
