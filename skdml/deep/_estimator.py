@@ -163,8 +163,8 @@ default="multisimilarity"
         or 0 keeps the last weights.
     checkpoint_path : str or path-like, default=None
         Where to write (atomically, with a SHA-256 digest) a checkpoint at the
-        end of every epoch: model, loss, optimiser, grad scaler, RNG and early
-        stopping states, epoch, history and the validation split. A fit
+        end of every epoch: model, weight average, loss, optimiser, grad scaler,
+        RNG and early stopping states, epoch, history and the validation split. A fit
         without ``warm_start`` refuses to overwrite an existing file.
     warm_start : bool, default=False
         Resume from ``checkpoint_path`` if it exists, else from the current

@@ -79,3 +79,21 @@ def test_horizon_one_keeps_the_last_weights_and_below_one_is_refused():
         assert torch.equal(average.module.state_dict()[k], v), k
     with pytest.raises(ValueError, match="at least 1 step"):
         WeightAverage(net, horizon=0.5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_update_never_synchronises_with_the_device():
+    net = _net().cuda()
+    average = WeightAverage(net, horizon=3)
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")  # any host-device synchronisation raises
+    try:
+        for _ in range(3):
+            with torch.no_grad():
+                for p in net.parameters():
+                    p.add_(1.0)
+            average.update(net)
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+    assert average.module[0].weight.is_cuda and average.steps == 3
