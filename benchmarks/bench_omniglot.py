@@ -223,11 +223,12 @@ def overhead(X, y, n_epochs, n_batches):
 
     Both train the default network (standardisation, ConvNet, 128-d head, L2
     normalisation) with the multi-similarity loss on 16x4 class-balanced batches
-    with Adam; ours with ``augment=False, preserve_input=0`` (row 1, the same work
-    as the bare loop: the engine's overhead), then with the default
-    ``preserve_input`` (row 2, its cost) and with the default augmentation too
-    (row 3, the defaults). Epochs alternate, ours (one ``warm_start``
-    epoch, timed by its ``history_``) then bare, so that load drift hits both.
+    with Adam; ours with ``augment=False, preserve_input=0, ema_epochs=None`` (row
+    1, the same work as the bare loop: the engine's overhead), then adding, one at a
+    time, the default weight average (row 2), the default ``preserve_input`` (row
+    3) and the default augmentation (row 4, the defaults). Epochs alternate, ours
+    (one ``warm_start`` epoch, timed by its ``history_``) then bare, so that load
+    drift hits both.
     """
     import copy
 
@@ -235,9 +236,12 @@ def overhead(X, y, n_epochs, n_batches):
 
     common = dict(random_state=0, early_stopping=False, lr_schedule="constant",
                   batches_per_epoch=n_batches, warm_start=True)
-    same = "fit, same work (augment=False, preserve_input=0)"
-    ours = {same: DeepMetricTransformer(augment=False, preserve_input=0.0, **common),
-            "fit, augment=False (+ preserve_input)": DeepMetricTransformer(augment=False,
+    same = "fit, same work (augment=False, preserve_input=0, ema_epochs=None)"
+    ours = {same: DeepMetricTransformer(augment=False, preserve_input=0.0, ema_epochs=None,
+                                        **common),
+            "fit, + weight average (ema_epochs=5)": DeepMetricTransformer(
+                augment=False, preserve_input=0.0, **common),
+            "fit, + preserve_input (augment=False)": DeepMetricTransformer(augment=False,
                                                                           **common),
             "fit, defaults (+ augmentation)": DeepMetricTransformer(**common)}
     for est in ours.values():
