@@ -11,8 +11,7 @@ reduced, which is then said in the table). Omniglot has its own script
 Usage::
 
     python benchmarks/bench_deep_defaults.py --quick            # digits only, own files
-    python benchmarks/bench_deep_defaults.py --datasets digits usps att coil20
-    python benchmarks/bench_deep_defaults.py --datasets digits att --seeds 0 1 2
+    python benchmarks/bench_deep_defaults.py --datasets digits usps att coil20 --seeds 0 1 2
     python benchmarks/bench_deep_defaults.py --early-stopping --datasets att --seeds 0 1 2
 
 ``--seeds`` refits every learned row (ECAML, JRD, deep) with each ``random_state``;
@@ -179,7 +178,7 @@ def early_stopping_study(datasets, seeds):
     save("deep_early_stopping", md, {"command": command, "results": data})
 
 
-#: The data sets of the reported table (``deep_defaults.*``).
+#: The data sets of the reported table (``deep_defaults_seeds0_1_2.*``, with ``--seeds 0 1 2``).
 ALL_DATASETS = ("digits", "usps", "att", "coil20")
 
 
