@@ -23,6 +23,16 @@ def _step(net, generator):
         net(torch.randn(8, 3, generator=generator))  # updates running_mean/var and the count
 
 
+def _averaged(horizon, seed, n_steps):
+    """A network changed ``n_steps`` times, each change folded into its average."""
+    net, gen = _net(), torch.Generator().manual_seed(seed)
+    average = WeightAverage(net, horizon=horizon)
+    for _ in range(n_steps):
+        _step(net, gen)
+        average.update(net)
+    return net, average
+
+
 def test_average_follows_the_warmed_up_ema_recursion():
     net, gen = _net(), torch.Generator().manual_seed(1)
     average = WeightAverage(net, horizon=6)
@@ -48,11 +58,7 @@ def test_average_follows_the_warmed_up_ema_recursion():
 
 
 def test_state_round_trip_continues_identically():
-    net, gen = _net(), torch.Generator().manual_seed(2)
-    average = WeightAverage(net, horizon=3)
-    for _ in range(5):
-        _step(net, gen)
-        average.update(net)
+    net, average = _averaged(horizon=3, seed=2, n_steps=5)
     saved, net_saved = average.state_dict(), {k: v.clone() for k, v in net.state_dict().items()}
     resumed = WeightAverage(_net(), horizon=3)
     resumed.load_state_dict(saved)
@@ -70,11 +76,7 @@ def test_state_round_trip_continues_identically():
 
 
 def test_horizon_one_keeps_the_last_weights_and_below_one_is_refused():
-    net, gen = _net(), torch.Generator().manual_seed(4)
-    average = WeightAverage(net, horizon=1)
-    for _ in range(3):
-        _step(net, gen)
-        average.update(net)
+    net, average = _averaged(horizon=1, seed=4, n_steps=3)
     for k, v in net.state_dict().items():
         assert torch.equal(average.module.state_dict()[k], v), k
     with pytest.raises(ValueError, match="at least 1 step"):
