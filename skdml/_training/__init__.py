@@ -10,7 +10,7 @@
 - :class:`ClassBalancedBatchSampler` (``_sampler``): P x K batch plans.
 - ``_splits``: the validation hold-outs.
 - ``_schedules``: learning-rate schedules (torch schedulers stepped per batch).
-- :class:`WeightAverage` (``_averaging``): an EMA of the weights (torch's ``AveragedModel``).
+- :class:`WeightAverage` (``_averaging``): an EMA of the weights, updated after each step.
 """
 
 from ._averaging import WeightAverage
@@ -24,6 +24,6 @@ from ._splits import class_disjoint_holdout, stratified_holdout
 
 __all__ = ["Callback", "Checkpoint", "CheckpointError", "ClassBalancedBatchSampler",
            "EarlyStopping", "LRSchedule", "ManoptRun", "NonFiniteLossError", "Progress", "SOLVERS",
-           "Trainable", "TrainingResult", "Validation", "atomic_write_bytes",
+           "Trainable", "TrainingResult", "Validation", "WeightAverage", "atomic_write_bytes",
            "class_disjoint_holdout", "load_checkpoint", "run_manopt", "save_checkpoint",
-           "stratified_holdout", "train_epochs", "WeightAverage", "warmup_cosine"]
+           "stratified_holdout", "train_epochs", "warmup_cosine"]

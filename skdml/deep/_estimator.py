@@ -19,8 +19,8 @@ from .._utils import resolve_device, thread_limits, torch_rng_scope, torch_seed
 from ..losses import LOSSES, REGULARIZERS
 from ._data import make_loader
 from ._fitting import fit_network
-from ._plan import (build_objective, use_early_stopping, validate_fit_input, validate_transform_input,
-                    validation_split, warn_if_one_dimensional)
+from ._plan import (build_objective, use_early_stopping, validate_fit_input,
+                    validate_transform_input, validation_split, warn_if_one_dimensional)
 from ._state import ModuleStateMixin, load_resume_state
 from ._trainable import embed
 
@@ -159,8 +159,9 @@ default="multisimilarity"
         and batch-norm statistics, updated after each step, with a horizon of
         this many epochs (shortened early in the fit to about the last tenth
         of the steps). Validation scores the average too. It smooths the
-        epoch-to-epoch noise of the embedding (see the user guide). ``None``
-        or 0 keeps the last weights.
+        epoch-to-epoch noise of the embedding (see the user guide); it keeps a
+        second copy of the weights on ``device``. ``None`` or 0 keeps the last
+        weights.
     checkpoint_path : str or path-like, default=None
         Where to write (atomically, with a SHA-256 digest) a checkpoint at the
         end of every epoch: model, weight average, loss, optimiser, grad scaler,

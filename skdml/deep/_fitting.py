@@ -120,11 +120,13 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
     # built before the hooks are registered, so the average's copy of the network has none
     average = WeightAverage(net, max(1.0, est.ema_epochs * len(sampler))) \
         if est.ema_epochs else None
-    trainable = DeepTrainable(net, ddp.objective(objective), torch.as_tensor(y_enc, dtype=torch.long),
+    n_train_classes = len(np.unique(y_enc[train_idx]))
+    trainable = DeepTrainable(net, ddp.objective(objective),
+                              torch.as_tensor(y_enc, dtype=torch.long),
                               input_shape=input_shape, device=device, amp=est.amp,
                               capture=capture if hooked else None,
                               augment=augmentation(est, input_shape), forward=ddp.forward(net),
-                              preserve_input=preserve_input_weight(est, len(np.unique(y_enc[train_idx]))),
+                              preserve_input=preserve_input_weight(est, n_train_classes),
                               average=average)
     validating = val_idx is not None
     if early_stopping and not validating:
