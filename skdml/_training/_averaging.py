@@ -61,6 +61,12 @@ class WeightAverage:
         self.steps = 0
         #: The averaged copy of the network (an ``nn.Module`` like the original).
         self.module = copy.deepcopy(module)
+        averaged = self._tensors(self.module)
+        # which tensors are averaged and which (integer counters) are copied: fixed, so
+        # sorted once here rather than at every step
+        self._is_float = [t.is_floating_point() for t in averaged]
+        self._floats = [t for t, is_float in zip(averaged, self._is_float) if is_float]
+        self._counters = [t for t, is_float in zip(averaged, self._is_float) if not is_float]
 
     def decay(self, step):
         """The decay applied at ``step`` (counted from 1)."""
@@ -74,16 +80,15 @@ class WeightAverage:
     def update(self, module):
         """Average in ``module``'s current weights (after an optimiser step)."""
         self.steps += 1
-        averaged, current = self._tensors(self.module), self._tensors(module)
+        current = self._tensors(module)
+        floats = [c for c, is_float in zip(current, self._is_float) if is_float]
+        counters = [c for c, is_float in zip(current, self._is_float) if not is_float]
+        if counters:  # num_batches_tracked: the network's own
+            torch._foreach_copy_(self._counters, counters)
         if self.steps == 1:
-            torch._foreach_copy_(averaged, current)
-            return
-        weight = 1.0 - self.decay(self.steps)
-        floats = [(a, c) for a, c in zip(averaged, current) if a.is_floating_point()]
-        torch._foreach_lerp_([a for a, _ in floats], [c for _, c in floats], weight)
-        for a, c in zip(averaged, current):
-            if not a.is_floating_point():  # counters (num_batches_tracked): the network's own
-                a.copy_(c)
+            torch._foreach_copy_(self._floats, floats)
+        else:
+            torch._foreach_lerp_(self._floats, floats, 1.0 - self.decay(self.steps))
 
     def state_dict(self):
         return {"model": {k: v.detach().clone() for k, v in self.module.state_dict().items()},

@@ -32,14 +32,11 @@ def _optimizer(est, net, loss):
                            param_groups=est.param_groups)
 
 
-def _restore(est, resume, net, objective, optimizer, scaler, rng, device, stopper,
-             average):
+def _restore(est, resume, trainable, optimizer, scaler, rng, device, stopper):
     """Load a resume state; the optimiser takes the *current* learning rates (honoured)."""
-    net.load_state_dict(resume["model"])
-    if isinstance(objective.loss, nn.Module) and resume.get("loss") is not None:
-        objective.loss.load_state_dict(resume["loss"])
+    trainable.load_state_dict(resume)  # the network, the loss's state, the weight average
     optimizer.load_state_dict(resume["optimizer"])
-    fresh = _optimizer(est, net, objective.loss)
+    fresh = _optimizer(est, trainable.net, trainable.objective.loss)
     for group, new in zip(optimizer.param_groups, fresh.param_groups):
         group["lr"], group["weight_decay"] = new["lr"], new["weight_decay"]
     if resume["scaler"]:
@@ -49,8 +46,6 @@ def _restore(est, resume, net, objective, optimizer, scaler, rng, device, stoppe
     if device.type == "cuda" and resume.get("cuda_rng") is not None:
         torch.cuda.set_rng_state(resume["cuda_rng"], device)
     stopper.load_state_dict(resume["stopper"])
-    if average is not None and resume.get("average") is not None:
-        average.load_state_dict(resume["average"])
     return list(resume["history"]), int(resume["epoch"])
 
 
@@ -151,8 +146,8 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
     history, start_epoch, max_iter = [], 0, est.max_iter
     if resume is not None:
         ddp.check_resume(resume)
-        history, start_epoch = _restore(est, resume, net, objective, optimizer, scaler, rng,
-                                        device, stopper, average)
+        history, start_epoch = _restore(est, resume, trainable, optimizer, scaler, rng, device,
+                                        stopper)
         if resume.get("stopped"):  # an early-stopped run stays finished
             max_iter = start_epoch
         max_iter = max(max_iter, start_epoch)
