@@ -209,7 +209,7 @@ def main(argv=None):
         "" if datasets == list(ALL_DATASETS) else "_" + "_".join(datasets)) + (
         "" if seeds == [0] else "_seeds" + "_".join(map(str, seeds)))
     parts, data = [], {}
-    budget = "the default budget (max_iter=100)" if max_iter is None else \
+    budget = "the default budget (max_iter=90)" if max_iter is None else \
         f"a reduced budget of max_iter={max_iter} epochs"
     seeded = "random_state=" + (str(seeds[0]) if len(seeds) == 1 else "<seed>")
     for name in datasets:  # saved after every data set: a long run keeps what it measured

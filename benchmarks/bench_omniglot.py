@@ -312,7 +312,7 @@ def full_defaults(X, y, X_te, y_te, anchor_epochs, quick=False, seed=0):
     table = Table(y_te)
     results = table.results
     ours = ("deep defaults, max_iter=3 (quick)" if quick
-            else "deep defaults (max_iter=100)")
+            else "deep defaults (max_iter=90)")
     if seed:
         ours = ours.replace("deep defaults", f"deep defaults, random_state={seed}")
     best = getattr(est, "best_iteration_", None)  # only with early stopping
@@ -360,7 +360,7 @@ def main(argv=None):
                         help="only the per-epoch cost against a bare loop")
     parser.add_argument("--full-defaults", action="store_true",
                         help="only DeepMetricTransformer(random_state=0) with its whole default "
-                             "budget (max_iter=100), then the anchor with "
+                             "budget (max_iter=90), then the anchor with "
                              "augmentation")
     parser.add_argument("--anchor-epochs", type=int, default=ANCHOR_EPOCHS,
                         help="--full-defaults: epochs of the augmented anchor (the issue's "

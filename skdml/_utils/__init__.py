@@ -1,9 +1,10 @@
-"""Private helpers shared across skdml: the thread policy and small torch utilities."""
+"""Private helpers shared across skdml: the thread and CPU memory policies, torch utilities."""
 
+from ._memory import keep_freed_buffers
 from ._threads import (ENV_OVERRIDE, SMALL_STEP_FLOPS, _THREAD_VARS, choose_n_threads,
                        thread_budget, thread_limits)
 from ._torch import as_float_tensor, resolve_device, torch_rng_scope, torch_seed
 
 __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "as_float_tensor", "choose_n_threads",
-           "resolve_device", "thread_budget", "thread_limits", "torch_rng_scope",
-           "torch_seed"]
+           "keep_freed_buffers", "resolve_device", "thread_budget", "thread_limits",
+           "torch_rng_scope", "torch_seed"]

@@ -116,7 +116,7 @@ default="multisimilarity"
         Patterns match the names ``backbone.<...>``, ``head.<...>`` and
         ``loss.<...>``; the first matching pattern wins and its options override
         the defaults of the parameter.
-    max_iter : int, default=100
+    max_iter : int, default=90
         Most epochs, counted over resumed runs too (``warm_start``).
     lr_schedule : {"cosine", "constant"}, default="cosine"
         ``"cosine"``: a linear warm-up over the first epoch (at most 10% of
@@ -291,7 +291,7 @@ default="multisimilarity"
                  regularizer_weight=0.0, regularizer_params=None, jrs_layers=None,
                  preserve_input="auto", optimizer="adam", learning_rate=1e-3, head_lr_mult=1.0,
                  weight_decay=1e-4,
-                 param_groups=None, max_iter=100, lr_schedule="cosine", tol=1e-4,
+                 param_groups=None, max_iter=90, lr_schedule="cosine", tol=1e-4,
                  n_classes_per_batch="auto", n_samples_per_class="auto",
                  batches_per_epoch=None, early_stopping="auto", validation_fraction=None,
                  validation_split="class_disjoint", n_iter_no_change=10, ema_epochs=5.0,

@@ -11,7 +11,7 @@ from torch import nn
 from .._training import (Checkpoint, EarlyStopping, LRSchedule, Progress, Validation,
                          WeightAverage, train_epochs, warmup_cosine)
 from .._training._distributed import distributed_context
-from .._utils import thread_limits
+from .._utils import keep_freed_buffers, thread_limits
 from ._data import MappedSampler, first_items, make_loader, to_model_input
 from ._hooks import LayerCapture, match_modules
 from ._inputs import fit_standardize, resize_for
@@ -178,6 +178,8 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
         callbacks.append(Checkpoint(est.checkpoint_path, state))
     callbacks.append(Progress(est.verbose if ddp.is_main else 0, type(est).__name__))
     batch_flops = 3.0 * flops * P * K  # forward + backward
+    if device.type == "cpu":
+        keep_freed_buffers()  # CPU memory policy: no page faults for each step's buffers
     with thread_limits(flops_per_step=batch_flops if device.type == "cpu" else None), capture:
         initial_score = resume.get("initial_score") if resume is not None else \
             score() if validating else None

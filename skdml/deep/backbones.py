@@ -114,6 +114,15 @@ class ConvNet(nn.Module):
         fitted network). :func:`default_backbone` sets it for images smaller
         than 16 pixels.
 
+    Notes
+    -----
+    The layers run conv - BatchNorm - max-pool - ReLU: a ReLU commutes with a
+    max-pool (both are monotone), so this is the same function as the
+    published order, with the same gradients, and the ReLU runs on a quarter
+    of the pixels (a training step 3-11 % faster on CPU, see ``doc/deep.md``).
+    Saved weights are interchangeable with the published order: only
+    parameter-free layers moved.
+
     Examples
     --------
     >>> import torch
@@ -132,11 +141,11 @@ class ConvNet(nn.Module):
         h, w = (int(s) for s in (image_size if input_size is None else input_size))
         blocks, c = [], int(in_channels)
         for _ in range(int(n_blocks)):
-            block = [nn.Conv2d(c, width, 3, padding=1), nn.BatchNorm2d(width),
-                     nn.ReLU(inplace=True)]
-            if min(h, w) >= 2:
+            block = [nn.Conv2d(c, width, 3, padding=1), nn.BatchNorm2d(width)]
+            if min(h, w) >= 2:  # pool, then ReLU: the same function, see the Notes
                 block.append(nn.MaxPool2d(2))
                 h, w = h // 2, w // 2
+            block.append(nn.ReLU(inplace=True))
             blocks.append(nn.Sequential(*block))
             c = width
         self.blocks = nn.Sequential(*blocks)

@@ -536,3 +536,30 @@ def test_conv_backbones_compute_in_channels_last_with_the_same_values(make):
     clone = pickle.loads(pickle.dumps(net))
     assert next(m for m in clone.modules() if isinstance(m, torch.nn.Conv2d)) \
         .weight.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("image_size", [(28, 28), (8, 8)])
+def test_convnet_pools_before_its_relu_and_is_the_published_network(image_size):
+    """Pool-then-ReLU (cheaper) is the same function as the published conv-BN-ReLU-pool
+    block, with the same gradients; the weights load into either order."""
+    torch.manual_seed(0)
+    net = ConvNet(1, image_size).train()
+    assert [type(m).__name__ for m in net.blocks[0]] == ["Conv2d", "BatchNorm2d",
+                                                         "MaxPool2d", "ReLU"]
+    published = copy.deepcopy(net)
+    for block in published.blocks:
+        layers = list(block)
+        pool = [m for m in layers if isinstance(m, torch.nn.MaxPool2d)]
+        block_layers = layers[:2] + [torch.nn.ReLU()] + pool
+        for i, layer in enumerate(block_layers):
+            block._modules[str(i)] = layer
+    assert [type(m).__name__ for m in published.blocks[0]] == ["Conv2d", "BatchNorm2d",
+                                                               "ReLU", "MaxPool2d"]
+    published.load_state_dict(net.state_dict())
+    x = torch.randn(8, 1, *image_size)
+    out, ref = net(x), published(x)
+    assert torch.equal(out, ref)
+    out.square().sum().backward()
+    ref.square().sum().backward()
+    for p, q in zip(net.parameters(), published.parameters()):
+        assert torch.equal(p.grad, q.grad)
