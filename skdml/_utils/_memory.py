@@ -9,10 +9,11 @@ beyond its *trim threshold*: each step then pays system calls and page faults
 for memory it had a moment before. glibc raises both thresholds by itself once
 the process frees an ``mmap``-ed block (the threshold becomes that block's size,
 up to 32 MiB on 64-bit systems, and the trim threshold twice that; see
-``mallopt(3)``, "dynamic mmap threshold"), which most long-running programs do
-early on. :func:`keep_freed_buffers` makes that happen before the first step,
-by allocating and freeing one such block. On an idle 2-core machine it made
-the default Omniglot epoch 1.3x faster (``benchmarks/bench_cpu_allocator.py``);
+``mallopt(3)``, "dynamic mmap threshold"), which a program may do sooner or
+later, or never. :func:`keep_freed_buffers` makes that happen before the first
+step, by allocating and freeing one such block. On a 2-core machine it made a
+default Omniglot epoch 1.48x faster in fresh processes (2.141 s -> 1.446 s,
+``benchmarks/bench_cpu_allocator.py``);
 the same as ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` in the
 environment or a preloaded jemalloc/tcmalloc (PyTorch's CPU tuning advice),
 without configuring the process.
