@@ -159,11 +159,8 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
             steps_done=start_epoch * n_batches)))
     callbacks.extend(extra_callbacks)
 
-    def state(loop):
-        loss = objective.loss
-        return {"format": "skdml-deep", "model": net.state_dict(),
-                "average": average.state_dict() if average is not None else None,
-                "loss": loss.state_dict() if isinstance(loss, nn.Module) else None,
+    def state(loop):  # the network, the loss's state and the average: the trainable's
+        return {"format": "skdml-deep", **trainable.state_dict(),
                 "optimizer": optimizer.state_dict(),
                 "scaler": scaler.state_dict() if scaler.is_enabled() else None,
                 "numpy_rng": rng.get_state(), "torch_rng": torch.get_rng_state(),
