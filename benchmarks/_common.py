@@ -109,11 +109,17 @@ def provenance():
         "command": " ".join(["python", str(script), *sys.argv[1:]]),
         "machine": f"{platform.platform()}, {os.cpu_count()} logical CPUs "
                    f"({platform.processor() or platform.machine()}), no GPU used"
-                   if not _cuda() else f"{platform.platform()}, {os.cpu_count()} CPUs, CUDA",
+                   if not _cuda() else f"{platform.platform()}, {os.cpu_count()} CPUs, CUDA ({_gpu_name()})",
         "torch_threads": torch_threads,
         "blas_threads": blas,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
+
+
+def _gpu_name():
+    import torch
+
+    return f"{torch.cuda.get_device_name()}, torch {torch.__version__}"
 
 
 def _cuda():

@@ -11,7 +11,8 @@ Sections (all on by default; pick with flags):
   curves per epoch (ECAML Fig. 2 style), recorded with ``warm_start`` one epoch
   at a time (equivalent to one uninterrupted fit, see tests/test_deep.py).
 * ``--amp-speed``: images/s of training steps, fp32 vs AMP, on a ResNet-style
-  backbone (fp16 and bf16 on CUDA; bf16 on CPU, for information only).
+  backbone (fp16 and bf16 on CUDA; bf16 on CPU, for information only). The GPU
+  proof, with ``fit`` itself and the input pipeline, is ``bench_gpu.py``.
 * ``--memory-format``: a training step of the default ConvNet (64-wide, batch 64,
   128-d head, binomial loss; the step of ``--amp-speed``) with its weights and activations in channels-last
   (NHWC, what :class:`~skdml.deep.ConvNet` does) against the same network in

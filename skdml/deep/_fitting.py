@@ -15,7 +15,7 @@ from .._utils import keep_freed_buffers, thread_limits
 from ._data import MappedSampler, first_items, make_loader, to_model_input
 from ._hooks import LayerCapture, match_modules
 from ._inputs import fit_standardize, resize_for
-from ._network import EmbeddingNet, build_backbone, build_optimizer, probe_backbone
+from ._network import EmbeddingNet, build_backbone, build_optimizer, place, probe_backbone
 from ._plan import augmentation, batch_plan, preserve_input_weight, wants_standardize
 from ._state import to_cpu
 from ._trainable import DeepTrainable
@@ -96,7 +96,8 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
     n_features, flops = probe_backbone(backbone, probe)
     net = EmbeddingNet(backbone, n_features, est.n_components,
                        est.normalize and est.n_components > 1,
-                       standardize=standardize, resize=resize).to(device)
+                       standardize=standardize, resize=resize)
+    net = place(net, device)
     objective = est._build_objective(len(classes))
     for part in (objective.loss, objective.regularizer):
         if isinstance(part, nn.Module):

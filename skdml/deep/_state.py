@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .._training import load_checkpoint
+from ._network import place
 
 __all__ = ["ModuleStateMixin", "load_resume_state", "module_cpu_copy", "to_cpu"]
 
@@ -105,5 +106,5 @@ class ModuleStateMixin:
             device = torch.device(fitted_device)
             for value in self.__dict__.values():
                 if isinstance(value, nn.Module):
-                    value.to(device)
+                    place(value, device)
             self.device_ = device

@@ -31,7 +31,9 @@ def _channels_last(x):
     :class:`SmallResNet` stays in NCHW: with torch 2.13's CPU build and one
     thread, the backward pass of a 1x1 stride-2 convolution with 2 to 6 input
     channels in NHWC corrupted the heap (its shortcut convolutions are such
-    layers at small widths). Any other tensor is returned as it is.
+    layers at small widths). On CUDA, ``DeepMetricTransformer`` puts every
+    network's weights in channels-last (``skdml.deep._network.place``), SmallResNet
+    included. Any other tensor is returned as it is.
     """
     return x.contiguous(memory_format=torch.channels_last) if x.ndim == 4 else x
 

@@ -44,9 +44,9 @@ def multi_similarity_pairs(similarities, labels, epsilon=0.1):
     """
     S = similarities.detach()
     pos, neg = same_class_masks(labels)
-    inf = torch.tensor(float("inf"), dtype=S.dtype, device=S.device)
-    hardest_neg = torch.where(neg, S, -inf).amax(dim=1, keepdim=True)  # -inf: no negative
-    hardest_pos = torch.where(pos, S, inf).amin(dim=1, keepdim=True)  # +inf: no positive
+    # Python scalars, not tensors built here: a new CUDA tensor is a copy from the host
+    hardest_neg = torch.where(neg, S, float("-inf")).amax(dim=1, keepdim=True)  # no negative
+    hardest_pos = torch.where(pos, S, float("inf")).amin(dim=1, keepdim=True)  # no positive
     return pos & (S - epsilon < hardest_neg), neg & (S + epsilon > hardest_pos)
 
 
