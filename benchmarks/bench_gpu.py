@@ -8,9 +8,7 @@ Sections (all by default; pick with flags):
   off), PyTorch's default fp32 (TF32 convolutions), bf16 and fp16 autocast, in
   NCHW and channels-last. The ceiling a fit can reach.
 * ``--fit``: the same network trained by ``DeepMetricTransformer.fit`` on
-  an array (class-balanced batches of 32 x 8, sliced on the GPU from a copy
-  made once per fit, and, in the "from host memory" rows, gathered and pinned
-  on the host for every batch as before; the default
+  arrays in host memory (class-balanced batches of 32 x 8, the default
   augmentation, weight average and schedule; early stopping off so that only
   training steps are timed), for ``amp=False``, ``"bf16"`` and ``"fp16"``:
   images/s over the epochs after the first, the **loader's share of step
@@ -41,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import copy
 import os
 import pickle
@@ -192,20 +189,6 @@ class GPUSampler(threading.Thread):
             time.sleep(0.05)
 
 
-@contextlib.contextmanager
-def batches_from_host(enabled):
-    """Keep the training inputs in host memory (every batch gathered and pinned there),
-    as skdml did before it sliced the batches of small arrays on the GPU
-    (``skdml.deep._data.on_device``)."""
-    on_device = _fitting.on_device
-    if enabled:
-        _fitting.on_device = lambda source, *a, **kw: source
-    try:
-        yield
-    finally:
-        _fitting.on_device = on_device
-
-
 def timed_fit(est, X, y, device):
     """Fit ``est`` with the loader timed and the GPU sampled; per-epoch figures."""
     loader_seconds, make_loader = [], _fitting.make_loader
@@ -264,9 +247,6 @@ def bench_fit(args, device):
     widths = (64, 128, 256, 512) if not args.quick else (8, 16)
     # (row, estimator options): the defaults per precision, then one lever each
     modes = [("fp32", {"amp": False}), ("bf16", {"amp": "bf16"}), ("fp16", {"amp": "fp16"}),
-             ("fp32, batches from host memory", {"amp": False, "host_batches": True}),
-             ("bf16, batches from host memory", {"amp": "bf16", "host_batches": True}),
-             ("fp16, batches from host memory", {"amp": "fp16", "host_batches": True}),
              ("fp16, Adam not fused", {"amp": "fp16", "optimizer": torch.optim.Adam}),
              ("bf16, num_workers=4", {"amp": "bf16", "num_workers": 4})]
     if device.type != "cuda":
@@ -280,15 +260,13 @@ def bench_fit(args, device):
 
     rows, data = [], {}
     for name, options in modes:
-        options = dict(options)
-        with batches_from_host(options.pop("host_batches", False)):
-            seconds, loader, util = timed_fit(make(options, epochs), X, y, device)
-            per_step, where = syncs_per_step(
-                lambda n, o=options: make(o, 1, batches=n), X, y) \
-                if device.type == "cuda" else (None, {})
+        seconds, loader, util = timed_fit(make(options, epochs), X, y, device)
         later = seconds[1:] or seconds
         ips = P * K * n_batches / statistics.median(later)
         share = statistics.median([lo / s for lo, s in zip(loader[1:] or loader, later)])
+        per_step, where = syncs_per_step(
+            lambda n, o=options: make(o, 1, batches=n), X, y) \
+            if device.type == "cuda" else (None, {})
         data[name] = {"epoch_seconds": seconds, "loader_seconds": loader,
                       "images_per_s": ips, "loader_share": share, "gpu_util": util,
                       "syncs_per_step": per_step, "syncs_per_step_at": where}
@@ -299,10 +277,8 @@ def bench_fit(args, device):
     md = (f"### `DeepMetricTransformer.fit` on the GPU: SmallResNet (ResNet-18 body), "
           f"{side}x{side} RGB arrays in host memory, batches of {P}x{K}, {n_batches} batches "
           f"x {epochs} epochs (median of epochs 2-{epochs}), default augmentation, weight "
-          "average and cosine schedule, the default Adam (fused on CUDA), `num_workers=0`, the "
-          "array copied to the GPU once and each batch sliced there, unless the row says "
-          "otherwise (\"from host memory\": each batch gathered and pinned on the host, "
-          "then copied)\n\n"
+          "average and cosine schedule, the default Adam (fused on CUDA), `num_workers=0` and "
+          "pinned memory unless the row says otherwise\n\n"
           + markdown_table(["amp", "images / s", "vs fp32", "loader share of step time",
                             "GPU utilisation (NVML)", "host-device syncs per step"],
                            rows))

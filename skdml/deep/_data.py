@@ -8,10 +8,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from torch.utils.data import DataLoader, Dataset
 
 __all__ = ["as_source", "dataset_labels", "first_items", "input_shape_of", "make_loader",
-           "on_device", "to_model_input"]
-
-#: The largest share of the GPU's free memory that a copy of the training inputs may take.
-DEVICE_COPY_FRACTION = 0.25
+           "to_model_input"]
 
 
 class _IndexedArray(Dataset):
@@ -25,10 +22,7 @@ class _IndexedArray(Dataset):
 
     def __getitem__(self, idx):
         idx = torch.as_tensor(idx, dtype=torch.long)
-        if self.X.device.type == "cpu":
-            return self.X[idx], idx
-        # on a GPU (on_device): indexing with a CPU index would copy it and wait for the copy
-        return self.X[idx.to(self.X.device, non_blocking=True)], idx
+        return self.X[idx], idx
 
 
 class _IndexedDataset(Dataset):
@@ -153,26 +147,6 @@ def first_items(source, n=2):
     return _collate([_IndexedDataset(source)[i] for i in range(min(n, len(source)))])[0]
 
 
-def on_device(source, device, num_workers, free_bytes=None):
-    """``source`` copied to ``device`` once for a fit, when batches are best sliced there.
-
-    On CUDA, with ``num_workers=0``, an in-memory tensor that takes at most
-    :data:`DEVICE_COPY_FRACTION` of the GPU's free memory (``free_bytes``, read
-    from the device when ``None``) is copied to the GPU, and every batch is then
-    sliced out of it there: the host no longer gathers and pins each batch, which
-    took 11-12 % of a step of the ResNet-18 body at 64x64 with AMP on an H100
-    (``python benchmarks/bench_gpu.py --fit``). Anything else (the CPU, a
-    ``Dataset``, worker processes, a larger array) is returned as it is.
-    """
-    if device.type != "cuda" or num_workers or not isinstance(source, torch.Tensor):
-        return source
-    if free_bytes is None:
-        free_bytes = torch.cuda.mem_get_info(device)[0]
-    if source.nbytes > DEVICE_COPY_FRACTION * free_bytes:
-        return source
-    return source.to(device)
-
-
 def make_loader(source, indices=None, *, batch_size=256, batch_sampler=None, num_workers=0,
                 pin_memory=False):
     """DataLoader over ``source[indices]`` in order, or driven by ``batch_sampler``.
@@ -184,8 +158,6 @@ def make_loader(source, indices=None, *, batch_size=256, batch_sampler=None, num
     if batch_sampler is None:
         batch_sampler = [indices[i:i + batch_size] for i in range(0, len(indices), batch_size)]
     common = dict(num_workers=num_workers, pin_memory=pin_memory)
-    if isinstance(source, torch.Tensor) and source.device.type != "cpu":  # see on_device
-        common = dict(num_workers=0, pin_memory=False)
     if isinstance(source, torch.Tensor):
         return DataLoader(_IndexedArray(source), sampler=batch_sampler, batch_size=None,
                           **common)

@@ -12,7 +12,7 @@ from .._training import (Checkpoint, EarlyStopping, LRSchedule, Progress, Valida
                          WeightAverage, train_epochs, warmup_cosine)
 from .._training._distributed import distributed_context
 from .._utils import keep_freed_buffers, thread_limits
-from ._data import MappedSampler, first_items, make_loader, on_device, to_model_input
+from ._data import MappedSampler, first_items, make_loader, to_model_input
 from ._hooks import LayerCapture, match_modules
 from ._inputs import fit_standardize, resize_for
 from ._network import EmbeddingNet, build_backbone, build_optimizer, place, probe_backbone
@@ -110,8 +110,7 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
     ddp = distributed_context(device)  # world size 1 unless launched by torchrun
     P, K = batch_plan(est, y_enc[train_idx])
     sampler = ddp.batch_sampler(y_enc[train_idx], P, K, rng, n_batches=est.batches_per_epoch)
-    batches_from = on_device(source, device, est.num_workers)  # sliced on the GPU if small
-    loader = make_loader(batches_from, batch_sampler=MappedSampler(sampler, train_idx),
+    loader = make_loader(source, batch_sampler=MappedSampler(sampler, train_idx),
                          num_workers=est.num_workers, pin_memory=est._pin(device))
     capture = LayerCapture(net.backbone, hooked)
     # built before the hooks are registered, so the average's copy of the network has none
@@ -139,7 +138,7 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
         from ..metrics import map_at_r
 
         def score():  # MAP@R: Recall@1 saturates at 1.0 on a small held-out set
-            return map_at_r(est._embed(trainable.eval_net, batches_from, val_idx, device,
+            return map_at_r(est._embed(trainable.eval_net, source, val_idx, device,
                                        input_shape),
                             y_enc[val_idx])
 

@@ -15,7 +15,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from torch import nn
-from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data import Dataset
 
 from skdml import DeepMetricTransformer
 from skdml.deep import MLP, ConvNet, NonFiniteLossError, SmallCNN, SmallResNet
@@ -746,44 +746,3 @@ def test_cuda_fit_runs_channels_last_and_keeps_it_after_unpickling():
     assert _first_conv_weight(back).is_cuda
     assert _first_conv_weight(back).is_contiguous(memory_format=torch.channels_last)
     np.testing.assert_allclose(back.transform(X), est.transform(X), atol=1e-6)
-
-
-def test_on_device_copies_only_small_arrays_for_a_gpu_without_workers():
-    X = torch.zeros(10, 1, 4, 4)
-    cuda = torch.device("cuda")
-    assert tmod.on_device(X, torch.device("cpu"), 0) is X
-    assert tmod.on_device(X, cuda, 2, free_bytes=10**9) is X  # workers: the host pipeline
-    assert tmod.on_device(X, cuda, 0, free_bytes=4 * X.nbytes - 1) is X  # over a quarter
-    dataset = TensorDataset(X)
-    assert tmod.on_device(dataset, cuda, 0, free_bytes=10**9) is dataset
-
-
-def test_a_loader_over_device_memory_neither_pins_nor_forks():
-    loader = tmod.make_loader(torch.zeros(8, 3, device="meta"), batch_sampler=[[0, 1]],
-                              num_workers=2, pin_memory=True)
-    assert loader.num_workers == 0 and not loader.pin_memory
-    host = tmod.make_loader(torch.zeros(8, 3), batch_sampler=[[0, 1]], num_workers=2,
-                            pin_memory=True)
-    assert host.num_workers == 2 and host.pin_memory
-
-
-@pytest.mark.gpu
-@gpu
-def test_cuda_fit_slices_batches_of_a_small_array_on_the_gpu(monkeypatch):
-    from skdml.deep import _fitting
-
-    seen = []
-    real = _fitting.on_device
-
-    def spy(source, *a, **kw):
-        seen.append(real(source, *a, **kw))
-        return seen[-1]
-
-    monkeypatch.setattr(_fitting, "on_device", spy)
-    X = np.random.RandomState(0).rand(48, 1, 8, 8).astype(np.float32)
-    y = np.repeat(np.arange(4), 12)
-    est = make(device="cuda", backbone=tiny_cnn, max_iter=2).fit(X, y)  # validates too
-    assert seen[0].is_cuda
-    assert np.isfinite(est.transform(X)).all()
-    make(device="cuda", backbone=tiny_cnn, max_iter=1, num_workers=1).fit(X, y)
-    assert not seen[1].is_cuda
