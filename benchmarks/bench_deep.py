@@ -253,15 +253,25 @@ def bench_zero_shot(args, name):
 
 
 # ------------------------------------------------------------------ (4) AMP speed
-def images_per_second(model, device, amp, batch, side, steps, channels=3):
-    """Training images/s (forward, binomial loss, backward, Adam) of a copy of ``model``."""
+def images_per_second(model, device, amp, batch, side, steps, channels=3, *,
+                      memory_format=None, loss_fn=None, n_classes=8, warmup=3, fused=False):
+    """Training images/s (forward, loss, backward, Adam) of a copy of ``model``.
+
+    The batch is already on ``device``; ``memory_format`` (e.g.
+    ``torch.channels_last``) converts the copy and the batch, ``None`` leaves
+    the model's own layout; the loss is binomial deviance unless ``loss_fn``.
+    """
     model = copy.deepcopy(model).to(device).train()
-    head = nn.Linear(model.out_features, 128).to(device)
-    opt = torch.optim.Adam(list(model.parameters()) + list(head.parameters()), lr=1e-4)
-    scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
-    loss_fn = BinomialDevianceLoss()
     x = torch.randn(batch, channels, side, side, device=device)
-    y = torch.arange(batch, device=device) % 8
+    if memory_format is not None:
+        model = model.to(memory_format=memory_format)
+        x = x.contiguous(memory_format=memory_format)
+    head = nn.Linear(model.out_features, 128).to(device)
+    opt = torch.optim.Adam(list(model.parameters()) + list(head.parameters()), lr=1e-4,
+                           fused=fused)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
+    loss_fn = BinomialDevianceLoss() if loss_fn is None else loss_fn
+    y = torch.arange(batch, device=device) % n_classes
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
 
     def step():
@@ -273,7 +283,7 @@ def images_per_second(model, device, amp, batch, side, steps, channels=3):
         scaler.step(opt)
         scaler.update()
 
-    for _ in range(3):
+    for _ in range(warmup):
         step()
     if device.type == "cuda":
         torch.cuda.synchronize()

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import copy
 import os
 import pickle
 import statistics
@@ -57,10 +56,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import markdown_table, save  # noqa: E402
+from benchmarks.bench_deep import images_per_second  # noqa: E402
 from skdml import DeepMetricTransformer  # noqa: E402
 from skdml.deep import SmallResNet  # noqa: E402
 from skdml.deep import _fitting  # noqa: E402
@@ -78,36 +77,12 @@ def _sync(device):
 
 # ------------------------------------------------------------------ (1) the bare step
 def step_images_per_second(model, device, amp, *, batch, side, steps, channels_last):
-    """Images/s of forward + multi-similarity + backward + Adam on a batch already on device."""
-    model = copy.deepcopy(model).to(device).train()
-    head = nn.Linear(model.out_features, 128).to(device)
+    """Images/s of forward + multi-similarity + backward + Adam on a batch already on device,
+    with the fit's optimiser (fused Adam on CUDA)."""
     fmt = torch.channels_last if channels_last else torch.contiguous_format
-    model = model.to(memory_format=fmt)
-    opt = torch.optim.Adam(list(model.parameters()) + list(head.parameters()), lr=1e-4,
-                           fused=device.type == "cuda")  # the fit's optimiser
-    scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
-    loss_fn = MultiSimilarityLoss()
-    x = torch.randn(batch, 3, side, side, device=device).contiguous(memory_format=fmt)
-    y = torch.arange(batch, device=device) % (batch // 8)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
-
-    def step():
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            z = head(model(x))
-        loss = loss_fn(F.normalize(z.float(), dim=1), y)
-        opt.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-
-    for _ in range(5):
-        step()
-    _sync(device)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    _sync(device)
-    return batch * steps / (time.perf_counter() - t0)
+    return images_per_second(model, device, amp, batch, side, steps, memory_format=fmt,
+                             loss_fn=MultiSimilarityLoss(), n_classes=batch // 8, warmup=5,
+                             fused=device.type == "cuda")
 
 
 def bench_step(args, device):
