@@ -46,7 +46,6 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 from pathlib import Path
 
 import matplotlib
@@ -61,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import markdown_table, save  # noqa: E402
 from benchmarks.bench_deep import images_per_second  # noqa: E402
 from skdml import DeepMetricTransformer  # noqa: E402
+from skdml._utils import cuda_syncs  # noqa: E402
 from skdml.deep import SmallResNet  # noqa: E402
 from skdml.deep import _fitting  # noqa: E402
 from skdml.losses import MultiSimilarityLoss  # noqa: E402
@@ -200,16 +200,9 @@ def syncs_per_step(make, X, y, steps=(3, 13)):
     make(3).fit(X, y)  # warm-up: lazy CUDA initialisation synchronises once per process
     counts = []
     for n in steps:
-        previous = torch.cuda.get_sync_debug_mode()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            torch.cuda.set_sync_debug_mode("warn")
-            try:
-                make(n).fit(X, y)
-            finally:
-                torch.cuda.set_sync_debug_mode(previous)
-        counts.append(collections.Counter(f"{Path(w.filename).name}:{w.lineno}"
-                                          for w in caught if "synchroniz" in str(w.message)))
+        with cuda_syncs() as where:
+            make(n).fit(X, y)
+        counts.append(collections.Counter(where))
     extra = counts[1] - counts[0]
     return sum(extra.values()) / (steps[1] - steps[0]), dict(extra)
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import threading
+import warnings
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import torch
 
-__all__ = ["resolve_device", "torch_seed", "torch_rng_scope", "as_float_tensor"]
+__all__ = ["resolve_device", "torch_seed", "torch_rng_scope", "as_float_tensor",
+           "cuda_syncs"]
 
 #: torch's default generators are process-wide: seeded sections in threads take turns.
 _TORCH_RNG_LOCK = threading.RLock()
@@ -78,3 +81,26 @@ def torch_rng_scope(devices=()):
 def as_float_tensor(X, device=None, dtype=torch.float32) -> torch.Tensor:
     """Convert an array to a contiguous float tensor on ``device`` (no copy when possible)."""
     return torch.as_tensor(np.ascontiguousarray(X), dtype=dtype, device=device)
+
+
+@contextmanager
+def cuda_syncs():
+    """Record the host-device synchronisations of the block (CUDA only).
+
+    Runs the block under ``torch.cuda.set_sync_debug_mode("warn")`` and yields a
+    list that, when the block ends, holds the ``"file:line"`` of the Python
+    frame that caused each synchronisation. Used by the GPU tests and
+    ``benchmarks/bench_gpu.py`` to prove that a training step never waits for
+    the device.
+    """
+    where = []
+    previous = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield where
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+    where.extend(f"{Path(w.filename).name}:{w.lineno}" for w in caught
+                 if "synchroniz" in str(w.message))

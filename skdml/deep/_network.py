@@ -164,10 +164,9 @@ def place(net, device):
     the CPU the network keeps the layout it was built with (see
     :class:`~skdml.deep.SmallResNet`).
     """
-    net = net.to(device)
     if torch.device(device).type == "cuda":
-        net = net.to(memory_format=torch.channels_last)
-    return net
+        return net.to(device, memory_format=torch.channels_last)
+    return net.to(device)
 
 
 def check_aux(aux):

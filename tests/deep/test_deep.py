@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import os
 import pickle
-import warnings
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ from skdml.deep import _data as tmod
 from skdml.deep._network import build_optimizer
 from skdml.losses import AMSoftmaxLoss, JRSRegularizer
 from skdml._training import load_checkpoint
+from skdml._utils import cuda_syncs
 from skdml.metrics import recall_at_k, recall_at_k_scorer
 from skdml.model_selection import ClassDisjointSplit
 
@@ -674,19 +674,6 @@ def test_cuda_bf16_pinned_and_back_on_gpu(blobs):
     np.testing.assert_allclose(back.transform(X), est.transform(X), atol=1e-6)
 
 
-def _sync_warnings(est, X, y):
-    """Host-device synchronisations of ``est.fit(X, y)``, counted by torch's sync debug mode."""
-    previous = torch.cuda.get_sync_debug_mode()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            est.fit(X, y)
-        finally:
-            torch.cuda.set_sync_debug_mode(previous)
-    return [w for w in caught if "synchroniz" in str(w.message)]
-
-
 @pytest.mark.gpu
 @gpu
 @pytest.mark.parametrize("amp", [False, "bf16", "fp16"])
@@ -701,7 +688,9 @@ def test_cuda_training_steps_never_wait_for_the_device(amp):
     for n_batches in (3, 12):
         est = make(device="cuda", amp=amp, backbone=tiny_cnn, max_iter=1, early_stopping=False,
                    batches_per_epoch=n_batches)
-        counts.append(len(_sync_warnings(est, X, y)))
+        with cuda_syncs() as where:
+            est.fit(X, y)
+        counts.append(len(where))
     assert counts[1] - counts[0] <= 1, counts
 
 
