@@ -785,3 +785,15 @@ CASES = [
     Case("get_metric() callable on (1, d)", "obscure", get_metric_one_row),
     Case("check_n_components(0, 5)", "obscure", n_components_zero),
 ]
+
+
+def _families():
+    """The later families (checkpoint safety, downloads, inputs, speed), one module each."""
+    import importlib
+    out = []
+    for name in ("security", "lostwork", "inputs", "speed_linear", "speed_deep"):
+        out += importlib.import_module(f"_robustness_cases_{name}").CASES
+    return out
+
+
+CASES = CASES + _families()

@@ -1,0 +1,7 @@
+"""Issue-28 audit cases (speed_linear): see tests/_robustness_cases.py for Case, check and classify."""
+
+from __future__ import annotations
+
+from _robustness_cases import Case, Missing, Refused, Wrong, check  # noqa: F401
+
+CASES = []
