@@ -1,4 +1,4 @@
-"""Run the issue-11 bad-input catalogue against a checkout and tabulate the outcome classes.
+"""Run the bad-input robustness catalogue against a checkout and tabulate the outcome classes.
 
 Usage::
 
@@ -28,9 +28,11 @@ WORKER = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[2])
 import skdml
+import _robustness_cases
 from _robustness_cases import CASES, classify
+slow = getattr(_robustness_cases, "SLOW_CASES", []) if sys.argv[3] == "1" else []
 out = []
-for case in CASES:
+for case in CASES + slow:
     outcome, detail, seconds = classify(case)
     out.append(dict(name=case.name, group=case.group, outcome=outcome, detail=detail,
                     seconds=round(seconds, 2)))
@@ -45,11 +47,14 @@ def main(argv=None):
     parser.add_argument("--name", default="after", help="results file suffix")
     parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
                         help="only tabulate two saved runs side by side (names of results)")
+    parser.add_argument("--no-slow", action="store_true",
+                        help="leave out SLOW_CASES (the full-size default fits, a minute each)")
     args = parser.parse_args(argv)
     if args.compare:
         return compare(*args.compare)
     env = dict(os.environ, PYTHONPATH=args.checkout)
-    proc = subprocess.run([sys.executable, "-c", WORKER, args.checkout, str(ROOT / "tests")],
+    proc = subprocess.run([sys.executable, "-c", WORKER, args.checkout, str(ROOT / "tests"),
+                           "0" if args.no_slow else "1"],
                           capture_output=True, text=True, env=env, cwd=args.checkout)
     sys.stderr.write(proc.stderr)
     if proc.returncode:

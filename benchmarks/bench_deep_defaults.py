@@ -1,6 +1,6 @@
 """Do the deep learner's defaults win? Unseen-class retrieval on four image data sets.
 
-Protocol (issue 9, item 1): the first half of the classes train, the other half
+Protocol: the first half of the classes train, the other half
 is retrieved among itself (zero-shot). Rows: raw pixels, PCA at the deep
 embedding's dimension (128, or fewer where the data hold fewer), the linear
 learners ECAML and JRD with their defaults, and ``DeepMetricTransformer`` with

@@ -3,10 +3,11 @@
 Zero-shot protocol (test classes never seen in training):
 
 * ``omniglot``: train on Omniglot ``images_background_small1`` (5 alphabets, 136
-  characters), retrieve in ``images_background_small2`` (5 other alphabets, 156
-  characters); 20 drawings per character, inverted (ink = 1), area-resized to 28x28.
-  Read straight from the shared zips by :func:`load_omniglot_zip` until
-  ``skdml.datasets.load_omniglot`` (another branch) lands.
+  characters), retrieve among the characters of ``images_background_small2`` never
+  trained on (its 3 alphabets small1 lacks, 106 characters; Greek and Latin are in
+  both zips and dropped): ``load_omniglot("train")`` / ``("test")`` through
+  ``bench_omniglot.zero_shot``; 20 drawings per character, ink = 1, area-resized to
+  28x28.
 * ``usps``: USPS digits 0-4 -> 5-9, 16x16.
 
 Rows (every one on the same SmallCNN split after its second stage, trained with the
@@ -37,12 +38,10 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import platform
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import matplotlib
@@ -51,10 +50,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._common import SHARED_DATA, load, markdown_table, save  # noqa: E402
+from benchmarks._common import load, markdown_table, save  # noqa: E402
 from skdml.deep import make_deml  # noqa: E402
 from skdml.deep.deml import learner_similarity  # noqa: E402
 from skdml.metrics import clustering_scores, recall_at_k, retrieval_scores  # noqa: E402
@@ -76,30 +74,15 @@ ROWS = {
 
 
 # ------------------------------------------------------------------ data
-def load_omniglot_zip(path, size):
-    """Images (n, 1, size, size) in [0, 1] (ink = 1) and (alphabet/character) labels."""
-    from PIL import Image
-
-    images, labels = [], []
-    with zipfile.ZipFile(path) as zf:
-        for name in sorted(n for n in zf.namelist() if n.endswith(".png")):
-            alphabet, character = name.split("/")[-3:-1]
-            img = np.asarray(Image.open(io.BytesIO(zf.read(name))).convert("L"), np.float32)
-            images.append(1.0 - img / 255.0)
-            labels.append(f"{alphabet}/{character}")
-    X = torch.from_numpy(np.stack(images))[:, None]
-    X = F.interpolate(X, size=(size, size), mode="area")
-    return X.numpy(), np.asarray(labels)
-
-
 def zero_shot_data(name, size=None):
     """(X_train, y_train, X_test, y_test, description) of a class-disjoint split."""
     if name == "omniglot":
         size = size or 28
-        Xtr, ytr = load_omniglot_zip(SHARED_DATA / "images_background_small1.zip", size)
-        Xte, yte = load_omniglot_zip(SHARED_DATA / "images_background_small2.zip", size)
+        from benchmarks.bench_omniglot import zero_shot
+
+        Xtr, ytr, Xte, yte = zero_shot(size=size)
         what = (f"Omniglot {size}x{size}: small1 ({len(np.unique(ytr))} characters) -> small2 "
-                f"({len(np.unique(yte))} characters)")
+                f"without Greek and Latin ({len(np.unique(yte))} unseen characters)")
         return Xtr, ytr, Xte, yte, what
     X, y = load(name)
     side = int(round(np.sqrt(X.shape[1])))

@@ -1,4 +1,4 @@
-"""GPU proof of DeepMetricTransformer (issue 9, item 4): precision, input pipeline, round trip.
+"""GPU proof of DeepMetricTransformer: precision, input pipeline, round trip.
 
 Sections (all by default; pick with flags):
 

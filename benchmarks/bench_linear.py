@@ -1,4 +1,4 @@
-"""Benchmark of the supervised linear learners ECAML and JRD (issue 4's quality bar).
+"""Benchmark of the supervised linear learners ECAML and JRD (the papers' quality bar).
 
 Sections (``--sections``, all by default):
 
@@ -13,7 +13,7 @@ Sections (``--sections``, all by default):
     N-pair, binomial) and JRD, all with the same ``--n-components``, with
     fit times and the ECAML/JRD : NCA fit-time ratio; the learners run with
     their defaults (early stopping + refit), and "(old defaults)" rows with
-    the defaults before issue 4's tuning (Adam at 0.01, 100 epochs, no early
+    the defaults before their tuning (Adam at 0.01, 100 epochs, no early
     stopping).
 ``zeroshot``
     First half of the classes train, the rest test (the papers' protocol):
@@ -64,7 +64,7 @@ RECALL_KS = [1, 2, 4, 8]
 
 def learners(n_components, max_iter, seed=0):
     kw = dict(n_components=n_components, max_iter=max_iter, random_state=seed)
-    # the defaults before issue 4's tuning: Adam at 0.01 for 100 epochs, no early stopping
+    # the defaults before their tuning: Adam at 0.01 for 100 epochs, no early stopping
     old = dict(n_components=n_components, max_iter=100, learning_rate=0.01,
                early_stopping=False, random_state=seed)
     return {

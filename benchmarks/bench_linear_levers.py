@@ -1,4 +1,4 @@
-"""Issue 14's lever study of ECAML / JRD, and the held-back check of the chosen defaults.
+"""The lever study of ECAML / JRD, and the held-back check of the chosen defaults.
 
 ``--levers``: each setting on the issue's protocol (AT&T, COIL-20, USPS;
 ``StratifiedShuffleSplit(3, test_size=0.3, random_state=0)``; AT&T and COIL-20
@@ -9,7 +9,7 @@ accuracy over the splits and the median CPU seconds of a fit on one thread.
 digits, wine, breast cancer, iris; standardised features except the digits'
 pixels, in [0, 1]; all components), the same splits, against sklearn's NCA.
 
-``--suml``: SUML's levers against PCA at the same dimension (issue 14, goal 2), with
+``--suml``: SUML's levers against PCA at the same dimension, with
 two seeds for the defaults: the issue's three data sets (64 components), then
 scikit-learn's digits (32), wine (6), breast cancer (10) and iris (2), about half
 their dimensions (SUML with all components is a near-orthogonal map, so k-NN sees
@@ -216,7 +216,7 @@ def main(argv=None):
     parser.add_argument("--levers", nargs="*", default=None,
                         help="run these settings (all when given without names)")
     parser.add_argument("--held-back", action="store_true")
-    parser.add_argument("--suml", action="store_true", help="SUML against PCA (goal 2)")
+    parser.add_argument("--suml", action="store_true", help="SUML against PCA at the same dimension")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run, own files: ECAML and JRD defaults, AT&T, one split")
     args = parser.parse_args(argv)

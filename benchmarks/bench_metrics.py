@@ -13,6 +13,8 @@ Methods
 ours_recall      ``recall_at_k(X, y, k=[1, 2, 4, 8])``
 ours_recall_map  ``retrieval_scores(X, y, k=[1, 2, 4, 8])``: Recall@1/2/4/8 and MAP@R,
                  one neighbour search
+ours_map         ``map_at_r(X, y)`` alone: with few classes every query needs its
+                 ``R ~ N / n_classes`` nearest neighbours (the large-class case)
 pml_k8           PML ``AccuracyCalculator(k=8)``, precision_at_1 (= our R@1)
 pml_maxbin       PML ``k="max_bin_count"`` (what MAP@R needs), precision_at_1 + MAP@R
 pml_default      PML default ``k=None`` (all N - 1 neighbours), precision_at_1 + MAP@R
@@ -28,6 +30,9 @@ Usage::
     python benchmarks/bench_metrics.py --quick          # N=5000 smoke run
     python benchmarks/bench_metrics.py                  # N=60000, d=512
     python benchmarks/bench_metrics.py --methods ours_recall pml_k8_batched
+    # large classes, this checkout against another one (e.g. an older commit):
+    python benchmarks/bench_metrics.py --n 55000 --d 16 --n-classes 10 \
+        --methods ours_map --checkout /tmp/orig
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 KS = [1, 2, 4, 8]
-METHODS = ["ours_recall", "ours_recall_map", "pml_k8", "pml_k8_batched", "pml_maxbin",
+METHODS = ["ours_recall", "ours_recall_map", "ours_map", "pml_k8", "pml_k8_batched", "pml_maxbin",
            "pml_maxbin_batched", "pml_default", "pml_default_batched"]
 #: Which of our runs each PML run is compared with (same metrics, same K).
 PAIRS = {"pml_k8": "ours_recall", "pml_k8_batched": "ours_recall",
@@ -80,10 +85,12 @@ def _reset_peak():
 
 
 def _worker(args):
+    if args.checkout:  # the skdml of another checkout (timed against this one)
+        sys.path.insert(0, str(Path(args.checkout).resolve()))
     import numpy as np
     import torch
 
-    from skdml.metrics import recall_at_k, retrieval_scores
+    from skdml.metrics import map_at_r, recall_at_k, retrieval_scores
 
     if args.mem_cap_gb:
         cap = int(args.mem_cap_gb * 2**30) + _status_kib("VmSize") * 1024
@@ -117,6 +124,9 @@ def _worker(args):
         def run():
             rec = recall_at_k(X, y, k=KS)
             return {f"recall_at_{k}": v for k, v in rec.items()}
+    elif method == "ours_map":
+        def run():
+            return {"map_at_r": map_at_r(X, y)}
     elif method == "ours_recall_map":
         def run():
             out = retrieval_scores(X, y, k=KS)
@@ -161,6 +171,10 @@ def _run_method(method, args):
     cmd = [sys.executable, __file__, "--worker", method, "--n", str(args.n), "--d",
            str(args.d), "--n-classes", str(args.n_classes), "--seed", str(args.seed),
            "--mem-cap-gb", str(args.mem_cap_gb), "--pml-batch-size", str(args.pml_batch_size)]
+    return _run_worker(method, cmd, args)
+
+
+def _run_worker(method, cmd, args):
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -170,6 +184,23 @@ def _run_method(method, args):
             return json.loads(line[len("RESULT "):])
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
     return {"method": method, "error": f"exit {proc.returncode}: {tail[0][:160]}"}
+
+
+def _compare_checkout(args, results):
+    """Time our methods with the skdml of ``args.checkout`` too; print old / new."""
+    for method in [m for m in args.methods if m.startswith("ours")]:
+        cmd = [sys.executable, __file__, "--worker", method, "--n", str(args.n), "--d",
+               str(args.d), "--n-classes", str(args.n_classes), "--seed", str(args.seed),
+               "--mem-cap-gb", str(args.mem_cap_gb), "--checkout", args.checkout]
+        old, new = _run_worker(method, cmd, args), results[method]
+        if old.get("error") or new.get("error"):
+            print(f"  {method}: {old.get('error') or new.get('error')}")
+            continue
+        same = old["scores"] == new["scores"]
+        print(f"  {method}: {args.checkout} {old['wall_s']:.1f} s, this checkout "
+              f"{new['wall_s']:.1f} s: {old['wall_s'] / new['wall_s']:.1f}x faster; "
+              f"scores {'identical' if same else 'DIFFER: ' + str(old['scores'])}",
+              flush=True)
 
 
 def _fmt(value, digits=2):
@@ -188,6 +219,8 @@ def main(argv=None):
                         help="address-space cap per method above its post-import size")
     parser.add_argument("--pml-batch-size", type=int, default=1000)
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per method")
+    parser.add_argument("--checkout", help="also time the skdml of this checkout (its root "
+                        "folder), each method in its own process; prints time ratios")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
@@ -210,6 +243,8 @@ def main(argv=None):
         print(f"  {method:>20s}: " + (res["error"] if res.get("error") else
               f"{res['wall_s']:.1f} s, +{res['growth_mb']:.0f} MB peak growth "
               f"(total {res['peak_mb']:.0f} MB) {res['scores']}"), flush=True)
+    if args.checkout:
+        return _compare_checkout(args, results)
 
     header = ["method", "time (s)", "peak growth (MB)", "total peak RSS (MB)",
               "time / ours", "peak growth / ours", "R@1", "MAP@R", "note"]

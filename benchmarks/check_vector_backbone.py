@@ -1,7 +1,7 @@
 """Plain MLP against MLP + skip (the default vector backbone) on digit splits not used to choose it.
 
 The skip connection was chosen on digits 0-4 -> 5-9 and on wine / breast-cancer /
-digits k-NN (``doc/deep.md``); this script checks it on two other zero-shot splits of
+digits k-NN (``benchmarks/reports/deep.md``); this script checks it on two other zero-shot splits of
 scikit-learn's digits: 5-9 -> 0-4 and even -> odd. ``n_components=16``, 2 seeds.
 
     python benchmarks/check_vector_backbone.py

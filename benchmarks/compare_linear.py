@@ -1,6 +1,6 @@
-"""skdml's linear learners against metric-learn (LMNN, ITML) and scikit-learn's NCA (issue 14).
+"""skdml's linear learners against metric-learn (LMNN, ITML) and scikit-learn's NCA.
 
-The protocol of issue 14, on the same splits for every method:
+The linear study's protocol, on the same splits for every method:
 
 * ``StratifiedShuffleSplit(n_splits=3, test_size=0.3, random_state=0)``;
 * pixels in [0, 1]; AT&T and COIL-20 reduced by PCA-100 fitted on the training split;
@@ -383,7 +383,7 @@ def main(argv=None):
             "metric_learn_environment": ml_versions, "metric_learn_venv": how,
             "total_s": total}
     m = info["machine"]
-    md = (f"## Linear metric learners side by side (issue 14 protocol)\n\n"
+    md = (f"## Linear metric learners side by side (the linear study's protocol)\n\n"
           f"Command: `{info['command']}`  \n"
           f"Machine: {m['cpu']}, {m['cores']} cores, shared with other jobs (load average "
           f"{load_start[0]:.1f} at the start, {info['load_average_end'][0]:.1f} at the end); "

@@ -12,6 +12,7 @@ used only to score and to colour the points, never to fit.
 """
 
 # %%
+# sphinx_gallery_thumbnail_number = 2
 import warnings
 
 import matplotlib.pyplot as plt
@@ -27,8 +28,8 @@ from skdml import SUML
 
 X, y = load_digits(return_X_y=True)
 X = X / 16.0  # pixel values 0..16 -> 0..1
-# SUML's default budget (max_iter=30) stops before its tight default tol; that is
-# expected here and the warning would only clutter the page.
+# A short fit may stop at max_iter before its tol: expected here, and the warning
+# would only clutter the page.
 warnings.filterwarnings("ignore", category=ConvergenceWarning)
 
 suml = SUML(n_components=16, random_state=0).fit(X)

@@ -1,13 +1,16 @@
 """
-Zero-shot retrieval: raw pixels against a learned metric
+Zero-shot retrieval: a learned metric against raw pixels
 ========================================================
 
 Metric learning is often used for *zero-shot* retrieval: the metric is learned
-on some classes and used to search images of classes it never saw. Here
-:class:`~skdml.linear.ECAML` learns on the digits 0-4; queries and database are
-the digits 5-9. :func:`skdml.plotting.plot_retrieval` shows, for a few queries,
-the five nearest neighbours under raw pixels and under the learned metric, side
-by side (green frame: same class as the query, red: another class).
+on some classes and used to search images of classes it never saw. Here the
+deep learner, :class:`~skdml.deep.DeepMetricTransformer`, learns on the digits
+0-4 of scikit-learn's bundled 8x8 images; queries and database are the unseen
+digits 5-9. Raw pixels are a strong bar on these clean images: they already
+find a same-class nearest neighbour for 98.9 % of the queries.
+:func:`skdml.plotting.plot_retrieval` shows, for the queries where raw pixels
+fail most, the five nearest neighbours under each metric (green frame: same
+class as the query, red: another class).
 """
 
 # %%
@@ -15,8 +18,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.datasets import load_digits
 
-from skdml import ECAML
-from skdml.metrics import recall_at_k
+from skdml import ECAML, DeepMetricTransformer
+from skdml.metrics import nearest_neighbors, nmi_score, recall_at_k
 from skdml.plotting import plot_retrieval
 
 X, y = load_digits(return_X_y=True)
@@ -25,25 +28,54 @@ seen = y < 5
 X_train, y_train = X[seen], y[seen]
 X_unseen, y_unseen = X[~seen], y[~seen]
 
-ecaml = ECAML(n_components=32, random_state=0).fit(X_train, y_train)
-Z_unseen = ecaml.transform(X_unseen)
 
-for name, Z in [("raw pixels", X_unseen), ("ECAML", Z_unseen)]:
-    scores = recall_at_k(Z, y_unseen, k=[1, 5])
-    print(f"{name:>10}: " + ", ".join(f"Recall@{k} {v:.3f}" for k, v in scores.items()))
+def report(name, Z):
+    r = recall_at_k(Z, y_unseen, k=[1, 4])
+    nmi = nmi_score(Z, y_unseen, random_state=0, n_init=10)
+    print(f"{name:>10}: Recall@1 {r[1]:.3f}, Recall@4 {r[4]:.3f}, "
+          f"NMI {nmi:.3f}")
+
+
+# The deep learner sees the 8x8 images (it upsamples them to 32x32 for
+# its ConvNet); 20 epochs instead of its default 90 keep the example
+# under a minute.
+deep = DeepMetricTransformer(max_iter=20, random_state=0)
+deep.fit(X_train.reshape(-1, 8, 8), y_train)
+Z_deep = deep.transform(X_unseen.reshape(-1, 8, 8))
+
+report("raw pixels", X_unseen)
+report("deep", Z_deep)
+
+# %%
+# The deep embedding misses fewer queries at Recall@1 (7 of the 896, against 10
+# for raw pixels) and clusters the unseen digits a little better (NMI). Most of
+# the queries raw pixels miss are ambiguous even to a person at 8x8.
 
 # %%
 # The queries where raw pixels fail most
 # --------------------------------------
-# Pick, among the unseen digits, queries whose raw-pixel neighbours are most
-# often of another class, and see what the learned metric retrieves instead.
-from skdml.metrics import nearest_neighbors  # noqa: E402
-
+# Pick, among the unseen digits, the queries whose five raw-pixel neighbours are
+# most often of another class, and see what the learned metric retrieves instead.
 raw_nn = nearest_neighbors(X_unseen, 5)
 errors = (y_unseen[raw_nn] != y_unseen[:, None]).sum(axis=1)
 queries = np.argsort(-errors, kind="stable")[:5]
 
-fig = plot_retrieval(X_unseen, queries, y=y_unseen, n_neighbors=5, image_shape=(8, 8),
-                     embeddings={"raw pixels": X_unseen, "ECAML (trained on 0-4)": Z_unseen})
-fig.suptitle("Unseen digits 5-9: query and its 5 nearest neighbours", y=1.02)
+embeddings = {"raw pixels": X_unseen, "deep (trained on 0-4)": Z_deep}
+fig = plot_retrieval(X_unseen, queries, y=y_unseen, n_neighbors=5,
+                     image_shape=(8, 8), embeddings=embeddings)
+fig.suptitle("Unseen digits 5-9: query and its 5 nearest neighbours",
+             y=1.02)
 plt.show()
+
+# %%
+# A linear metric on the same task
+# --------------------------------
+# On these clean 8x8 images a linear map learned on five digits gains
+# little or nothing over raw pixels: compare :class:`~skdml.linear.ECAML`
+# at 32 dimensions below with the raw-pixel row above. What the labels of
+# digits 0-4 teach a linear map is mostly how to separate *those* digits.
+# The linear learners win where the raw distance is poor, for instance on
+# features in mixed units (the k-NN example on the wine data in
+# :doc:`/linear`).
+ecaml = ECAML(n_components=32, random_state=0).fit(X_train, y_train)
+report("ECAML-32", ecaml.transform(X_unseen))

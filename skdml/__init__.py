@@ -4,9 +4,10 @@ Linear (Mahalanobis) learners (:mod:`skdml.linear`): :class:`SUML`
 (unsupervised), :class:`ECAML` and :class:`JRD` (supervised); deep learner
 (:mod:`skdml.deep`): :class:`DeepMetricTransformer`. Scorers live in
 :mod:`skdml.metrics`, splitters in :mod:`skdml.model_selection`, data loaders in
-:mod:`skdml.datasets`, torch losses in :mod:`skdml.losses` and pictures in
-:mod:`skdml.plotting`; :func:`show_versions` prints what a bug report needs. Every learner
-trains on the same machinery (``skdml._training``).
+:mod:`skdml.datasets`, torch losses in :mod:`skdml.losses`, a searchable gallery of
+embeddings in :mod:`skdml.retrieval` and pictures in :mod:`skdml.plotting`;
+:func:`show_versions` prints what a bug report needs. Every learner trains on the same
+machinery (``skdml._training``).
 """
 
 import importlib

@@ -787,13 +787,16 @@ CASES = [
 ]
 
 
-def _families():
+def _families(attribute="CASES"):
     """The later families (checkpoint safety, downloads, inputs, speed), one module each."""
     import importlib
     out = []
     for name in ("security", "lostwork", "inputs", "speed_linear", "speed_deep"):
-        out += importlib.import_module(f"_robustness_cases_{name}").CASES
+        out += getattr(importlib.import_module(f"_robustness_cases_{name}"), attribute, [])
     return out
 
 
 CASES = CASES + _families()
+#: Full-size default fits (a minute each): run by ``benchmarks/audit_robustness.py``, not by
+#: the unit suite.
+SLOW_CASES = _families("SLOW_CASES")

@@ -19,6 +19,7 @@ import pytest
 from scipy.io import loadmat
 
 from skdml import datasets
+from skdml.datasets import _omniglot as omniglot_module
 from skdml.datasets import (
     SHA256,
     URLS,
@@ -176,13 +177,19 @@ def test_unknown_file_name(tmp_path):
 
 
 @needs_shared
-def test_wrong_file_in_place(tmp_path):
+def test_wrong_file_in_place(tmp_path, monkeypatch):
     shutil.copy(SHARED / "coil20_32x32.mat", tmp_path / "usps_16x16.mat")
-    with pytest.raises(OSError, match="fea"):
+    # the cached file is checked first: its size is not USPS's
+    with pytest.raises(OSError, match="is 3024549 bytes, expected 1576274.*Delete it"):
         load_usps(tmp_path, download_if_missing=False)
     (tmp_path / "att_faces_64x64.mat").write_bytes(b"not a mat file")
     with pytest.raises(OSError, match="att_faces_64x64.mat"):
         load_att_faces(tmp_path, download_if_missing=False)
+    # past the checksum (a registry edited to this file), the reader still checks the arrays
+    monkeypatch.setitem(SHA256, "usps_16x16.mat", SHA256["coil20_32x32.mat"])
+    monkeypatch.setitem(datasets.SIZES, "usps_16x16.mat", datasets.SIZES["coil20_32x32.mat"])
+    with pytest.raises(OSError, match="fea"):
+        load_usps(tmp_path, download_if_missing=False)
 
 
 # --------------------------------------------------------------------------- downloads
@@ -287,8 +294,9 @@ def test_unreachable_url_leaves_nothing(tmp_path):
 
 
 def test_module_tables_agree():
-    assert set(URLS) == set(SHA256) == set(datasets.OMNIGLOT_SUBSETS.values()) | {
+    files = set(datasets.OMNIGLOT_SUBSETS.values()) | {
         "att_faces_64x64.mat", "coil20_32x32.mat", "usps_16x16.mat"}
+    assert set(URLS) == set(SHA256) == set(datasets.SIZES) == files
     assert all(len(h) == 64 and int(h, 16) >= 0 for h in SHA256.values())
     assert datasets.__all__ and all(hasattr(datasets, name) for name in datasets.__all__)
     assert os.sep not in "".join(SHA256)  # plain file names
@@ -353,7 +361,38 @@ def test_omniglot_sizes_and_no_shared_alphabet():
     assert "Greek and Latin" in small.DESCR
 
 
+@needs_omniglot
+def test_omniglot_protocol_is_class_disjoint():
+    """subset="train" / "test": no character, alphabet or image of the test side is trained on."""
+    train = load_omniglot("train", image_size=None, data_home=SHARED, download_if_missing=False)
+    test = load_omniglot("test", image_size=None, data_home=SHARED, download_if_missing=False)
+    assert train.images.shape == (2720, 105, 105) and len(train.target_names) == 136
+    assert test.images.shape == (2120, 105, 105) and len(test.target_names) == 106
+    assert set(train.target_names).isdisjoint(test.target_names)
+    assert set(train.alphabet_names).isdisjoint(test.alphabet_names)
+    assert list(test.alphabet_names) == ["Japanese_(katakana)", "Sanskrit", "Tagalog"]
+    train_bytes = {row.tobytes() for row in train.data}
+    assert not any(row.tobytes() in train_bytes for row in test.data)
+    np.testing.assert_array_equal(np.bincount(test.target), np.full(106, 20))
+    # the training side is small1, the test side small2 minus the alphabets of small1
+    small2 = _omniglot("small2")
+    kept = ~np.isin(small2.alphabet_names[small2.alphabet], train.alphabet_names)
+    np.testing.assert_array_equal(load_omniglot("test", data_home=SHARED,
+                                                download_if_missing=False).data,
+                                  small2.data[kept])
+    np.testing.assert_array_equal(load_omniglot("train", data_home=SHARED,
+                                                download_if_missing=False).data,
+                                  _omniglot("small1").data)
+    # the table of alphabets per zip is the zips' own
+    for subset in ("small1", "small2"):
+        filename = datasets.OMNIGLOT_SUBSETS[subset]
+        assert tuple(_omniglot(subset).alphabet_names) == \
+            omniglot_module.OMNIGLOT_ALPHABETS[filename]
+    assert "Greek and Latin dropped" in test.DESCR
+
+
 @pytest.mark.parametrize("kwargs, match", [(dict(subset="background"), "subset"),
+                                           (dict(subset=["train"]), "subset"),
                                            (dict(image_size=0), "image_size"),
                                            (dict(image_size=106), "image_size"),
                                            (dict(image_size=2.5), "image_size")])
@@ -382,7 +421,7 @@ def test_omniglot_download_and_bad_zip(tmp_path):
 
 
 def test_every_description_names_source_licence_and_citation():
-    from skdml.datasets import _matlab, _omniglot as omniglot_module
+    from skdml.datasets import _matlab
 
     for descr in (_matlab._ATT_DESCR, _matlab._COIL_DESCR, _matlab._USPS_DESCR,
                   omniglot_module._DESCR):

@@ -189,3 +189,41 @@ def test_fit_warnings_are_listed_under_the_table():
     lines = out.getvalue().splitlines()
     table_end = max(i for i, line in enumerate(lines) if line.startswith("| tired"))
     assert "  - tired: ConvergenceWarning: stopped at max_iter=1" in lines[table_end + 1:]
+
+
+def test_version_flag_prints_the_installed_version(capsys):
+    import skdml
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"skdml {skdml.__version__}"
+
+
+class _Verbose(TransformerMixin, BaseEstimator):
+    """A learner with a ``verbose`` parameter that reports progress like skdml's."""
+
+    def __init__(self, verbose=0):
+        self.verbose = verbose
+
+    def fit(self, X, y=None):
+        if self.verbose:
+            print("epoch table row")  # the per-epoch table: standard output
+            print("progress bar", file=sys.stderr)  # tqdm's bar: standard error
+        self.fitted_verbose_ = self.verbose
+        return self
+
+    def transform(self, X):
+        return X[:, :4]
+
+
+def test_demo_shows_progress_on_stderr_and_keeps_its_table_clean(capsys):
+    rows = [DemoRow("verbose", lambda n, seed: _Verbose())]
+    out = io.StringIO()
+    run_demo(rows=rows, file=out, progress=True)
+    captured = capsys.readouterr()
+    assert "progress bar" in captured.err  # a slow fit is visibly under way
+    assert "epoch table row" not in out.getvalue() + captured.out  # the table stays clean
+    assert "verbose" in _table(out.getvalue())
+    run_demo(rows=rows, file=io.StringIO())  # without progress: silent, as before
+    assert capsys.readouterr().err == ""

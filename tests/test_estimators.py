@@ -51,6 +51,7 @@ FAST = {
     "DeepMetricTransformer": [dict(n_components=3, max_iter=1, batches_per_epoch=2,
                                    n_samples_per_class=2, device="cpu",
                                    transform_batch_size=7)],
+    "RetrievalIndex": [dict()],
 }
 
 #: Checks expected to fail, with the reason, per estimator.

@@ -66,14 +66,16 @@ def _bf_ranking(Q, R, exclude_self, metric):
     """Per query: reference indices sorted by (float64 distance, index); self removed."""
     if metric == "euclidean":
         Q, R = _frame64(Q, R)
-    else:
+    else:  # 2 - 2 cos as ||u_q - u_r||^2 of float64 unit rows; a zero row: 2 (0 to a zero row)
         Q, R = _unit_rows(Q), _unit_rows(R)
     orders = []
     for i, q in enumerate(Q):
-        if metric == "euclidean":
-            d = np.sum((R - q) ** 2, axis=1)
-        else:
-            d = -np.sum(R * q, axis=1)
+        d = np.sum((R - q) ** 2, axis=1)
+        if metric == "cosine":
+            zero_r = ~np.any(R != 0, axis=1)
+            d[zero_r] = 2.0
+            if not np.any(q != 0):
+                d[:] = np.where(zero_r, 0.0, 2.0)
         order = np.argsort(d, kind="stable")  # stable: ties go to the lower index
         if exclude_self:
             order = order[order != i]

@@ -24,4 +24,8 @@ def test_readme_quick_example_runs(monkeypatch, capsys):
     recalls = eval(out[0])  # noqa: S307 - printed dict {k: recall}
     assert set(recalls) == {1, 2, 4, 8} and 0.9 < recalls[1] <= 1.0
     assert 0.9 < float(out[1]) <= 1.0  # k-NN accuracy of the ECAML pipeline
-    assert namespace["search"].cv.n_splits == 3
+    search = namespace["search"]
+    assert search.cv.n_splits == 3
+    assert search.best_params_["ec_weight"] in (0.0, 0.1)  # the search is fitted, not only built
+    assert out[2].startswith(f"{search.best_params_!r} ")
+    assert 0.5 < search.best_score_ <= 1.0

@@ -139,11 +139,11 @@ def test_grid_search_n_jobs_2_does_not_oversubscribe():
 
 
 def test_override_wins_over_everything(clean_thread_env, monkeypatch):
-    monkeypatch.setenv(ENV_OVERRIDE, "3")
+    monkeypatch.setenv(ENV_OVERRIDE, str(N_CPUS))  # at most the machine's CPUs (clamped)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert thread_budget() == 3 and choose_n_threads(1.0) == 3
+    assert thread_budget() == N_CPUS and choose_n_threads(1.0) == N_CPUS
     with thread_limits() as n:
-        assert n == 3 == torch.get_num_threads()
+        assert n == N_CPUS == torch.get_num_threads()
     monkeypatch.setenv(ENV_OVERRIDE, "many")
     with pytest.raises(ValueError, match=ENV_OVERRIDE):
         thread_budget()

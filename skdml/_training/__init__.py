@@ -4,7 +4,8 @@
   non-finite guard; :class:`Trainable` is what it trains.
 - ``_callbacks``: validation, early stopping (restore-best or refit), checkpoints,
   progress (tqdm).
-- ``_checkpoint``: atomic checkpoint files with a digest.
+- ``_checkpoint``: atomic checkpoint files with a digest, loaded without unpickling objects;
+  ``_checkpoint_lock``: one fit per checkpoint path, checked writable before training.
 - :func:`run_manopt` (``_manopt``): the one pymanopt runner (SUML and the linear
   ``batch`` solver).
 - :class:`ClassBalancedBatchSampler` (``_sampler``): P x K batch plans.
@@ -15,15 +16,18 @@
 
 from ._averaging import WeightAverage
 from ._callbacks import Callback, Checkpoint, EarlyStopping, Progress, Validation
-from ._checkpoint import CheckpointError, atomic_write_bytes, load_checkpoint, save_checkpoint
+from ._checkpoint import (CheckpointError, CheckpointWarning, atomic_write_bytes, load_checkpoint,
+                          save_checkpoint)
+from ._checkpoint_lock import claim_checkpoint_path
 from ._engine import NonFiniteLossError, Trainable, TrainingResult, train_epochs
 from ._manopt import SOLVERS, ManoptRun, run_manopt
 from ._sampler import ClassBalancedBatchSampler
 from ._schedules import LRSchedule, warmup_cosine
 from ._splits import class_disjoint_holdout, stratified_holdout
 
-__all__ = ["Callback", "Checkpoint", "CheckpointError", "ClassBalancedBatchSampler",
-           "EarlyStopping", "LRSchedule", "ManoptRun", "NonFiniteLossError", "Progress", "SOLVERS",
-           "Trainable", "TrainingResult", "Validation", "WeightAverage", "atomic_write_bytes",
+__all__ = ["Callback", "Checkpoint", "CheckpointError", "CheckpointWarning",
+           "ClassBalancedBatchSampler", "EarlyStopping", "LRSchedule", "ManoptRun",
+           "NonFiniteLossError", "Progress", "SOLVERS", "Trainable", "TrainingResult",
+           "Validation", "WeightAverage", "atomic_write_bytes", "claim_checkpoint_path",
            "class_disjoint_holdout", "load_checkpoint", "run_manopt", "save_checkpoint",
            "stratified_holdout", "train_epochs", "warmup_cosine"]

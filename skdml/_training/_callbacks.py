@@ -8,13 +8,16 @@ Each is one implementation shared by every minibatch learner:
   with ``restore_best=True``, puts the best weights back at the end (the deep
   learner); without it the learner refits for ``best_epoch`` epochs (the
   linear learners, whose small classes cannot spare their held-out samples);
-* :class:`Checkpoint` writes the training state after each epoch;
+* :class:`Checkpoint` writes the training state after each epoch (a failed write
+  warns and training goes on);
 * :class:`Progress` shows a tqdm progress bar with an ETA and a per-epoch table.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import warnings
 
 __all__ = ["Callback", "Checkpoint", "EarlyStopping", "Progress", "Validation"]
 
@@ -136,6 +139,13 @@ class EarlyStopping(Callback):
 class Checkpoint(Callback):
     """Write ``state_fn(loop)`` to ``path`` after each epoch (atomically, with a digest).
 
+    A write that fails (disk full, folder removed or made read-only) does not
+    stop training, which would lose the network: a
+    :class:`~skdml._training.CheckpointWarning` names the path and the error,
+    the next epochs try again, and the learner keeps what it learned. A second
+    warning at the end says which epoch the file holds when the last write
+    failed.
+
     Parameters
     ----------
     path : path-like
@@ -145,16 +155,48 @@ class Checkpoint(Callback):
     enabled : bool, default=True
         ``False`` makes it a no-op (e.g. on every rank but the first of a
         distributed job).
+
+    Attributes
+    ----------
+    saved_epoch : int or None
+        The epoch the file holds (``None`` before the first successful write).
+    failed_epoch : int or None
+        The last epoch whose write failed.
     """
 
     def __init__(self, path, state_fn, enabled=True):
         self.path, self.state_fn, self.enabled = path, state_fn, enabled
+        self.saved_epoch = self.failed_epoch = self.error = None
 
     def after_record(self, loop, record):
-        if self.enabled:
-            from ._checkpoint import save_checkpoint
+        if not self.enabled:
+            return
+        from ._checkpoint import CheckpointWarning, save_checkpoint
 
+        try:
             save_checkpoint(self.path, self.state_fn(loop))
+        except OSError as exc:
+            if self.failed_epoch is None:
+                warnings.warn(
+                    f"Could not write the checkpoint {os.fspath(self.path)!r} after epoch "
+                    f"{loop.epoch} ({type(exc).__name__}: {exc}). Training goes on and the "
+                    "fitted estimator keeps what it learns; the next epochs try the write again.",
+                    CheckpointWarning, stacklevel=2)
+            self.failed_epoch, self.error = loop.epoch, exc
+        else:
+            self.saved_epoch = loop.epoch
+
+    def on_train_end(self, loop):
+        if self.enabled and self.failed_epoch is not None and self.failed_epoch == loop.epoch:
+            from ._checkpoint import CheckpointWarning
+
+            held = f"epoch {self.saved_epoch}" if self.saved_epoch is not None else "nothing"
+            warnings.warn(
+                f"The checkpoint {os.fspath(self.path)!r} holds {held}, not the last epoch "
+                f"({loop.epoch}): its last write failed ({type(self.error).__name__}: "
+                f"{self.error}). The fitted estimator has every epoch, and "
+                "a warm_start fit of it resumes from its last one.",
+                CheckpointWarning, stacklevel=2)
 
 
 class Progress(Callback):

@@ -92,6 +92,7 @@ class _Loop:
         self.epoch = 0  # epochs completed
         self.step = 0  # steps completed in the current epoch
         self.stop_reason = None
+        self.batch_loss = None  # the last step's loss (detached, on the device)
 
     def stop(self, reason):
         """Ask the loop to stop after the current epoch."""
@@ -236,6 +237,7 @@ def train_epochs(trainable, optimizer, batches, *, max_iter, callbacks=(), start
                     value = value.detach()
                     sums[key] = sums[key] + value if key in sums else value.clone()
                 n_done += 1
+                loop.batch_loss = total.detach()
                 for cb in callbacks:
                     cb.on_step_end(loop)
             guard.end_epoch(epoch, sums, n_done, loop.n_batches)

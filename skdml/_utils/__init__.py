@@ -4,8 +4,9 @@ from ._memory import keep_freed_buffers
 from ._threads import (ENV_OVERRIDE, SMALL_STEP_FLOPS, _THREAD_VARS, choose_n_threads,
                        thread_budget, thread_limits)
 from ._torch import as_float_tensor, cuda_syncs, resolve_device, torch_rng_scope, torch_seed
+from ._transactional import transactional_fit
 
 __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "as_float_tensor", "choose_n_threads",
            "cuda_syncs",
            "keep_freed_buffers", "resolve_device", "thread_budget", "thread_limits",
-           "torch_rng_scope", "torch_seed"]
+           "torch_rng_scope", "torch_seed", "transactional_fit"]

@@ -4,7 +4,10 @@ Three rules, applied by :func:`thread_limits` to both torch's intra-op pool and
 the BLAS pools (through threadpoolctl, a scikit-learn dependency):
 
 1. **An explicit override wins.** ``SKDML_NUM_THREADS=n`` in the environment
-   fixes the thread count of every skdml computation.
+   fixes the thread count of every skdml computation, up to the CPUs this
+   process may run on (a larger value is clamped, with a warning: tens of
+   thousands of OpenMP threads crash the process); ``n`` must be a positive
+   integer.
 2. **Respect the joblib budget.** Inside a joblib/loky worker
    (``GridSearchCV(n_jobs=2)``, ``cross_val_score``), joblib tells the worker its
    share of the cores through ``OMP_NUM_THREADS`` & co; the budget never
@@ -26,14 +29,15 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import warnings
 from contextlib import contextmanager
 
 import torch
 from joblib import cpu_count
 from threadpoolctl import threadpool_limits
 
-__all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "choose_n_threads", "thread_budget",
-           "thread_limits"]
+__all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "choose_n_threads", "machine_cpus",
+           "thread_budget", "thread_limits"]
 
 #: Environment variable fixing the thread count of every skdml computation.
 ENV_OVERRIDE = "SKDML_NUM_THREADS"
@@ -54,13 +58,36 @@ def _positive_int(value):
         return None
 
 
+def machine_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one), at least 1."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return max(os.cpu_count() or 1, 1)
+
+
+_WARNED = set()
+
+
 def _override():
     value = os.environ.get(ENV_OVERRIDE)
     if value is None or not value.strip():
         return None
-    n = _positive_int(value)
-    if n is None:
-        raise ValueError(f"{ENV_OVERRIDE}={value!r} is not a positive integer.")
+    try:
+        n = int(value.strip())
+    except ValueError:
+        n = None
+    if n is None or n < 1:
+        raise ValueError(
+            f"{ENV_OVERRIDE}={value!r} is not a positive integer: set it to the number of "
+            f"threads skdml may use (1 to {machine_cpus()} here), or unset it.")
+    cpus = machine_cpus()
+    if n > cpus:
+        if value not in _WARNED:
+            _WARNED.add(value)
+            warnings.warn(f"{ENV_OVERRIDE}={value} exceeds the {cpus} CPUs this process may "
+                          f"use; skdml uses {cpus} threads.", RuntimeWarning, stacklevel=3)
+        n = cpus
     return n
 
 
@@ -165,7 +192,8 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
     >>> torch.get_num_threads() == before
     True
     """
-    wanted = choose_n_threads(flops_per_step) if n_threads is None else max(int(n_threads), 1)
+    wanted = choose_n_threads(flops_per_step) if n_threads is None else \
+        min(max(int(n_threads), 1), machine_cpus())
     # torch's and the BLAS pools' sizes are process-wide. Sections running at once in
     # threads (a Dask worker's task slots) must not restore the size under each other:
     # the original sizes come back when the last section of the process ends; a nested

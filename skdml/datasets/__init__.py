@@ -19,19 +19,30 @@ row-major), ``target`` (0-based ``int64``), ``images`` (upright, shape
 Where the files live
 --------------------
 The data home is the first of: the ``data_home`` argument, the ``SKDML_DATA``
-environment variable, ``$XDG_CACHE_HOME/skdml`` (``~/.cache/skdml`` when
-``XDG_CACHE_HOME`` is unset). See :func:`get_data_home`. A file that is not
-there is downloaded from :data:`URLS` (or the loader's ``url=``) to a temporary
-file in the same directory, within a per-read ``timeout`` and an overall
-``deadline``; its SHA-256 is checked against :data:`SHA256`, and only then is
-it renamed into place. A download that fails, is late or does not match
-leaves nothing behind and says where to put the file by hand.
+environment variable (an absolute path), ``$XDG_CACHE_HOME/skdml``
+(``~/.cache/skdml`` when ``XDG_CACHE_HOME`` is unset or relative). See
+:func:`get_data_home`. A file that is not there is downloaded from :data:`URLS`
+(or the loader's ``url=``) to a temporary file in the same directory, within a
+per-read ``timeout`` and an overall ``deadline`` and never past its size in
+:data:`SIZES`; its SHA-256 is checked against :data:`SHA256`, and only then is
+it renamed into place. A download that fails, is late, too long, short or
+does not match leaves nothing behind and says where to put the file by hand.
+A file already there is checked too (its size on every load, its SHA-256 once
+per process), so a truncated or tampered cache file is refused.
 
 Modules: ``_fetch`` (data home, downloads), ``_matlab`` (AT&T, COIL-20,
 USPS), ``_omniglot``.
 """
 
-from ._fetch import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, SHA256, URLS, fetch_file, get_data_home
+from ._fetch import (
+    DEFAULT_DEADLINE,
+    DEFAULT_TIMEOUT,
+    SHA256,
+    SIZES,
+    URLS,
+    fetch_file,
+    get_data_home,
+)
 from ._matlab import load_att_faces, load_coil20, load_usps
 from ._omniglot import OMNIGLOT_SUBSETS, load_omniglot
 
@@ -44,6 +55,7 @@ __all__ = [
     "fetch_file",
     "URLS",
     "SHA256",
+    "SIZES",
     "OMNIGLOT_SUBSETS",
     "DEFAULT_TIMEOUT",
     "DEFAULT_DEADLINE",

@@ -2,14 +2,23 @@
 
 One function, :func:`fetch_file`, serves every loader:
 
-* the data home is the ``data_home`` argument, else ``SKDML_DATA``, else
-  ``$XDG_CACHE_HOME/skdml`` (``~/.cache/skdml``), see :func:`get_data_home`;
-  a data home that is an existing *file* is refused with a clear error;
+* the data home is the ``data_home`` argument, else ``SKDML_DATA`` (which
+  must be absolute), else ``$XDG_CACHE_HOME/skdml`` (a relative
+  ``XDG_CACHE_HOME`` is ignored, as the XDG specification says), else
+  ``~/.cache/skdml``, see :func:`get_data_home`; a data home that is an
+  existing *file* is refused with a clear error;
 * a missing file is downloaded into a temporary file *in the data home*
   (created with ``0o666 & ~umask``, the permissions of any file the user
   creates, so a shared cache stays readable by the group), its SHA-256 is
   checked, and only then is it renamed into place (``os.replace``, atomic);
   a failed, corrupted, interrupted or late download leaves nothing behind;
+* every file has a known size (:data:`SIZES`): a download stops as soon as
+  it passes that size (or announces a larger ``Content-Length``), and one
+  that ends short is refused;
+* a file already in the data home is checked on every load: its size each
+  time, its SHA-256 once per process (the verified ``(path, size, mtime)``
+  are remembered), so a truncated or tampered cache file is refused with a
+  message saying to delete it;
 * the download has a per-read ``timeout`` *and* an overall ``deadline``: the
   transfer runs in a background thread that the caller waits for at most
   ``deadline`` seconds, so a server that trickles a byte a second (in the
@@ -30,7 +39,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-__all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "SHA256", "URLS", "fetch_file",
+__all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "SHA256", "SIZES", "URLS", "fetch_file",
            "get_data_home"]
 
 #: SHA-256 of each data file (the file names are the names of the cache files).
@@ -42,6 +51,16 @@ SHA256 = {
         "f38eb80f801274ac2b4dff5b24289016bfaba4a7d5bb50deebf27104ad6cb8a4",
     "images_background_small2.zip":
         "3ccaa407515a8778e5d0861875af38b17e418f301ad5bb3b5a6b65d901a41c7f",
+}
+
+#: Size in bytes of each data file: a download stops as soon as it passes it, and a
+#: cached file of another size is refused.
+SIZES = {
+    "att_faces_64x64.mat": 1_432_511,
+    "coil20_32x32.mat": 3_024_549,
+    "usps_16x16.mat": 1_576_274,
+    "images_background_small1.zip": 1_319_022,
+    "images_background_small2.zip": 1_580_917,
 }
 
 _OMNIGLOT = ("https://raw.githubusercontent.com/brendenlake/omniglot/"
@@ -73,6 +92,11 @@ DEFAULT_DEADLINE = 300.0
 
 _CHUNK = 1 << 16
 
+#: ``(path, size, mtime_ns, expected SHA-256)`` of the cached files whose digest was
+#: checked in this process: each file is hashed once per process, its size every time.
+_VERIFIED = set()
+_VERIFIED_LOCK = threading.Lock()
+
 
 def get_data_home(data_home=None) -> Path:
     """Return the directory where skdml keeps its data files.
@@ -81,6 +105,13 @@ def get_data_home(data_home=None) -> Path:
     ``SKDML_DATA`` environment variable, ``$XDG_CACHE_HOME/skdml``, and
     ``~/.cache/skdml``. ``~`` is expanded. The directory is not created here
     (only a download creates it).
+
+    Environment variables must hold absolute paths, so that where the data go
+    does not depend on the current directory: a relative ``XDG_CACHE_HOME`` is
+    ignored (the XDG Base Directory specification says such a value is
+    invalid), and a relative ``SKDML_DATA``, skdml's own variable, is refused
+    with a :class:`ValueError`. A relative ``data_home`` argument is used as
+    given (relative to the current directory), like any path argument.
 
     Parameters
     ----------
@@ -92,18 +123,32 @@ def get_data_home(data_home=None) -> Path:
     path : pathlib.Path
         The data directory.
 
+    Raises
+    ------
+    ValueError
+        ``SKDML_DATA`` is set to a relative path.
+
     Examples
     --------
     >>> from skdml.datasets import get_data_home
     >>> get_data_home("/tmp/my_data").as_posix()
     '/tmp/my_data'
     """
-    if data_home is None:
-        data_home = os.environ.get("SKDML_DATA") or None
-    if data_home is None:
-        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-        data_home = os.path.join(cache, "skdml")
-    return Path(os.fspath(data_home)).expanduser()
+    if data_home is not None:
+        return Path(os.fspath(data_home)).expanduser()
+    env = os.environ.get("SKDML_DATA")
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_absolute():
+            raise ValueError(
+                f"The SKDML_DATA environment variable must be an absolute path, got {env!r} "
+                "(a relative one would depend on the current directory). Set it to an absolute "
+                "path, or pass data_home= to the loader.")
+        return path
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser()
+    if not cache.is_absolute():  # the XDG specification: relative paths are invalid, ignore them
+        cache = Path("~/.cache").expanduser()
+    return cache / "skdml"
 
 
 def sha256_of(path) -> str:
@@ -164,9 +209,12 @@ def fetch_file(filename, data_home=None, *, download_if_missing=True, url=None,
     NotADirectoryError
         The data home is an existing file.
     OSError
-        The download failed, passed its deadline (:class:`TimeoutError`) or
-        its SHA-256 did not match; no file is left behind. The message says
-        where to put the file by hand.
+        The download failed, passed its deadline (:class:`TimeoutError`),
+        went past or fell short of the file's size (:data:`SIZES`) or its
+        SHA-256 did not match; no file is left behind. The message says
+        where to put the file by hand. Also raised when the file already in
+        the data directory has the wrong size or SHA-256 (truncated or
+        tampered); the message says to delete it.
 
     Examples
     --------
@@ -177,12 +225,14 @@ def fetch_file(filename, data_home=None, *, download_if_missing=True, url=None,
     ...     print("usps_16x16.mat" in str(exc), "SKDML_DATA" in str(exc))
     True True
     """
-    if filename not in SHA256:
-        raise ValueError(f"Unknown data file {filename!r}; expected one of {sorted(SHA256)}.")
+    if filename not in SHA256 or filename not in SIZES:
+        raise ValueError(f"Unknown data file {filename!r}; expected one of {sorted(SHA256)} "
+                         "(a file needs an entry in both SHA256 and SIZES).")
     home = get_data_home(data_home)
     _check_home(home)
     path = home / filename
     if path.is_file():
+        _verify_cached(path, filename, home)
         return path
     if not download_if_missing:
         raise FileNotFoundError(
@@ -192,13 +242,14 @@ def fetch_file(filename, data_home=None, *, download_if_missing=True, url=None,
     home.mkdir(parents=True, exist_ok=True)
     tmp = home / f".{filename}.{secrets.token_hex(6)}.part"
     try:
-        digest = _download(source, tmp, float(timeout), float(deadline))
+        digest = _download(source, tmp, float(timeout), float(deadline), SIZES[filename])
         if digest != SHA256[filename]:
             raise OSError(
                 f"The file {filename!r} downloaded from {source!r} is corrupted: its SHA-256 "
                 f"is {digest}, expected {SHA256[filename]}. Nothing was saved. "
                 + _by_hand(filename, home))
         os.replace(tmp, path)
+        _remember_verified(path, SHA256[filename])
     except TimeoutError as exc:
         raise TimeoutError(f"Downloading {filename!r} from {source!r} failed: {exc}. "
                            + _by_hand(filename, home)) from None
@@ -212,6 +263,41 @@ def fetch_file(filename, data_home=None, *, download_if_missing=True, url=None,
     return path
 
 
+def _verify_cached(path, filename, home):
+    """Refuse a cached file whose size or SHA-256 is not the registered one.
+
+    The size is checked on every call; the SHA-256 once per process for a given
+    ``(path, size, mtime)``: a file replaced or touched since is hashed again.
+    """
+    stat = path.stat()
+    expected_size, expected_digest = SIZES[filename], SHA256[filename]
+    delete = (f"Delete it (rm {str(path)!r}) and load again to download a fresh copy, or "
+              "replace it by hand. ")
+    if stat.st_size != expected_size:
+        raise OSError(
+            f"The cached data file {str(path)!r} is {stat.st_size} bytes, expected "
+            f"{expected_size}: it is truncated, tampered with or not the right file. "
+            + delete + _by_hand(filename, home))
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, expected_digest)
+    with _VERIFIED_LOCK:
+        if key in _VERIFIED:
+            return
+    digest = sha256_of(path)
+    if digest != expected_digest:
+        raise OSError(
+            f"The cached data file {str(path)!r} is tampered with or corrupted: its SHA-256 "
+            f"is {digest}, expected {expected_digest}. " + delete + _by_hand(filename, home))
+    with _VERIFIED_LOCK:
+        _VERIFIED.add(key)
+
+
+def _remember_verified(path, digest):
+    """Record a file just downloaded and checked, so that its first load does not hash it."""
+    stat = path.stat()
+    with _VERIFIED_LOCK:
+        _VERIFIED.add((str(path.resolve()), stat.st_size, stat.st_mtime_ns, digest))
+
+
 def _remove(path):
     try:
         os.remove(path)
@@ -219,14 +305,16 @@ def _remove(path):
         pass
 
 
-def _download(source, tmp, timeout, deadline):
+def _download(source, tmp, timeout, deadline, size):
     """Download ``source`` into the new file ``tmp`` within ``deadline`` seconds; its SHA-256.
 
     The transfer runs in a daemon thread; the caller waits for it at most
     ``deadline`` seconds (Ctrl-C still works), then tells it to stop and
     raises :class:`TimeoutError`. The thread reads with ``read1`` (whatever
     has arrived, so the cancel flag is seen after every packet) and gives up
-    by itself at the deadline too.
+    by itself at the deadline too. It also stops, with an :class:`OSError`,
+    as soon as the body would pass ``size`` bytes (or the server announces a
+    larger ``Content-Length``), and refuses a body that ends short of it.
     """
     # O_EXCL: never follow or reuse a name planted in a shared directory; mode 0o666 is
     # reduced by the umask, like any file the user creates (not mkstemp's 0600).
@@ -237,17 +325,30 @@ def _download(source, tmp, timeout, deadline):
 
     def work():
         digest = hashlib.sha256()
+        written = 0
         try:
             with os.fdopen(fd, "wb") as out, urllib.request.urlopen(
                     source, timeout=min(timeout, deadline)) as response:
+                announced = response.headers.get("Content-Length")
+                if announced is not None and announced.strip().isdigit() \
+                        and int(announced) > size:
+                    raise OSError(f"the server announces {int(announced)} bytes, more than the "
+                                  f"file's {size} bytes; nothing was read")
                 while not cancel.is_set():
                     if time.monotonic() > stop_at:
                         raise TimeoutError("deadline passed")
                     block = response.read1(_CHUNK)
                     if not block:
                         break
+                    written += len(block)
+                    if written > size:
+                        raise OSError(f"the download passed the file's size of {size} bytes; "
+                                      "stopped there")
                     digest.update(block)
                     out.write(block)
+            if not cancel.is_set() and written < size:
+                raise OSError(f"the download ended after {written} bytes, short of the "
+                              f"file's {size} bytes (incomplete)")
             outcome["digest"] = digest.hexdigest()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             outcome["error"] = exc

@@ -8,6 +8,7 @@
 - ``_inputs``: input resizing, standardisation (learned in ``fit``) and augmentation;
 - ``_data``: input layouts, datasets, loaders;
 - ``_state``: resume states, checkpoints to resume from, pickling;
+- ``_export``: :func:`export_embedding`, the fitted network as TorchScript or ONNX;
 - ``backbones``: MLP, ConvNet, small CNN, small ResNet, ``FeatureExtractor`` (any
   network, e.g. pretrained); ``_hooks``: layer capture for JRS;
 - ``deml``: DeML (CVPR 2019), a backbone that provides its own embedding.
@@ -15,6 +16,7 @@
 
 from .._training import NonFiniteLossError
 from ._estimator import DeepMetricTransformer
+from ._export import export_embedding
 from ._inputs import RandomAffine, Resize, Standardize
 from ._network import EmbeddingNet
 from .backbones import MLP, ConvNet, FeatureExtractor, SmallCNN, SmallResNet, default_backbone
@@ -22,4 +24,4 @@ from .deml import DeML, make_deml, random_walk_attention
 
 __all__ = ["ConvNet", "DeML", "DeepMetricTransformer", "EmbeddingNet", "FeatureExtractor", "MLP",
            "NonFiniteLossError", "RandomAffine", "Resize", "SmallCNN", "SmallResNet", "Standardize",
-           "default_backbone", "make_deml", "random_walk_attention"]
+           "default_backbone", "export_embedding", "make_deml", "random_walk_attention"]

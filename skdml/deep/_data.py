@@ -8,7 +8,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from torch.utils.data import DataLoader, Dataset
 
 __all__ = ["as_source", "dataset_labels", "first_items", "input_shape_of", "make_loader",
-           "to_model_input"]
+           "prepare_source", "to_model_input"]
+
+#: Rows sent through the fixed input layers at a time by :func:`prepare_source`.
+_PREPARE_ROWS = 4096
 
 
 class _IndexedArray(Dataset):
@@ -187,3 +190,23 @@ def to_model_input(xb, device, input_shape):
     if xb.ndim == len(input_shape):  # grey images (n, H, W) from a Dataset
         xb = xb.unsqueeze(1)
     return xb
+
+
+def prepare_source(net, source, input_shape, augment):
+    """``(source, prepared)``: vectors sent once through ``net``'s fixed input layers.
+
+    The standardisation (and projection) of in-memory vectors is the same at
+    every epoch, so training reads its output, computed once here in chunks,
+    instead of recomputing it for every batch; ``prepared`` says so. Images,
+    ``Dataset`` sources, vectors with a training augmentation (it sees the
+    raw batch) and networks without an input layer are returned as they are.
+    """
+    if not isinstance(source, torch.Tensor) or len(input_shape) != 1 or augment is not None \
+            or net.standardize is None or source.device.type != "cpu":
+        return source, False
+    layer = net.standardize
+    device = layer.mean.device
+    with torch.no_grad():
+        parts = [layer(source[i:i + _PREPARE_ROWS].to(device)).cpu()
+                 for i in range(0, source.shape[0], _PREPARE_ROWS)]
+    return torch.cat(parts).contiguous(), True

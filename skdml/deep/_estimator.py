@@ -12,16 +12,18 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transf
                           _fit_context)
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, Options, StrOptions
+from sklearn.utils._param_validation import Options, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._utils import resolve_device, thread_limits, torch_rng_scope, torch_seed
+from .._utils import resolve_device, thread_limits, torch_rng_scope, torch_seed, transactional_fit
+from .._utils._params import StrictInterval
+from ..callbacks import UserCallbacks, check_callbacks
 from ..losses import LOSSES, REGULARIZERS
 from ._data import make_loader
 from ._fitting import fit_network
 from ._plan import (build_objective, use_early_stopping, validate_fit_input,
                     validate_transform_input, validation_split, warn_if_one_dimensional)
-from ._state import ModuleStateMixin, load_resume_state
+from ._state import ModuleStateMixin, checkpoint_claim, load_resume_state
 from ._trainable import embed
 
 __all__ = ["DeepMetricTransformer"]
@@ -38,6 +40,8 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
     training loop as the linear learners. ``transform`` returns the embeddings
     as float32 numpy arrays, so the estimator drops into a ``Pipeline`` before
     ``KNeighborsClassifier`` and into ``GridSearchCV``.
+
+    Read more in the :doc:`User Guide </deep>`.
 
     Parameters
     ----------
@@ -116,8 +120,11 @@ default="multisimilarity"
         Patterns match the names ``backbone.<...>``, ``head.<...>`` and
         ``loss.<...>``; the first matching pattern wins and its options override
         the defaults of the parameter.
-    max_iter : int, default=90
+    max_iter : int or "auto", default="auto"
         Most epochs, counted over resumed runs too (``warm_start``).
+        ``"auto"``: 30 for vector arrays with the default backbone, whose
+        embedding starts from the input's principal components, 90 otherwise
+        (images, ``Dataset`` inputs, your backbone; see the user guide).
     lr_schedule : {"cosine", "constant"}, default="cosine"
         ``"cosine"``: a linear warm-up over the first epoch (at most 10% of
         the steps), then a cosine decay to 0 at ``max_iter`` (one
@@ -165,11 +172,13 @@ default="multisimilarity"
     checkpoint_path : str or path-like, default=None
         Where to write (atomically, with a SHA-256 digest) a checkpoint at the
         end of every epoch: model, weight average, loss, optimiser, grad scaler,
-        RNG and early stopping states, epoch, history and the validation split. A fit
+        RNG and early stopping states, epoch, history and the validation split;
+        read back with ``torch.load(weights_only=True)``. Checked writable and
+        locked before training; a failed write warns and training goes on. A fit
         without ``warm_start`` refuses to overwrite an existing file.
     warm_start : bool, default=False
-        Resume from ``checkpoint_path`` if it exists, else from the current
-        fitted model, instead of starting afresh. The current
+        Resume from ``checkpoint_path`` if it exists (unless the fitted model
+        continues its run further), else from the fitted model; the current
         ``learning_rate`` and ``weight_decay`` apply to the resumed optimiser.
     standardize : bool or "auto", default="auto"
         Learn the mean and scale of each channel (images) or feature
@@ -200,6 +209,10 @@ default="multisimilarity"
         dropout), inside ``fit``; the global torch RNG is left untouched.
     verbose : int, default=0
         ``1`` shows a progress bar with an ETA and a table row per epoch.
+    callbacks : list of skdml.callbacks.Callback, default=None
+        Called at the start, after every step, after every epoch and at the end
+        of training; a callback can log (e.g. to TensorBoard) or stop training
+        (``info.stop()``). See :mod:`skdml.callbacks`.
 
     Attributes
     ----------
@@ -247,43 +260,45 @@ default="multisimilarity"
 
     _parameter_constraints = {
         "backbone": [None, callable],
-        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [StrictInterval(Integral, 1, None, closed="left")],
         "normalize": ["boolean"],
         "loss": [StrOptions(set(LOSSES)), callable],
         "loss_params": [None, dict],
         "regularizer": [None, StrOptions(set(REGULARIZERS)), callable],
-        "regularizer_weight": [Interval(Real, 0, None, closed="left")],
+        "regularizer_weight": [StrictInterval(Real, 0, None, closed="left")],
         "regularizer_params": [None, dict],
         "jrs_layers": [None, str, list, tuple],
-        "preserve_input": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
+        "preserve_input": [StrictInterval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "optimizer": [StrOptions({"adam", "adamw", "sgd"}), type],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "head_lr_mult": [Interval(Real, 0, None, closed="left")],
-        "weight_decay": [Interval(Real, 0, None, closed="left")],
+        "learning_rate": [StrictInterval(Real, 0, None, closed="neither")],
+        "head_lr_mult": [StrictInterval(Real, 0, None, closed="left")],
+        "weight_decay": [StrictInterval(Real, 0, None, closed="left")],
         "param_groups": [None, list, tuple],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [StrictInterval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "lr_schedule": [StrOptions({"cosine", "constant"})],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "n_classes_per_batch": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"})],
-        "n_samples_per_class": [Interval(Integral, 1, None, closed="left"),
+        "tol": [StrictInterval(Real, 0, None, closed="left")],
+        "n_classes_per_batch": [StrictInterval(Integral, 2, None, closed="left"),
                                 StrOptions({"auto"})],
-        "batches_per_epoch": [Interval(Integral, 1, None, closed="left"), None],
+        "n_samples_per_class": [StrictInterval(Integral, 1, None, closed="left"),
+                                StrOptions({"auto"})],
+        "batches_per_epoch": [StrictInterval(Integral, 1, None, closed="left"), None],
         "early_stopping": ["boolean", StrOptions({"auto"})],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither"), None],
+        "validation_fraction": [StrictInterval(Real, 0, 1, closed="neither"), None],
         "validation_split": [StrOptions({"class_disjoint", "stratified"})],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "ema_epochs": [None, Interval(Real, 0, None, closed="left")],
+        "n_iter_no_change": [StrictInterval(Integral, 1, None, closed="left")],
+        "ema_epochs": [None, StrictInterval(Real, 0, None, closed="left")],
         "checkpoint_path": [None, str, os.PathLike],
         "warm_start": ["boolean"],
         "standardize": ["boolean", StrOptions({"auto"})],
         "augment": ["boolean", StrOptions({"auto"}), callable],
         "device": [str, torch.device],
         "amp": [StrOptions({"bf16", "fp16"}), Options(bool, {False}), None],
-        "num_workers": [Interval(Integral, 0, None, closed="left")],
+        "num_workers": [StrictInterval(Integral, 0, None, closed="left")],
         "pin_memory": [StrOptions({"auto"}), "boolean"],
-        "transform_batch_size": [Interval(Integral, 1, None, closed="left")],
+        "transform_batch_size": [StrictInterval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "callbacks": [None, list, tuple],
     }
 
     def __init__(self, backbone=None, *, n_components=128, normalize=True,
@@ -291,14 +306,14 @@ default="multisimilarity"
                  regularizer_weight=0.0, regularizer_params=None, jrs_layers=None,
                  preserve_input="auto", optimizer="adam", learning_rate=1e-3, head_lr_mult=1.0,
                  weight_decay=1e-4,
-                 param_groups=None, max_iter=90, lr_schedule="cosine", tol=1e-4,
+                 param_groups=None, max_iter="auto", lr_schedule="cosine", tol=1e-4,
                  n_classes_per_batch="auto", n_samples_per_class="auto",
                  batches_per_epoch=None, early_stopping="auto", validation_fraction=None,
                  validation_split="class_disjoint", n_iter_no_change=10, ema_epochs=5.0,
                  checkpoint_path=None,
                  warm_start=False, standardize="auto", augment="auto", device="auto",
                  amp=False, num_workers=0, pin_memory="auto", transform_batch_size=256,
-                 random_state=None, verbose=0):
+                 random_state=None, verbose=0, callbacks=None):
         self.backbone = backbone
         self.n_components = n_components
         self.normalize = normalize
@@ -336,6 +351,7 @@ default="multisimilarity"
         self.transform_batch_size = transform_batch_size
         self.random_state = random_state
         self.verbose = verbose
+        self.callbacks = callbacks
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -365,6 +381,7 @@ default="multisimilarity"
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
+    @transactional_fit
     def fit(self, X, y=None):
         """Train the network on ``X`` (arrays or a torch ``Dataset``) with labels ``y``.
 
@@ -396,18 +413,20 @@ default="multisimilarity"
         warn_if_one_dimensional(self)
         device = resolve_device(self.device)
         rng = check_random_state(self.random_state)
-        resume = load_resume_state(self, classes, input_shape)
-        early_stopping = use_early_stopping(self, len(classes))
-        if resume is not None:  # the split of the first run, whatever the seed now
-            train_idx, val_idx = resume["split"]
-        else:
-            train_idx, val_idx = validation_split(self, y_enc, early_stopping, rng)
-        seed = torch_seed(rng)
-        fork_devices = [device.index or 0] if device.type == "cuda" else []
-        with torch_rng_scope(fork_devices):
-            torch.manual_seed(seed)
-            fitted = fit_network(self, source, y_enc, classes, input_shape,
-                                 (train_idx, val_idx), rng, device, resume, early_stopping)
+        with checkpoint_claim(self):  # checked writable and locked before any training
+            resume = load_resume_state(self, classes, input_shape)
+            early_stopping = use_early_stopping(self, len(classes))
+            if resume is not None:  # the split of the first run, whatever the seed now
+                train_idx, val_idx = resume["split"]
+            else:
+                train_idx, val_idx = validation_split(self, y_enc, early_stopping, rng)
+            seed = torch_seed(rng)
+            fork_devices = [device.index or 0] if device.type == "cuda" else []
+            with torch_rng_scope(fork_devices):
+                torch.manual_seed(seed)
+                fitted = fit_network(self, source, y_enc, classes, input_shape,
+                                     (train_idx, val_idx), rng, device, resume, early_stopping,
+                                     (UserCallbacks(self, check_callbacks(self.callbacks)),))
         # only a finished fit changes the estimator
         converged = fitted.pop("_converged")
         stalled = fitted.pop("_no_gain")
@@ -417,7 +436,7 @@ default="multisimilarity"
             setattr(self, key, value)
         if not converged:
             warnings.warn(
-                f"{type(self).__name__} reached max_iter={self.max_iter} epochs while still "
+                f"{type(self).__name__} reached max_iter={self.max_iter} ({self.n_iter_} epochs) while still "
                 f"improving (by more than tol={self.tol}); increase max_iter for a more "
                 "converged model.", ConvergenceWarning)
         if stalled:

@@ -8,16 +8,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._training import (Checkpoint, EarlyStopping, LRSchedule, Progress, Validation,
-                         WeightAverage, train_epochs, warmup_cosine)
+from .._training import (Checkpoint, CheckpointError, EarlyStopping, LRSchedule, Progress,
+                         Validation, WeightAverage, train_epochs, warmup_cosine)
 from .._training._distributed import distributed_context
 from .._utils import keep_freed_buffers, thread_limits
-from ._data import MappedSampler, first_items, make_loader, to_model_input
+from ._data import MappedSampler, first_items, make_loader, prepare_source, to_model_input
 from ._hooks import LayerCapture, match_modules
-from ._inputs import fit_standardize, resize_for
-from ._network import EmbeddingNet, build_backbone, build_optimizer, place, probe_backbone
-from ._plan import augmentation, batch_plan, preserve_input_weight, wants_standardize
-from ._state import to_cpu
+from ._inputs import resize_for
+from ._network import EmbeddingNet, build_optimizer, identity_start, place, probe_backbone
+from ._plan import (augmentation, backbone_and_input_layer, batch_plan, max_epochs,
+                    preserve_input_weight)
+from ._state import check_resumable_network, to_cpu
 from ._trainable import DeepTrainable
 
 __all__ = ["fit_network"]
@@ -34,11 +35,25 @@ def _optimizer(est, net, loss):
 
 def _restore(est, resume, trainable, optimizer, scaler, rng, device, stopper):
     """Load a resume state; the optimiser takes the *current* learning rates (honoured)."""
-    trainable.load_state_dict(resume)  # the network, the loss's state, the weight average
-    optimizer.load_state_dict(resume["optimizer"])
+    check_resumable_network(resume, trainable.net, est.n_components)
+    try:
+        _load_resume(resume, trainable, optimizer, scaler, rng, device, stopper)
+    except (KeyError, IndexError, RuntimeError, TypeError, ValueError) as exc:
+        raise CheckpointError(
+            f"warm_start cannot resume from {resume.get('_source', 'the checkpoint')}: it does "
+            f"not match this fit ({type(exc).__name__}: {str(exc).strip()[:300]}). Resume with "
+            "the parameters of the run that wrote it (loss, optimizer, ema_epochs, amp), or "
+            "fit with warm_start=False (after removing the checkpoint, or with another "
+            "checkpoint_path) to start afresh.") from exc
     fresh = _optimizer(est, trainable.net, trainable.objective.loss)
     for group, new in zip(optimizer.param_groups, fresh.param_groups):
         group["lr"], group["weight_decay"] = new["lr"], new["weight_decay"]
+    return list(resume["history"]), int(resume["epoch"])
+
+
+def _load_resume(resume, trainable, optimizer, scaler, rng, device, stopper):
+    trainable.load_state_dict(resume)  # the network, the loss's state, the weight average
+    optimizer.load_state_dict(resume["optimizer"])
     if resume["scaler"]:
         scaler.load_state_dict(resume["scaler"])
     rng.set_state(resume["numpy_rng"])
@@ -46,7 +61,6 @@ def _restore(est, resume, trainable, optimizer, scaler, rng, device, stopper):
     if device.type == "cuda" and resume.get("cuda_rng") is not None:
         torch.cuda.set_rng_state(resume["cuda_rng"], device)
     stopper.load_state_dict(resume["stopper"])
-    return list(resume["history"]), int(resume["epoch"])
 
 
 #: The validation MAP@R must rise by more than this for training to count as an improvement
@@ -80,13 +94,28 @@ def _no_gain(history, initial_score, validating):
     return None
 
 
+def _check_positive_pairs(est, K, y_train, loss, held_out):
+    """Refuse a batch plan that holds no positive pair, unless the loss learns from proxies."""
+    if K >= 2 or isinstance(getattr(loss, "proxies", None), torch.Tensor):
+        return
+    if np.bincount(y_train).max() < 2:
+        why = "every training class has a single sample" + (
+            " once the validation set is held out" if held_out else "")
+        fix = "Give classes at least 2 training samples"
+    else:
+        why = f"n_samples_per_class={est.n_samples_per_class}"
+        fix = "Set n_samples_per_class >= 2"
+    raise ValueError(
+        f"No training batch can hold a positive pair (two samples of one class): {why}. "
+        f"The metric loss learns from such pairs and would train on nothing. {fix}, or use a "
+        "proxy loss (loss='amsoftmax'), which learns from single samples.")
+
+
 def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, resume,
                 early_stopping, extra_callbacks=()):
     """Train ``est``'s network; return its fitted attributes (the caller sets them)."""
     train_idx, val_idx = split
-    backbone = build_backbone(est.backbone, input_shape)
-    standardize = fit_standardize(source, train_idx, input_shape) \
-        if wants_standardize(est, backbone) else None
+    backbone, standardize = backbone_and_input_layer(est, source, train_idx, input_shape)
     resize = resize_for(backbone, input_shape)
     probe = to_model_input(first_items(source), torch.device("cpu"), input_shape)
     if resize is not None:
@@ -97,7 +126,7 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
     net = EmbeddingNet(backbone, n_features, est.n_components,
                        est.normalize and est.n_components > 1,
                        standardize=standardize, resize=resize)
-    net = place(net, device)
+    net = place(identity_start(net), device)
     objective = est._build_objective(len(classes))
     for part in (objective.loss, objective.regularizer):
         if isinstance(part, nn.Module):
@@ -108,9 +137,12 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
     optimizer = _optimizer(est, net, objective.loss)
     scaler = torch.amp.GradScaler(device.type, enabled=est.amp == "fp16")
     ddp = distributed_context(device)  # world size 1 unless launched by torchrun
-    P, K = batch_plan(est, y_enc[train_idx])
+    P, K = batch_plan(est, y_enc[train_idx], input_shape)
+    _check_positive_pairs(est, K, y_enc[train_idx], objective.loss, val_idx is not None)
     sampler = ddp.batch_sampler(y_enc[train_idx], P, K, rng, n_batches=est.batches_per_epoch)
-    loader = make_loader(source, batch_sampler=MappedSampler(sampler, train_idx),
+    augment = augmentation(est, input_shape)
+    train_source, prepared = prepare_source(net, source, input_shape, augment)
+    loader = make_loader(train_source, batch_sampler=MappedSampler(sampler, train_idx),
                          num_workers=est.num_workers, pin_memory=est._pin(device))
     capture = LayerCapture(net.backbone, hooked)
     # built before the hooks are registered, so the average's copy of the network has none
@@ -121,7 +153,7 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
                               torch.as_tensor(y_enc, dtype=torch.long),
                               input_shape=input_shape, device=device, amp=est.amp,
                               capture=capture if hooked else None,
-                              augment=augmentation(est, input_shape), forward=ddp.forward(net),
+                              augment=augment, forward=ddp.forward(net), prepared=prepared,
                               preserve_input=preserve_input_weight(est, n_train_classes),
                               average=average)
     validating = val_idx is not None
@@ -144,7 +176,8 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
 
         callbacks.append(Validation(score))
     callbacks.append(stopper)
-    history, start_epoch, max_iter = [], 0, est.max_iter
+    history, start_epoch, max_iter = [], 0, max_epochs(est, input_shape,
+                                                       isinstance(source, torch.Tensor))
     if resume is not None:
         ddp.check_resume(resume)
         history, start_epoch = _restore(est, resume, trainable, optimizer, scaler, rng, device,
@@ -169,6 +202,7 @@ def fit_network(est, source, y_enc, classes, input_shape, split, rng, device, re
                 "epoch": loop.epoch, "history": list(loop.history),
                 "stopper": stopper.state_dict(), "stopped": loop.stop_reason is not None,
                 "classes": classes, "input_shape": tuple(input_shape),
+                "n_components": est.n_components,
                 "split": (train_idx, val_idx), "world_size": ddp.world_size,
                 "initial_score": initial_score}
 

@@ -30,18 +30,28 @@ __all__ = ["RandomAffine", "Resize", "Standardize", "fit_standardize", "own_resi
 
 #: Items of a ``Dataset`` read to estimate the standardisation (evenly spaced).
 DATASET_SAMPLE = 2048
-#: Rows converted to float64 at a time when computing statistics of arrays.
-_CHUNK_ROWS = 4096
+#: Values converted to float64 at a time when computing statistics of arrays (8 MB).
+_CHUNK_VALUES = 2 ** 20
+#: Training rows (evenly spaced) whose principal axes give :class:`Standardize`'s projection.
+PROJECTION_ROWS = 1024
+#: ``fit_standardize(scale="auto")``: features whose largest standard deviation is at most
+#: this many times their median one share a unit (one scale for all).
+COMMON_UNIT_RATIO = 10.0
 
 
 class Standardize(nn.Module):
-    """``(x - mean) / scale`` with fixed (buffer) statistics, broadcast over a batch.
+    """``(x - mean) / scale`` with fixed (buffer) statistics, then an optional fixed projection.
 
     Parameters
     ----------
     mean, scale : array-like
         Statistics of the shape of one sample with singleton spatial axes:
         ``(d,)`` for vectors, ``(C, 1, 1)`` for images.
+    components : array-like of shape (d, m), default=None
+        Vectors only: the standardised input is multiplied by this matrix
+        (orthonormal columns, the leading principal axes of the standardised
+        training inputs; see :func:`fit_standardize`), so the network sees
+        ``m`` coordinates instead of ``d``.
 
     Examples
     --------
@@ -49,15 +59,29 @@ class Standardize(nn.Module):
     >>> layer = Standardize([1.0, 2.0], [2.0, 4.0])
     >>> layer(torch.tensor([[3.0, 6.0]]))
     tensor([[1., 1.]])
+    >>> Standardize([1.0, 2.0], [2.0, 4.0], components=[[1.0], [0.0]])(torch.tensor([[3.0, 6.0]]))
+    tensor([[1.]])
     """
 
-    def __init__(self, mean, scale):
+    def __init__(self, mean, scale, components=None):
         super().__init__()
         self.register_buffer("mean", torch.as_tensor(np.asarray(mean), dtype=torch.float32)[None])
         self.register_buffer("scale", torch.as_tensor(np.asarray(scale), dtype=torch.float32)[None])
+        self.register_buffer("components", None if components is None else
+                             torch.as_tensor(np.asarray(components), dtype=torch.float32))
+
+    def __setstate__(self, state):  # pickles from before ``components`` existed
+        super().__setstate__(state)
+        self._buffers.setdefault("components", None)
+
+    @property
+    def out_features(self):
+        """Width of the output for vectors (``None``: the input's own)."""
+        return None if self.components is None else int(self.components.shape[1])
 
     def forward(self, x):
-        return (x - self.mean) / self.scale
+        x = (x - self.mean) / self.scale
+        return x if self.components is None else x @ self.components
 
 
 class Resize(nn.Module):
@@ -132,9 +156,11 @@ def _moments(source, indices, input_shape):
         source, indices = first_items(_Subset(source, picked), len(picked)), np.arange(
             len(picked))
 
-    def chunks():
-        for i in range(0, len(indices), _CHUNK_ROWS):
-            x = source[indices[i:i + _CHUNK_ROWS]].detach().cpu().double()
+    rows = max(1, _CHUNK_VALUES // max(1, int(np.prod(input_shape))))
+
+    def chunks():  # small chunks: the float64 copy stays in the allocator's cache
+        for i in range(0, len(indices), rows):
+            x = source[indices[i:i + rows]].detach().cpu().double()
             yield x.unsqueeze(1) if x.ndim == len(input_shape) else x  # grey (n, H, W)
 
     total, count = 0.0, 0
@@ -161,7 +187,7 @@ class _Subset:
         return self.dataset[int(self.indices[i])]
 
 
-def fit_standardize(source, indices, input_shape):
+def fit_standardize(source, indices, input_shape, *, scale="feature", n_axes=None):
     """A :class:`Standardize` layer learned from ``source[indices]`` (a tensor) or a Dataset.
 
     Images get one mean and scale per channel; vectors one per feature (as
@@ -171,6 +197,34 @@ def fit_standardize(source, indices, input_shape):
     refused.
     ``Dataset`` statistics are estimated on at most 2048 evenly spaced items
     of ``indices``.
+
+    Parameters
+    ----------
+    source : torch.Tensor or Dataset
+        The inputs.
+    indices : array-like of int
+        The training rows of ``source``.
+    input_shape : tuple of int
+        Shape of one model input: ``(d,)`` or ``(C, H, W)``.
+    scale : {"feature", "auto"}, default="feature"
+        ``"auto"`` (vectors): one scale for every feature (the root mean
+        square of their standard deviations, as the linear learners' working
+        space) when the features share a unit, i.e. the largest standard
+        deviation is at most :data:`COMMON_UNIT_RATIO` times the median one
+        (pixels, features already normalised), so that the input's own
+        geometry is kept; one per feature otherwise (features in different
+        units, as most tabular data).
+    n_axes : int, default=None
+        Vectors in a tensor only: also turn the scaled vectors to their
+        leading ``n_axes`` principal axes (:class:`Standardize`'s
+        ``components``; all of them, a rotation, when ``d <= n_axes``),
+        estimated on at most 1024 evenly spaced training rows (no more
+        axes than rows). The first coordinates then carry the most variance
+        and the network's cost no longer grows with ``d``.
+
+    Returns
+    -------
+    layer : Standardize
 
     Raises
     ------
@@ -191,9 +245,41 @@ def fit_standardize(source, indices, input_shape):
     # a feature constant up to float32 rounding (relative to its own size) is centred and
     # divided by the largest scale, so that its rounding noise is not blown up to unit size
     constant = std <= 1e-6 * mean.abs()
-    scale = torch.where(constant | (std == 0), torch.full_like(std, top), std)
+    varying = std[~(constant | (std == 0))]
+    if scale == "auto" and len(input_shape) == 1 and \
+            float(varying.max()) <= COMMON_UNIT_RATIO * float(varying.median()):
+        std = torch.full_like(std, float(varying.pow(2).sum().div(std.numel()).sqrt()))
+    else:
+        std = torch.where(constant | (std == 0), torch.full_like(std, top), std)
     shape = (-1,) if len(input_shape) == 1 else (-1, 1, 1)
-    return Standardize(mean.reshape(shape).numpy(), scale.reshape(shape).numpy())
+    layer = Standardize(mean.reshape(shape).numpy(), std.reshape(shape).numpy())
+    if n_axes is not None and len(input_shape) == 1 and isinstance(source, torch.Tensor):
+        layer.components = _principal_axes(layer, source, np.asarray(indices), n_axes)
+    return layer
+
+
+def _principal_axes(layer, source, indices, n_axes):
+    """``(d, m)`` leading principal axes of the standardised ``source[indices]`` (float32).
+
+    From the eigenvectors of the smaller of the two Gram matrices, in float64 (an
+    eigendecomposition of at most :data:`PROJECTION_ROWS` squared); axes of a zero
+    variance are dropped, so ``m <= min(n_axes, d, rows - 1)``.
+    """
+    picked = indices[::max(1, len(indices) // PROJECTION_ROWS)][:PROJECTION_ROWS]
+    x = layer(source[picked].detach().cpu().float()).double()
+    x = x - x.mean(dim=0, keepdim=True)
+    wide = x.shape[1] > x.shape[0]
+    from .._utils import thread_limits
+    with thread_limits(1):  # a threaded LAPACK eigh waited 10-30 s on a loaded 2-core machine
+        values, vectors = torch.linalg.eigh(x @ x.T if wide else x.T @ x)
+    values, vectors = values.flip(0), vectors.flip(1)  # decreasing variance
+    m = int(min(n_axes, x.shape[1], max(1, x.shape[0] - 1),
+                max(1, int((values > 1e-10 * values[0].clamp_min(1e-300)).sum()))))
+    if wide:  # right singular vectors from the left ones
+        axes = x.T @ vectors[:, :m] / values[:m].sqrt()
+    else:
+        axes = vectors[:, :m]
+    return axes.float().contiguous()
 
 
 class RandomAffine:

@@ -12,7 +12,8 @@ from torch import nn
 
 from .backbones import default_backbone
 
-__all__ = ["EmbeddingNet", "build_backbone", "build_optimizer", "place", "probe_backbone"]
+__all__ = ["EmbeddingNet", "build_backbone", "build_optimizer", "identity_start", "place",
+           "probe_backbone"]
 
 
 class EmbeddingNet(nn.Module):
@@ -55,11 +56,9 @@ class EmbeddingNet(nn.Module):
         if "resize" not in self._modules and "resize" not in self.__dict__:
             self.resize = None
 
-    def features(self, x):
-        if self.resize is not None:
-            x = self.resize(x)
-        if self.standardize is not None:
-            x = self.standardize(x)
+    def features(self, x, prepared=False):
+        if not prepared:
+            x = self.prepare(x)
         out = self.backbone(x)
         aux = None
         if isinstance(out, (tuple, list)):
@@ -74,13 +73,50 @@ class EmbeddingNet(nn.Module):
                 "its output width must not depend on the batch (flatten per sample).")
         return features, aux
 
+    def prepare(self, x):
+        """The fixed input layers: ``resize`` and then ``standardize`` (when present)."""
+        if self.resize is not None:
+            x = self.resize(x)
+        if self.standardize is not None:
+            x = self.standardize(x)
+        return x
+
     def embed(self, features):  # float64 features were cast by _check_features
         z = self.head(features)
         return F.normalize(z, dim=1) if self.normalize else z
 
-    def forward(self, x):
-        features, aux = self.features(x)
+    def forward(self, x, prepared=False):
+        """``prepared=True``: ``x`` already went through :meth:`prepare` (a training batch
+        read from inputs prepared once before training)."""
+        features, aux = self.features(x, prepared)
         return self.embed(features), aux, features
+
+
+def identity_start(net):
+    """Start the embedding as the leading input coordinates the backbone passes on (in place).
+
+    For a backbone whose output begins with its own input (an
+    :class:`~skdml.deep.MLP` with ``skip=True``) after the projection on
+    principal axes of :class:`~skdml.deep.Standardize` (the default vector
+    setup; any other network is returned unchanged): the head's weights
+    on those coordinates are the identity, on the blocks' output zero, and
+    its bias zero, so the untrained embedding is the input's leading
+    principal components and training learns what to change.
+    """
+    head = net.head
+    n_in = getattr(net.backbone, "in_features", None)
+    projected = net.standardize is not None and \
+        getattr(net.standardize, "components", None) is not None
+    if not (projected and isinstance(head, nn.Linear) and n_in is not None
+            and getattr(net.backbone, "skip", False)):
+        return net
+    with torch.no_grad():
+        head.weight.zero_()
+        k = min(head.out_features, int(n_in))
+        head.weight[:k, :k] = torch.eye(k, dtype=head.weight.dtype, device=head.weight.device)
+        if head.bias is not None:
+            head.bias.zero_()
+    return net
 
 
 def _check_features(out):

@@ -18,9 +18,12 @@ from torch.utils.data import Dataset
 from .._training import class_disjoint_holdout, stratified_holdout
 from ..losses import MetricObjective, build_loss, get_regularizer
 from ._data import as_source, dataset_labels, dataset_shape, input_shape_of
-from ._inputs import RandomAffine
+from ._inputs import RandomAffine, fit_standardize
+from ._network import build_backbone
 
 __all__ = ["AUTO_BATCH_SIZE", "AUTO_CLASSES_PER_BATCH", "AUTO_EARLY_STOPPING_CLASSES",
+           "AUTO_MAX_ITER", "AUTO_MAX_ITER_VECTORS", "VECTOR_BATCHES_PER_EPOCH",
+           "VECTOR_MAX_FEATURES", "backbone_and_input_layer", "max_epochs",
            "PRESERVE_INPUT_AUTO", "batch_plan", "preserve_input_weight", "use_early_stopping", "validate_fit_input",
            "validate_transform_input", "validation_split", "wants_standardize",
            "augmentation", "build_objective", "warn_if_one_dimensional"]
@@ -35,6 +38,17 @@ AUTO_EARLY_STOPPING_CLASSES = 10
 #: ``preserve_input="auto"`` with the default backbone: this over the number of training
 #: classes (see the deep learner's user guide).
 PRESERVE_INPUT_AUTO = 50.0
+#: ``max_iter="auto"``: most epochs of a fit ...
+AUTO_MAX_ITER = 90
+#: ... and of a fit of the default vector backbone (it starts from the input's principal
+#: components: longer training drifts towards the training classes, see the user guide).
+AUTO_MAX_ITER_VECTORS = 30
+#: The default vector backbone sees at most this many input coordinates: wider vectors are
+#: projected on their leading principal axes by the standardisation layer.
+VECTOR_MAX_FEATURES = 256
+#: ``n_samples_per_class="auto"`` on vectors: an epoch of at most this many batches (larger
+#: batches on larger data sets; a vector step costs little beside its fixed overhead).
+VECTOR_BATCHES_PER_EPOCH = 32
 
 
 def validate_fit_input(est, X, y):
@@ -90,12 +104,14 @@ def validation_split(est, y_enc, early_stopping, rng):
     return holdout(y_enc, 0.1 if fraction is None else fraction, seed)
 
 
-def batch_plan(est, y_train):
+def batch_plan(est, y_train, input_shape=None):
     """``(P, K)``: classes per batch and samples per class, from the training labels.
 
     ``"auto"``: P = min(16, classes); K = max(4, 64 // P), bounded by the
     largest class (so batches hold about 64 samples); an explicit P larger
-    than the number of training classes raises.
+    than the number of training classes raises. On vectors (``input_shape``
+    of length 1), ``"auto"`` K also grows so that an epoch takes at most
+    :data:`VECTOR_BATCHES_PER_EPOCH` batches.
     """
     n_classes = len(np.unique(y_train))
     if est.n_classes_per_batch == "auto":
@@ -108,10 +124,44 @@ def batch_plan(est, y_train):
                 f"hold only {n_classes} classes. Lower n_classes_per_batch or use 'auto'.")
     if est.n_samples_per_class == "auto":
         K = max(4, AUTO_BATCH_SIZE // P)
+        if input_shape is not None and len(input_shape) == 1:
+            K = max(K, -(-len(y_train) // (VECTOR_BATCHES_PER_EPOCH * P)))
     else:
         K = int(est.n_samples_per_class)
     largest = int(np.bincount(np.unique(y_train, return_inverse=True)[1]).max())
     return P, min(K, largest)
+
+
+def max_epochs(est, input_shape, in_memory=True):
+    """``max_iter`` resolved: ``"auto"`` is 90 epochs, 30 for the default vector backbone.
+
+    The 30 apply to in-memory vectors (arrays), whose embedding starts as their
+    principal components; vectors from a ``Dataset`` get 90.
+    """
+    if est.max_iter != "auto":
+        return int(est.max_iter)
+    vectors = len(input_shape) == 1 and est.backbone is None and in_memory
+    return AUTO_MAX_ITER_VECTORS if vectors else AUTO_MAX_ITER
+
+
+def backbone_and_input_layer(est, source, train_idx, input_shape):
+    """``(backbone, standardize)``: the backbone and its fitted input layer (or ``None``).
+
+    The default vector backbone works in the linear learners' kind of space:
+    the standardisation centres the vectors, scales them (one scale for
+    features of one unit, see :func:`~skdml.deep._inputs.fit_standardize`)
+    and turns them to their principal axes, keeping at most
+    :data:`VECTOR_MAX_FEATURES`; the MLP is built for that width.
+    """
+    if est.backbone is None and len(input_shape) == 1 and est.standardize is not False:
+        standardize = fit_standardize(source, train_idx, input_shape, scale="auto",
+                                      n_axes=VECTOR_MAX_FEATURES)
+        width = standardize.out_features
+        return build_backbone(None, input_shape if width is None else (width,)), standardize
+    backbone = build_backbone(est.backbone, input_shape)
+    if not wants_standardize(est, backbone):
+        return backbone, None
+    return backbone, fit_standardize(source, train_idx, input_shape)
 
 
 def wants_standardize(est, backbone):

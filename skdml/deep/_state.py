@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 
 import torch
 from torch import nn
 
-from .._training import load_checkpoint
+from .._training import CheckpointError, claim_checkpoint_path, load_checkpoint
 from ._network import place
 
-__all__ = ["ModuleStateMixin", "load_resume_state", "module_cpu_copy", "to_cpu"]
+__all__ = ["ModuleStateMixin", "checkpoint_claim", "check_resumable_network",
+           "load_resume_state", "module_cpu_copy", "to_cpu"]
+
+#: What a resume state must hold (``loss``, ``average``, ``cuda_rng`` are optional).
+RESUME_KEYS = ("model", "optimizer", "scaler", "numpy_rng", "torch_rng", "epoch", "history",
+               "stopper", "classes", "input_shape", "split")
 
 
 def to_cpu(obj):
@@ -42,12 +48,35 @@ def clone_state(module):
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
+def _is_main_process():
+    """Rank 0 of a ``torch.distributed`` job (or its launcher's ``RANK``), else ``True``."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() == 0
+    return os.environ.get("RANK", "0") == "0"
+
+
+def checkpoint_claim(estimator):
+    """The context of a fit that writes ``checkpoint_path``: checked writable, and locked.
+
+    Only the process that writes it (rank 0 of a distributed job) locks it; a
+    fit without ``checkpoint_path`` claims nothing.
+    """
+    if estimator.checkpoint_path is None or not _is_main_process():
+        return contextlib.nullcontext()
+    return claim_checkpoint_path(estimator.checkpoint_path)
+
+
 def load_resume_state(estimator, classes, input_shape):
     """The state a ``warm_start`` fit resumes from, or ``None`` to start afresh.
 
     From ``checkpoint_path`` when the file exists (its digest is checked), else
-    from the estimator's last fit. A fit *without* ``warm_start`` refuses to
-    overwrite an existing checkpoint: that would lose the work it holds.
+    from the estimator's last fit; from the last fit when it continues the
+    file's run (the file is behind the fit when a write failed). A fit *without*
+    ``warm_start`` refuses to overwrite an existing checkpoint: that would lose
+    the work it holds. The state gets a ``"_source"`` entry naming where it
+    came from, for messages.
     """
     path = estimator.checkpoint_path
     if not estimator.warm_start:
@@ -57,21 +86,83 @@ def load_resume_state(estimator, classes, input_shape):
                 "resume from it, or remove it (or choose another path) to start afresh; skdml "
                 "never overwrites a checkpoint unasked.")
         return None
+    state = getattr(estimator, "_resume_state", None)
+    source = "the previous fit"
     if path is not None and os.path.exists(path):
-        state = load_checkpoint(path)
-        if not isinstance(state, dict) or state.get("format") != "skdml-deep":
+        saved = load_checkpoint(path)
+        if not isinstance(saved, dict) or saved.get("format") != "skdml-deep":
             raise ValueError(f"The checkpoint {os.fspath(path)!r} was not written by "
                              "DeepMetricTransformer.")
-    else:
-        state = getattr(estimator, "_resume_state", None)
+        _check_keys(saved, f"the checkpoint {os.fspath(path)!r}")
+        if not _continues(state, saved):
+            state, source = saved, f"the checkpoint {os.fspath(path)!r}"
     if state is None:
         return None
+    _check_keys(state, source)
     if len(state["classes"]) != len(classes) or any(
             a != b for a, b in zip(state["classes"], classes)) \
             or tuple(state["input_shape"]) != tuple(input_shape):
         raise ValueError("warm_start: the checkpoint was trained on other classes or input "
                          "shapes than the data passed to fit.")
-    return state
+    return dict(state, _source=source)
+
+
+def _continues(state, saved):
+    """Whether the in-memory ``state`` is the run of ``saved``, epochs further on."""
+    if state is None or not int(state.get("epoch", 0)) > int(saved["epoch"]):
+        return False
+    done = list(saved["history"])
+    return list(state.get("history", []))[:len(done)] == done
+
+
+def _check_keys(state, source):
+    missing = [key for key in RESUME_KEYS if key not in state]
+    if missing:
+        raise CheckpointError(
+            f"warm_start cannot resume from {source}: it lacks {missing} (it was not written "
+            "by this version of DeepMetricTransformer, or was edited). Remove it, or choose "
+            "another checkpoint_path, and fit with warm_start=False to start afresh.")
+
+
+def _shape(value):
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+
+
+def check_resumable_network(resume, net, n_components):
+    """Refuse, with what changed, a resume state whose network does not fit ``net``.
+
+    ``n_components`` is the estimator's; the state records the one it was
+    trained with.
+    """
+    source = resume.get("_source", "the checkpoint")
+    saved, here = resume["model"], net.state_dict()
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"warm_start cannot resume from {source}: its 'model' entry is "
+                              f"a {type(saved).__name__}, not a state dict.")
+    missing = [k for k in here if k not in saved]
+    extra = [k for k in saved if k not in here]
+    shapes = [k for k in here if k in saved and _shape(saved[k]) != _shape(here[k])]
+    if not (missing or extra or shapes):
+        return
+    what = []
+    old_k = resume.get("n_components")
+    if old_k is None and "head.weight" in saved and _shape(saved["head.weight"]):
+        old_k = _shape(saved["head.weight"])[0]
+    if old_k is not None and int(old_k) != int(n_components):
+        what.append(f"it was trained with n_components={int(old_k)}, and n_components="
+                    f"{n_components} now")
+    details = [f"{k!r} has shape {_shape(saved[k])} there and {_shape(here[k])} here"
+               for k in shapes if not (what and k.startswith("head."))]
+    details += [f"{k!r} is missing there" for k in missing]
+    details += [f"{k!r} is not in this network" for k in extra]
+    if details:
+        more = f" and {len(details) - 3} more" if len(details) > 3 else ""
+        what.append("its backbone differs from this one (" + "; ".join(details[:3]) + more + ")")
+    raise ValueError(
+        f"warm_start cannot resume from {source}: " + ", and ".join(what) + ". Resume with "
+        "the n_components and backbone of the run that wrote it, or fit with "
+        "warm_start=False (after removing the checkpoint, or with another checkpoint_path) "
+        "to start afresh.")
 
 
 class ModuleStateMixin:

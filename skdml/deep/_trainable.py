@@ -45,8 +45,10 @@ class DeepTrainable(Trainable):
     """
 
     def __init__(self, net, objective, labels, *, input_shape, device, amp=False,
-                 capture=None, augment=None, forward=None, preserve_input=0.0, average=None):
+                 capture=None, augment=None, forward=None, preserve_input=0.0, average=None,
+                 prepared=False):
         self.net, self.objective, self.labels = net, objective, labels
+        self.prepared = bool(prepared)  # batches already went through net.prepare
         self.forward = forward if forward is not None else net  # DDP wrapper (distributed fit)
         self.input_shape, self.device, self.amp = input_shape, device, amp
         self.capture, self.augment = capture, augment
@@ -66,13 +68,18 @@ class DeepTrainable(Trainable):
     def batch_loss(self, batch):
         xb, idx = batch
         xb = to_model_input(xb, self.device, self.input_shape)
-        if self.net.resize is not None:  # augment (and compare with) the resized image
-            xb = self.net.resize(xb)
-        if self.augment is not None and self.net.training:
-            xb = self.augment(xb)
+        if self.prepared:
+            reference = xb
+        else:
+            if self.net.resize is not None:  # augment (and compare with) the resized image
+                xb = self.net.resize(xb)
+            if self.augment is not None and self.net.training:
+                xb = self.augment(xb)
+            reference = None
         yb = self.labels[idx].to(self.device, non_blocking=True)
         with autocast(self.amp, self.device):
-            z, aux, features = self.forward(xb)
+            z, aux, features = self.forward(xb, prepared=True) if self.prepared else \
+                self.forward(xb)
             layers = self.capture.representations() if self.capture is not None else None
         z = z.float()
         reg_embeddings, reg_layers = None, None
@@ -84,7 +91,8 @@ class DeepTrainable(Trainable):
         total, terms = self.objective(z, yb, regularizer_embeddings=reg_embeddings,
                                       layers=reg_layers)
         if self.preserve_input > 0:
-            reference = xb if self.net.standardize is None else self.net.standardize(xb)
+            if reference is None:
+                reference = xb if self.net.standardize is None else self.net.standardize(xb)
             terms["preserve_input"] = self._preservation(z, reference)
             total = total + self.preserve_input * terms["preserve_input"]
         if aux is not None:

@@ -11,14 +11,45 @@ example) with its own input normalisation and a feature layer chosen by name.
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 
 import torch
 from torch import nn
 
+from .._utils._params import StrictInterval, check_params, positive_int
 from ._inputs import own_resize
 
 __all__ = ["ConvNet", "FeatureExtractor", "MLP", "SmallCNN", "SmallResNet",
            "default_backbone"]
+
+
+def _check_widths(owner, name, widths):
+    """``widths`` as a non-empty tuple of ints >= 1 (a ``ValueError`` naming ``owner`` else)."""
+    try:
+        widths = tuple(widths)
+    except TypeError:
+        raise ValueError(f"{owner}: {name} must be a tuple of ints >= 1; got {widths!r}.") \
+            from None
+    if not widths:
+        raise ValueError(f"{owner}: {name} must hold at least one width; got ().")
+    for w in widths:
+        check_params(owner, {name: [positive_int()]}, {name: w})
+    return tuple(int(w) for w in widths)
+
+
+def _image_size(owner, name, size):
+    """``(H, W)`` from an int (a square) or a pair of ints >= 1."""
+    if isinstance(size, Integral) and not isinstance(size, bool):
+        size = (size, size)
+    try:
+        size = tuple(size)
+    except TypeError:
+        size = None
+    if size is None or len(size) != 2 or not all(
+            positive_int().is_satisfied_by(s) for s in size):
+        raise ValueError(f"{owner}: {name} must be (H, W), two ints >= 1 (or one int for a "
+                         f"square image); got {size!r}.")
+    return tuple(int(s) for s in size)
 
 
 def _channels_last(x):
@@ -70,6 +101,10 @@ class MLP(nn.Module):
 
     def __init__(self, in_features, hidden=(256, 256), dropout=0.0, skip=False):
         super().__init__()
+        check_params("MLP", {"in_features": [positive_int()],
+                             "dropout": [StrictInterval(Real, 0, 1, closed="left")]},
+                     {"in_features": in_features, "dropout": dropout})
+        hidden = _check_widths("MLP", "hidden", hidden)
         layers, width = [], int(in_features)
         for h in hidden:
             block = [nn.Linear(width, h), nn.BatchNorm1d(h), nn.ReLU(inplace=True)]
@@ -79,6 +114,7 @@ class MLP(nn.Module):
             width = h
         self.blocks = nn.Sequential(*layers)
         self.skip = bool(skip)
+        self.in_features = int(in_features)
         self.out_features = width + (int(in_features) if self.skip else 0)
 
     def forward(self, x):
@@ -102,8 +138,9 @@ class ConvNet(nn.Module):
     ----------
     in_channels : int
         Channels of the input images (n, C, H, W).
-    image_size : tuple of int
-        ``(H, W)`` of the inputs (decides where pooling stops).
+    image_size : int or tuple of int
+        ``(H, W)`` of the inputs (decides where pooling stops); an int ``n``
+        means ``(n, n)``.
     width : int, default=64
         Channels of every block.
     n_blocks : int, default=4
@@ -121,7 +158,8 @@ class ConvNet(nn.Module):
     The layers run conv - BatchNorm - max-pool - ReLU: a ReLU commutes with a
     max-pool (both are monotone), so this is the same function as the
     published order, with the same gradients, and the ReLU runs on a quarter
-    of the pixels (a training step 3-11 % faster on CPU, see ``doc/deep.md``).
+    of the pixels (a training step 3-11 % faster on CPU; the deep learner's
+    :doc:`benchmark report </reports/deep>`).
     Saved weights are interchangeable with the published order: only
     parameter-free layers moved.
 
@@ -139,8 +177,14 @@ class ConvNet(nn.Module):
 
     def __init__(self, in_channels, image_size, width=64, n_blocks=4, input_size=None):
         super().__init__()
+        check_params("ConvNet", {"in_channels": [positive_int()], "width": [positive_int()],
+                                 "n_blocks": [positive_int()]},
+                     {"in_channels": in_channels, "width": width, "n_blocks": n_blocks})
+        image_size = _image_size("ConvNet", "image_size", image_size)
+        if input_size is not None:
+            input_size = _image_size("ConvNet", "input_size", input_size)
         self.input_size, self.resize = own_resize(input_size)
-        h, w = (int(s) for s in (image_size if input_size is None else input_size))
+        h, w = image_size if input_size is None else input_size
         blocks, c = [], int(in_channels)
         for _ in range(int(n_blocks)):
             block = [nn.Conv2d(c, width, 3, padding=1), nn.BatchNorm2d(width)]
@@ -190,6 +234,8 @@ class SmallCNN(nn.Module):
 
     def __init__(self, in_channels, widths=(32, 64, 128), global_pool=True):
         super().__init__()
+        check_params("SmallCNN", {"in_channels": [positive_int()]}, {"in_channels": in_channels})
+        widths = _check_widths("SmallCNN", "widths", widths)
         stages, c = [], int(in_channels)
         for i, w in enumerate(widths):
             stage = [_conv_block(c, w)]
@@ -249,6 +295,10 @@ class SmallResNet(nn.Module):
 
     def __init__(self, in_channels, widths=(64, 128, 256, 512), blocks_per_stage=2):
         super().__init__()
+        check_params("SmallResNet", {"in_channels": [positive_int()],
+                                     "blocks_per_stage": [positive_int()]},
+                     {"in_channels": in_channels, "blocks_per_stage": blocks_per_stage})
+        widths = _check_widths("SmallResNet", "widths", widths)
         self.stem = nn.Sequential(nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False),
                                   nn.BatchNorm2d(widths[0]), nn.ReLU(inplace=True))
         stages, c = [], widths[0]

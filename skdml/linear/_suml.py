@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import numbers
 import warnings
 
@@ -9,11 +10,12 @@ import numpy as np
 from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import validate_data
 
 from .._training import SOLVERS, run_manopt
-from .._utils import thread_limits
+from .._utils import thread_limits, transactional_fit
+from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis, check_n_components
 from ._preprocessing import InputSpace
 from ._suml_objective import SUMLObjective, sample_triplets
@@ -36,10 +38,14 @@ class SUML(BaseMahalanobis):
     pymanopt Riemannian optimiser on the product manifold
     (Stiefel or Euclidean for ``L``) x (Euclidean for ``S``).
 
+    Read more in the :doc:`User Guide </suml>`.
+
     Parameters
     ----------
     n_components : int, default=None
-        Embedding dimension ``l``. ``None`` means ``min(n_features, n_samples)``.
+        Embedding dimension ``l``. ``None`` means ``min(n_features, n_samples,
+        128)`` (an evaluation costs O(n_samples x n_dims^2) in the reduced
+        dimension ``n_dims >= n_components``).
     angle : float, default=40.0
         The paper's alpha: angle of the angular constraint, in degrees
         (0 < angle < 90).
@@ -48,24 +54,27 @@ class SUML(BaseMahalanobis):
         for ``manifold="euclidean"`` (on Stiefel the term is zero). Our entropy
         term is the *mean* over triplets (the paper's is the sum), so the
         paper's ``lambda = 0.5`` has no direct equivalent here; the default was
-        chosen on the Table 1 protocol (see the :doc:`SUML guide </suml>`).
+        chosen on the Table 1 protocol (see the :doc:`SUML report </reports/suml>`).
     n_triplets : int, default=3000
         Random triplets drawn per fit (per mini-batch for the stochastic form).
         The paper uses "about 10^3" per mini-batch. 3000 matched 10^4's k-NN
         accuracy within seed noise at about a third of the fit time (see
-        ``doc/linear_study.md``); the cost of an evaluation grows with the
-        number of distinct points the triplets touch.
+        :doc:`linear study </reports/linear_study>`); the cost of an evaluation grows with the
+        number of distinct points the triplets touch, so they are drawn among
+        ``n_triplets`` random samples of larger data (as Algorithm 1 draws
+        them within a mini-batch): on USPS (6000 samples) that fit 2.5x
+        faster with the same k-NN accuracy.
     probability : {"sigmoid", "softmax"}, default="sigmoid"
         ``"sigmoid"``: ``p_c = 1 / (1 + exp(l_c))``, the paper's formula as
         written (the five values do not sum to 1); ``"softmax"``: the
         normalised form ``p = softmax(-l)`` over the five cases. The sigmoid
         form stays at or above PCA's k-NN accuracy on more data sets and
         varies less between seeds; softmax gains more on AT&T faces (see
-        the :doc:`SUML guide </suml>` for the benchmark behind the default).
+        the :doc:`SUML report </reports/suml>` for the benchmark behind the default).
     manifold : {"euclidean", "stiefel"}, default="euclidean"
         Search space of ``L``: free with the ``ortho_weight`` penalty (the
         paper's setting), or exact orthonormal columns. ``S`` is always
-        Euclidean. See the :doc:`SUML guide </suml>` for the benchmark behind the default.
+        Euclidean. See the :doc:`SUML report </reports/suml>` for the benchmark behind the default.
     solver : {"conjugate_gradient", "steepest_descent", "trust_regions"}, \
             default="conjugate_gradient"
         pymanopt optimiser (trust regions uses a finite-difference Hessian).
@@ -75,13 +84,10 @@ class SUML(BaseMahalanobis):
     tol : float, default=0.05
         Stop at the end of the fast descent: when, after a window of
         ``n_iter_no_change`` iterations in which the cost fell by more than
-        ``tol`` times its starting value, a window fell by less (a plateau
-        at the start, as on USPS, does not stop it); or when the Riemannian gradient norm falls below
-        ``GRADIENT_TOL`` (1e-8). The optimiser restarts its conjugate directions
-        every ``n_iter_no_change`` iterations (a standard CG restart). The
-        gradient norm of this sampled objective is noisy and does not fall
-        below a fixed threshold in hundreds of iterations; and the slow tail
-        of the descent lowers the k-NN accuracy (``doc/linear_study.md``).
+        ``tol`` times its starting value, a window falls by less; or when the
+        Riemannian gradient norm falls below ``GRADIENT_TOL`` (1e-8). Conjugate
+        directions restart every ``n_iter_no_change`` iterations. The slow
+        tail of the descent lowers k-NN accuracy (:doc:`/suml`).
     n_iter_no_change : int, default=10
         The window of ``tol``.
     batch_size : int, default=None
@@ -181,18 +187,18 @@ class SUML(BaseMahalanobis):
     """
 
     _parameter_constraints: dict = {
-        "n_components": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "angle": [Interval(numbers.Real, 0, 90, closed="neither")],
-        "ortho_weight": [Interval(numbers.Real, 0, None, closed="left")],
-        "n_triplets": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_components": [StrictInterval(numbers.Integral, 1, None, closed="left"), None],
+        "angle": [StrictInterval(numbers.Real, 0, 90, closed="neither")],
+        "ortho_weight": [StrictInterval(numbers.Real, 0, None, closed="left")],
+        "n_triplets": [StrictInterval(numbers.Integral, 1, None, closed="left")],
         "probability": [StrOptions({"sigmoid", "softmax"})],
         "manifold": [StrOptions({"stiefel", "euclidean"})],
         "solver": [StrOptions(set(SOLVERS))],
-        "max_iter": [Interval(numbers.Integral, 0, None, closed="left")],
-        "tol": [Interval(numbers.Real, 0, None, closed="left")],
-        "n_iter_no_change": [Interval(numbers.Integral, 1, None, closed="left")],
-        "batch_size": [Interval(numbers.Integral, 3, None, closed="left"), None],
-        "n_reduce": [StrOptions({"auto"}), Interval(numbers.Integral, 1, None, closed="left"),
+        "max_iter": [StrictInterval(numbers.Integral, 0, None, closed="left")],
+        "tol": [StrictInterval(numbers.Real, 0, None, closed="left")],
+        "n_iter_no_change": [StrictInterval(numbers.Integral, 1, None, closed="left")],
+        "batch_size": [StrictInterval(numbers.Integral, 3, None, closed="left"), None],
+        "n_reduce": [StrOptions({"auto"}), StrictInterval(numbers.Integral, 1, None, closed="left"),
                      None],
         "init": [StrOptions({"pca", "random"})],
         "dtype": [StrOptions({"float32", "float64"})],
@@ -223,6 +229,7 @@ class SUML(BaseMahalanobis):
 
     # ------------------------------------------------------------------ API
     @_fit_context(prefer_skip_nested_validation=True)
+    @transactional_fit
     def fit(self, X, y=None):
         """Fit the metric on ``X`` (labels are not used).
 
@@ -258,6 +265,7 @@ class SUML(BaseMahalanobis):
         self._publish(state)
         return self
 
+    @transactional_fit
     def partial_fit(self, X, y=None):
         """One stochastic SUML step (Algorithm 1) on a mini-batch, warm-started.
 
@@ -287,8 +295,9 @@ class SUML(BaseMahalanobis):
         if first:
             state = self._setup(X, check_random_state(self.random_state))
             Xr = state["X"]
-        else:
-            state = self._state
+        else:  # a copy of what a step changes: an interrupted step leaves the model as it was
+            state = dict(self._state, rng=copy.deepcopy(self._state["rng"]),
+                         history=list(self._state["history"]))
             frozen = {k: getattr(self, k) for k in ("n_components", "n_reduce", "init", "dtype")}
             if frozen != state["frozen"]:
                 changed = sorted(k for k in frozen if frozen[k] != state["frozen"][k])
@@ -348,6 +357,12 @@ class SUML(BaseMahalanobis):
         if self.max_iter == 0:
             return True
         triplets = sample_triplets(Xr.shape[0], self.n_triplets, rng)
+        if Xr.shape[0] > self.n_triplets:
+            # among n_triplets samples at most (as Algorithm 1 draws them within a mini-batch):
+            # an evaluation costs O(distinct points x d^2), and 3000 triplets over 10000
+            # samples touch about 7600 of them where a pool of 3000 holds them to 2850
+            pool = rng.choice(Xr.shape[0], self.n_triplets, replace=False)
+            triplets = pool[sample_triplets(len(pool), self.n_triplets, rng)]
         objective = SUMLObjective(Xr, triplets, angle=self.angle, ortho_weight=self.ortho_weight,
                                   probability=self.probability)
         L_space = Stiefel(d, n_components) if self.manifold == "stiefel" else \

@@ -27,13 +27,16 @@ from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLossError, Progress,
-                         Trainable, Validation, run_manopt, stratified_holdout, train_epochs)
-from .._utils import thread_limits, torch_rng_scope, torch_seed
+                         Trainable, Validation, class_disjoint_holdout, run_manopt,
+                         stratified_holdout, train_epochs)
+from .._utils import thread_limits, torch_rng_scope, torch_seed, transactional_fit
+from .._utils._params import StrictInterval
+from ..callbacks import UserCallbacks, check_callbacks
 from ._base import BaseMahalanobis, check_n_components
 from ._preprocessing import InputSpace, initial_components, polar, qr_retraction
 
@@ -46,6 +49,14 @@ MIN_STEPS_NO_CHANGE = 300
 MAX_AUTO_LR = 0.01
 #: k of the k-NN accuracies averaged by the early-stopping validation score.
 VALIDATION_KS = (1, 10)
+#: ``validation_split="auto"`` holds out whole classes from this many classes up (2 held out,
+#: the rest trained on); fewer classes hold out samples of each class.
+MIN_CLASSES_CLASS_DISJOINT = 5
+#: ``validation_fraction=None`` with class-disjoint validation: this fraction of the classes.
+CLASS_DISJOINT_FRACTION = 0.2
+#: With class-disjoint validation, the learned metric replaces the start only when its mean
+#: per-query Recall@1 gain exceeds this many standard errors (one-sided, about 2.5%).
+SIGNIFICANCE_Z = 2.0
 #: dtype of the optimisation (float32 measured as accurate as float64 here, and faster).
 DTYPE = torch.float32
 
@@ -135,25 +146,28 @@ class LinearMetricLearner(BaseMahalanobis):
     """
 
     _parameter_constraints: dict = {
-        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "n_components": [StrictInterval(Integral, 1, None, closed="left"), None],
         "init": [StrOptions({"pca", "lda", "identity", "random"}), np.ndarray],
         "manifold": [StrOptions({"stiefel", "euclidean"})],
         "solver": [StrOptions({"batch", "minibatch"})],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "n_classes_per_batch": [Interval(Integral, 2, None, closed="left")],
-        "n_samples_per_class": [Interval(Integral, 2, None, closed="left")],
-        "n_reduce": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
+        "max_iter": [StrictInterval(Integral, 0, None, closed="left")],
+        "tol": [StrictInterval(Real, 0, None, closed="left")],
+        "learning_rate": [StrictInterval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "n_classes_per_batch": [StrictInterval(Integral, 2, None, closed="left")],
+        "n_samples_per_class": [StrictInterval(Integral, 2, None, closed="left")],
+        "n_reduce": [StrictInterval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "early_stopping": ["boolean", StrOptions({"auto"})],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "validation_fraction": [StrictInterval(Real, 0, 1, closed="neither"), None],
+        "validation_split": [StrOptions({"auto", "class_disjoint", "stratified"})],
+        "n_iter_no_change": [StrictInterval(Integral, 1, None, closed="left")],
         "verbose": ["verbose"],
         "random_state": ["random_state"],
+        "callbacks": [None, list, tuple],
     }
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
+    @transactional_fit
     def fit(self, X, y):
         """Fit the metric on labelled data.
 
@@ -170,6 +184,11 @@ class LinearMetricLearner(BaseMahalanobis):
             The fitted estimator.
         """
         X, y, classes = check_supervised_input(self, X, y)
+        check_callbacks(self.callbacks)
+        if self.callbacks and self.solver == "batch":
+            raise ValueError("callbacks are called by the minibatch solver's training loop; "
+                             "solver='batch' runs pymanopt and calls none. Use "
+                             "solver='minibatch' or drop callbacks.")
         rng = check_random_state(self.random_state)
         n_samples, n_features = X.shape
         n_components = self._check_init(n_features, n_samples)
@@ -214,7 +233,7 @@ class LinearMetricLearner(BaseMahalanobis):
             if self.manifold == "stiefel":  # remove float32 round-off of the constraint
                 L = polar(L)
         # a fit that fails above leaves the estimator as it was: attributes are set only here
-        for stale in ("best_iteration_", "best_validation_score_"):
+        for stale in ("best_iteration_", "best_validation_score_", "validation_split_"):
             self.__dict__.pop(stale, None)
         self.components_ = space.fold(L)
         self.classes_ = classes
@@ -274,6 +293,10 @@ class LinearMetricLearner(BaseMahalanobis):
     def _optimizer(self, objective, n_batches):
         return torch.optim.Adam(objective.parameters, lr=self._learning_rate(n_batches))
 
+    def _user_callbacks(self):
+        """The user's ``callbacks``, as one callback of the training loop."""
+        return UserCallbacks(self, check_callbacks(self.callbacks))
+
     def _solve_minibatch(self, objective, X, y, P, rng):
         """Adam over class-balanced batches (+ early stopping and refit); return ``(fitted, converged)``."""
         K, stiefel, name = self.n_samples_per_class, self.manifold == "stiefel", type(self).__name__
@@ -285,41 +308,83 @@ class LinearMetricLearner(BaseMahalanobis):
             result = train_epochs(_LinearTrainable(objective, X, y_tensor, stiefel),
                                   self._optimizer(objective, len(sampler)), lambda epoch: sampler,
                                   max_iter=self.max_iter,
-                                  callbacks=[stopper, Progress(self.verbose, name)])
+                                  callbacks=[stopper, Progress(self.verbose, name),
+                                             self._user_callbacks()])
             return {"n_iter_": result.n_iter, "history_": result.history}, \
                 result.stop_reason != "max_iter"
-        # a) choose the number of epochs on a stratified hold-out
+        # a) choose the number of epochs on a hold-out; epoch 0 (the start) is a candidate
         refit_seed = rng.randint(np.iinfo(np.int32).max)  # drawn first: reproducible
-        train, val = stratified_holdout(y, self.validation_fraction, rng)
-        if len(val) == 0:
-            raise ValueError("early_stopping=True needs at least one class with 3 or more "
-                             "samples to hold out a validation set.")
+        train, val, split = self._validation_holdout(y, rng)
+        X_train, X_val, y_train, y_val = X[train], X[val], y[train], y[val]
+        per_query = []  # class-disjoint: the per-query scores of the start and each epoch
+        if split == "class_disjoint":  # classes the training run never sees
+            def score_fn():
+                per_query.append(_unseen_query_scores(objective.L.detach(), X_val, y_val))
+                return float(per_query[-1].mean())  # the mean of Recall@1 and MAP@R
+        else:
+            def score_fn():
+                return _knn_score(objective.L.detach(), X_train, X_val, y_train, y_val)
         start = [p.detach().clone() for p in objective.parameters]
-        sampler = ClassBalancedBatchSampler(y[train], P, K, rng)
+        start_score = score_fn()
+        P_train = min(P, len(np.unique(y_train)))
+        sampler = ClassBalancedBatchSampler(y_train, P_train, K, rng)
         patience = max(self.n_iter_no_change, -(-MIN_STEPS_NO_CHANGE // len(sampler)))
-        stopper = EarlyStopping(n_iter_no_change=patience, tol=self.tol)
-        score = Validation(lambda: _knn_score(objective.L.detach(), X[train], X[val], y[train],
-                                              y[val]))
-        result = train_epochs(_LinearTrainable(objective, X[train], y_tensor[train], stiefel),
+        # class-disjoint: keep the validated model (the best epoch of this run), not a refit on
+        # all the classes, whose epoch count did not carry over (AT&T faces, digits)
+        keep_validated = split == "class_disjoint"
+        stopper = EarlyStopping(n_iter_no_change=patience, tol=self.tol,
+                                restore_best=keep_validated)
+        result = train_epochs(_LinearTrainable(objective, X_train, y_tensor[train], stiefel),
                               self._optimizer(objective, len(sampler)), lambda epoch: sampler,
                               max_iter=self.max_iter,
-                              callbacks=[score, stopper, Progress(self.verbose, name)])
+                              callbacks=[Validation(score_fn), stopper,
+                                         Progress(self.verbose, name), self._user_callbacks()])
         best = stopper.best_epoch or result.n_iter
-        # b) refit on all the data for that many epochs, from the same start (tiny classes,
-        # e.g. 7 faces a person, cannot spare their held-out samples)
-        with torch.no_grad():
-            for p, p0 in zip(objective.parameters, start):
-                p.copy_(p0)
-        n_batches = len(sampler)  # the refit steps at the rate the epochs were counted at
-        sampler = ClassBalancedBatchSampler(y, P, K, np.random.RandomState(refit_seed))
-        refit = train_epochs(_LinearTrainable(objective, X, y_tensor, stiefel),
-                             self._optimizer(objective, n_batches), lambda epoch: sampler,
-                             max_iter=best,
-                             callbacks=[Progress(self.verbose, f"{name} (refit)")])
-        history = result.history + [dict(record, refit=True) for record in refit.history]
-        fitted = {"n_iter_": best, "history_": history, "best_iteration_": best,
-                  "best_validation_score_": stopper.best_value}
+        if not _improves(stopper.best_value, start_score, self.tol,
+                         per_query[best][:, 0] - per_query[0][:, 0] if per_query else None):
+            best = 0  # learning did not beat the start on the held-out set: keep the start
+        refit_history = []
+        if best == 0 or not keep_validated:
+            with torch.no_grad():
+                for p, p0 in zip(objective.parameters, start):
+                    p.copy_(p0)
+        if best > 0 and not keep_validated:
+            # b) refit on all the data for that many epochs of as many steps, from the same
+            # start (tiny classes, e.g. 7 faces a person, cannot spare their held-out samples)
+            n_batches = len(sampler)  # the refit steps at the rate the epochs were counted at
+            sampler = ClassBalancedBatchSampler(y, P, K, np.random.RandomState(refit_seed),
+                                                n_batches=n_batches)
+            refit = train_epochs(_LinearTrainable(objective, X, y_tensor, stiefel),
+                                 self._optimizer(objective, n_batches), lambda epoch: sampler,
+                                 max_iter=best,
+                                 callbacks=[Progress(self.verbose, f"{name} (refit)")])
+            refit_history = refit.history
+        history = result.history + [dict(record, refit=True) for record in refit_history]
+        best_score = stopper.best_value if best > 0 else start_score
+        # n_iter_: the epochs the returned model's run took (sklearn's meaning, >= 1 once
+        # training ran); best_iteration_: the epoch of the returned model (0: the start)
+        n_iter = best if refit_history else result.n_iter
+        fitted = {"n_iter_": n_iter, "history_": history, "best_iteration_": best,
+                  "best_validation_score_": best_score, "validation_split_": split}
         return fitted, result.stop_reason != "max_iter"
+
+    def _validation_holdout(self, y, rng):
+        """``(train, val, split)``: the early-stopping hold-out and how it was drawn."""
+        split = self.validation_split
+        n_classes = len(np.unique(y))
+        if split == "auto":
+            split = "class_disjoint" if n_classes >= MIN_CLASSES_CLASS_DISJOINT else "stratified"
+        fraction = self.validation_fraction
+        if fraction is None:
+            fraction = CLASS_DISJOINT_FRACTION if split == "class_disjoint" else 0.1
+        if split == "class_disjoint":
+            train, val = class_disjoint_holdout(y, fraction, rng)
+        else:
+            train, val = stratified_holdout(y, fraction, rng)
+            if len(val) == 0:
+                raise ValueError("early_stopping=True needs at least one class with 3 or more "
+                                 "samples to hold out a validation set.")
+        return train, val, split
 
     def _solve_batch(self, objective, X, y, sampler):
         """Riemannian conjugate gradient over a fixed set of batches; return ``(fitted, converged)``."""
@@ -384,6 +449,51 @@ class LinearMetricLearner(BaseMahalanobis):
         tags.target_tags.required = True
         tags.input_tags.allow_nan = False
         return tags
+
+
+def _improves(best, start, tol, paired=None):
+    """Whether the best validation score beats the start's by more than ``tol``.
+
+    With per-query Recall@1 differences (``paired``, best minus start), their
+    mean must also exceed ``SIGNIFICANCE_Z`` standard errors: the few classes
+    a validation can hold out give a noisy score, and a gain within that
+    noise, or in MAP@R only, did not carry over to other unseen classes (AT&T
+    faces, digits).
+    """
+    if not math.isfinite(best) or not best > start + tol:
+        return False
+    if paired is None or len(paired) < 2:
+        return True
+    error = float(np.std(paired, ddof=1)) / math.sqrt(len(paired))
+    return float(np.mean(paired)) > SIGNIFICANCE_Z * error
+
+
+def _unseen_query_scores(L, X_val, y_val, block=512):
+    """Per-query Recall@1 hit and AP@R among held-out classes under ``L``, shape (n, 2).
+
+    Leave-one-out retrieval among the held-out samples (classes never trained
+    on). AP@R ranks all ``R`` same-class neighbours of a query, so their mean
+    moves before Recall@1 saturates on a small held-out set (it chooses the
+    epoch). Per query, so that an epoch's Recall@1 can be compared with the
+    start's in a paired test (it decides whether to leave the start).
+    """
+    with torch.no_grad():
+        Z = X_val @ L.T
+        y = torch.as_tensor(y_val)
+        sq = (Z * Z).sum(1)
+        n_same = torch.bincount(y)[y] - 1
+        out = []
+        for i in range(0, len(y), block):
+            rows = torch.arange(i, min(i + block, len(y)))
+            D = sq[rows, None] - 2.0 * Z[rows] @ Z.T + sq[None, :]
+            D[torch.arange(len(rows)), rows] = math.inf  # not its own neighbour
+            R = n_same[rows]
+            nearest = torch.topk(D, int(R.max()), dim=1, largest=False).indices
+            ranks = torch.arange(1, nearest.shape[1] + 1)
+            relevant = ((y[nearest] == y[rows, None]) & (ranks[None, :] <= R[:, None])).double()
+            ap = (torch.cumsum(relevant, 1) / ranks * relevant).sum(1) / R
+            out.append(torch.stack([relevant[:, 0], ap], dim=1))
+    return torch.cat(out).numpy()
 
 
 def _knn_score(L, X_train, X_val, y_train, y_val):

@@ -16,18 +16,20 @@ A loss here is a :class:`torch.nn.Module` computed in three steps:
      positive loss (pytorch-metric-learning's ``AvgNonZeroReducer``).
 
 A batch without any tuple gives an exact 0 that is still attached to the
-graph, so ``backward()`` works and gives zero gradients. No reduction reads a
-value back to the host: a loss never synchronises with the device.
+graph, so ``backward()`` works and gives zero gradients. A batch holding a NaN
+or an infinite embedding gives a NaN loss, whatever the loss (mining or a
+mask could otherwise drop the bad row and return a finite value), so the
+learners' non-finite guard stops the fit. No reduction reads a value back to
+the host: a loss never synchronises with the device.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 __all__ = ["MetricLoss", "REDUCTIONS", "abs_max", "check_embeddings_labels", "pairwise_sq_dists",
-           "same_class_masks", "zero_loss"]
+           "propagate_non_finite", "same_class_masks", "zero_loss"]
 
 #: The reduction vocabulary of every loss.
 REDUCTIONS = ("mean", "sum", "mean_nonzero")
@@ -74,6 +76,28 @@ def check_embeddings_labels(embeddings, labels, *, name="embeddings"):
             f"{embeddings.shape[0]} != {labels.shape[0]}."
         )
     return labels.long()
+
+
+def propagate_non_finite(value, inputs):
+    """``value``, or NaN where ``inputs`` (a tensor or a list of them) hold a NaN or an inf.
+
+    The test stays on the device (no host synchronisation); the gradient of a
+    finite batch is unchanged.
+
+    Examples
+    --------
+    >>> import torch
+    >>> propagate_non_finite(torch.tensor(0.5), torch.tensor([[1.0, float("nan")]]))
+    tensor(nan)
+    >>> propagate_non_finite(torch.tensor(0.5), [torch.ones(2, 2)])
+    tensor(0.5000)
+    """
+    tensors = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+    tensors = [t for t in tensors if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if not tensors or not isinstance(value, torch.Tensor):
+        return value
+    finite = torch.stack([torch.isfinite(t.detach()).all() for t in tensors]).all()
+    return torch.where(finite, value, float("nan"))
 
 
 def zero_loss(*tensors):
@@ -185,6 +209,10 @@ class MetricLoss(nn.Module):
             count = ((losses > 0) & (weights > 0)).sum().to(losses.dtype)
         # no tuple: total is an exact 0 and 0 / tiny stays 0 (no host sync)
         return total / count.clamp_min(torch.finfo(losses.dtype).tiny)
+
+    def __call__(self, embeddings, *args, **kwargs):
+        """``forward``, then NaN if any embedding is NaN or infinite (every loss alike)."""
+        return propagate_non_finite(super().__call__(embeddings, *args, **kwargs), embeddings)
 
     def forward(self, embeddings, labels):
         labels = check_embeddings_labels(embeddings, labels)

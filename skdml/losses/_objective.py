@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ._base import MetricLoss
+from ._base import MetricLoss, propagate_non_finite
 from .jrs import JRSRegularizer
 
 __all__ = ["MetricObjective"]
@@ -84,6 +84,8 @@ class MetricObjective:
                 else type(value).__name__
             raise TypeError(f"The loss must return a scalar torch.Tensor; {self.loss!r} returned "
                             f"{what}.")
+        if not isinstance(self.loss, MetricLoss):  # a foreign loss may mask a NaN embedding
+            value = propagate_non_finite(value, embeddings)
         terms = {"metric_loss": value}
         total = value
         if self.regularized:

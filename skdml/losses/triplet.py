@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
+from .._utils._params import check_params, non_negative_real
 from ._base import MetricLoss, pairwise_sq_dists, same_class_masks
 
 __all__ = ["TripletLoss"]
@@ -28,7 +29,7 @@ class TripletLoss(MetricLoss):
     Parameters
     ----------
     margin : float, default=0.1
-        The margin :math:`m`; ECAML reports that 0.1 works best.
+        The margin :math:`m >= 0`; ECAML reports that 0.1 works best.
     reduction : {"mean", "sum", "mean_nonzero"}, default="mean"
         ``"mean"`` averages over every valid triplet of the batch (equal to
         pytorch-metric-learning's ``TripletMarginLoss`` with ``MeanReducer``);
@@ -56,6 +57,7 @@ class TripletLoss(MetricLoss):
 
     def __init__(self, margin: float = 0.1, reduction: str = "mean"):
         super().__init__(reduction)
+        check_params("TripletLoss", {"margin": [non_negative_real()]}, {"margin": margin})
         self.margin = float(margin)
 
     def extra_repr(self) -> str:

@@ -14,10 +14,16 @@ Retrieval scores (from the same engine):
   shares its label.
 - :func:`map_at_r`: MAP@R of Musgrave et al., "A Metric Learning Reality Check"
   (2020).
-- :func:`retrieval_scores`: both from one neighbour search.
+- :func:`r_precision`: R-precision, the same protocol's third number (with
+  Precision@1, which is Recall@1 here, and MAP@R).
+- :func:`retrieval_scores`: all three from one neighbour search.
 - :func:`sharded_retrieval_scores`, :func:`distributed_retrieval_scores`: the
   same scores with the queries spread over joblib/Dask workers or over the ranks
   of a ``torch.distributed`` job, equal to one process bit for bit.
+
+Few-shot classification: :func:`few_shot_accuracy`, the N-way K-shot episode
+accuracy of nearest-prototype classification (Prototypical Networks), with a
+95% confidence interval.
 
 Clustering scores (k-means with as many clusters as classes):
 
@@ -28,9 +34,10 @@ Clustering scores (k-means with as many clusters as classes):
 
 Scorer factories for ``scoring=`` in :func:`~sklearn.model_selection.cross_val_score`
 and :class:`~sklearn.model_selection.GridSearchCV`: :func:`recall_at_k_scorer`,
-:func:`map_at_r_scorer`, :func:`nmi_scorer`, :func:`clustering_f1_scorer`. Each
-is called as ``scorer(estimator, X, y)``: it embeds ``X`` with the fitted
-``estimator.transform`` and scores the embedding within the fold.
+:func:`map_at_r_scorer`, :func:`r_precision_scorer`, :func:`nmi_scorer`,
+:func:`clustering_f1_scorer`. Each is called as ``scorer(estimator, X, y)``: it
+embeds ``X`` with the fitted ``estimator.transform`` and scores the embedding
+within the fold.
 
 Layout: ``_validation`` (input checks), ``_exact`` (float32 frame, error bounds,
 float64 distances), ``_neighbors`` (the engine and its public functions),
@@ -45,9 +52,11 @@ Conventions shared by the neighbour-based functions
   searched in the gallery and nothing is excluded.
 - Neighbours are ranked as a float64 brute force ranks them, for any finite
   input: by ``sum((x_r - x_q) ** 2)`` (Euclidean; both sets rescaled by one exact
-  power of two where squares would overflow) or by ``-<x_q / ||x_q||, x_r / ||x_r||>``
-  (cosine, rows normalised in float64; an all-zero row has similarity 0 to
-  everything), ties broken in favour of the reference with the lower index.
+  power of two where squares would overflow) or by ``sum((u_r - u_q) ** 2)``,
+  ``u = x / ||x||`` (cosine: ``2 - 2 cos`` from rows normalised in float64, which
+  keeps the digits that ``1 - cos`` loses near 1; an all-zero row has similarity 0
+  to every other row but an all-zero one), ties broken in favour of the reference
+  with the lower index.
   The search runs in float32 after a robust centring (coordinate-wise median)
   and an exact power-of-two scaling; rigorous bounds on its rounding error tell
   which candidates it cannot order, and only those are re-ranked in float64.
@@ -64,11 +73,12 @@ Conventions shared by the neighbour-based functions
 """
 
 from ._clustering import clustering_f1_score, clustering_scores, nmi_score
+from ._few_shot import few_shot_accuracy
 from ._neighbors import knn_accuracy, nearest_neighbors
-from ._retrieval import map_at_r, recall_at_k, retrieval_scores
+from ._retrieval import map_at_r, r_precision, recall_at_k, retrieval_scores
 from ._sharded import distributed_retrieval_scores, sharded_retrieval_scores
 from ._scorers import (NotATransformerError, clustering_f1_scorer, map_at_r_scorer,
-                       nmi_scorer, recall_at_k_scorer)
+                       nmi_scorer, r_precision_scorer, recall_at_k_scorer)
 
 __all__ = [
     "NotATransformerError",
@@ -76,14 +86,17 @@ __all__ = [
     "knn_accuracy",
     "recall_at_k",
     "map_at_r",
+    "r_precision",
     "retrieval_scores",
     "sharded_retrieval_scores",
     "distributed_retrieval_scores",
     "nmi_score",
     "clustering_f1_score",
     "clustering_scores",
+    "few_shot_accuracy",
     "recall_at_k_scorer",
     "map_at_r_scorer",
+    "r_precision_scorer",
     "nmi_scorer",
     "clustering_f1_scorer",
 ]

@@ -10,9 +10,16 @@ Neighbours are ranked by the float64 distance a brute force computes,
   sits below ``2**M`` with ``4 d 4**M < 2**1023``: no square can overflow, and
   since scaling by a power of two commutes with rounding, this equals the unscaled
   brute force wherever that one neither overflows nor underflows;
-- cosine: ``-sum(u_q * u_r)`` with ``u = x / sqrt(sum(x * x))`` computed in float64
-  (each row first scaled by a power of two, which changes nothing but avoids
-  overflow; an all-zero row stays zero, so it has similarity 0 to everything);
+- cosine: ``sum((u_r - u_q) ** 2)`` (that is ``2 - 2 cos``) with
+  ``u = x / sqrt(sum(x * x))`` computed in float64 (each row first scaled by a
+  power of two, which changes nothing but avoids overflow). The distance of
+  the unit rows, not ``-sum(u_q * u_r)``: near 1 the cosine itself carries no
+  float64 digit of the differences (at an offset ``X + 1e8`` every cosine is
+  ``1 - 1e-16``), while ``u_r - u_q`` keeps them. An all-zero row is given one
+  extra coordinate 1 (every other row 0 there), so that it lies near 2 from
+  every non-zero row, and its distances are set to exactly 2 (similarity 0;
+  ties broken by index) and to 0 from another all-zero row. The cosine search
+  is then the Euclidean search of these rows;
 
 ties broken by the lower reference index.
 
@@ -46,9 +53,6 @@ distance (in frame units). For the references *not* returned by the top-``L``
 search, ``v >= v_L``, and with ``b <= a + t`` the same inequalities give one lower
 bound ``lo_beyond(v_L, a)`` for all of them (a quadratic in ``t``).
 
-Cosine: ``|v - d64| <= (gamma_d + 2 u1 + gamma64_d)(1 + 2**-20) + (3d+4) 2**-150``
-(unit-norm rows), a constant.
-
 Every bound is widened by a relative ``2**-40`` for the float64 evaluation of the
 bounds themselves. Matrix products run with float32 accumulation (TF32/bfloat16
 are switched off for the search).
@@ -62,7 +66,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-__all__ = ["Frame", "ieee_float32", "normalise_rows"]
+__all__ = ["Frame", "UnitRows", "ieee_float32", "normalise_rows"]
 
 _U32 = 2.0 ** -24
 _U64 = 2.0 ** -53
@@ -99,6 +103,42 @@ def normalise_rows(A):
     norm[norm == 0.0] = 1.0
     A /= norm[:, None]
     return A
+
+
+class UnitRows:
+    """The rows of ``X`` divided by their norm in float64, made on demand (chunk by chunk).
+
+    What the cosine search ranks (see the module docstring): rows read by index
+    or slice are normalised when read, so no float64 copy of ``X`` is held.
+    With ``lift``, a last coordinate is 1 on all-zero rows and 0 elsewhere.
+    """
+
+    def __init__(self, X, lift):
+        self.X, self.lift = X, lift
+        self.shape = (X.shape[0], X.shape[1] + int(lift))
+
+    @staticmethod
+    def has_zero_row(X):
+        step = max(1, _CHUNK // X.shape[1])
+        return any(not np.all(np.any(X[start:start + step] != 0, axis=1))
+                   for start in range(0, X.shape[0], step))
+
+    def __getitem__(self, rows):
+        A = normalise_rows(np.array(self.X[rows], dtype=np.float64, ndmin=2))
+        if self.lift:
+            A = np.hstack([A, (~np.any(A != 0, axis=1)).astype(np.float64)[:, None]])
+        return A
+
+    def _reduce(self, op):
+        step = max(1, _CHUNK // self.shape[1])
+        return op([op(self[start:start + step], axis=0)
+                   for start in range(0, self.shape[0], step)], axis=0)
+
+    def min(self, axis):
+        return self._reduce(np.min)
+
+    def max(self, axis):
+        return self._reduce(np.max)
 
 
 def _lowest_bit(values):
@@ -143,20 +183,16 @@ class Frame:
     """
 
     def __init__(self, Q, R, *, exclude_self, metric, device):
+        if metric == "cosine":  # the Euclidean search of the unit rows (module docstring)
+            lift = UnitRows.has_zero_row(Q) or (not exclude_self and UnitRows.has_zero_row(R))
+            Q = UnitRows(Q, lift)
+            R = Q if exclude_self else UnitRows(R, lift)
         self.Q, self.R, self.metric = Q, R, metric
         self.d = d = Q.shape[1]
         self.exact = False
         #: Brute-force distances times ``2**frame_exp`` are in frame units.
         self.frame_exp = 0
         sets = (R,) if exclude_self else (Q, R)
-        if metric == "cosine":
-            self.Qz, _ = self._to_float32(Q, None, 0, device, cosine=True)
-            self.Rz = self.Qz if exclude_self else self._to_float32(R, None, 0, device,
-                                                                    cosine=True)[0]
-            self.r_sq = None
-            self.E_cos = ((_gamma(d + 1, _U32) + 2 * _U1 + _U1 ** 2 + _gamma(d + 1, _U64))
-                          * (1 + 2.0 ** -20) + (3 * d + 4) * _SUB32)
-            return
         lo = np.min([X.min(axis=0) for X in sets], axis=0).astype(np.float64)
         hi = np.max([X.max(axis=0) for X in sets], axis=0).astype(np.float64)
         sub = np.asarray(R[:: max(1, R.shape[0] // _SAMPLE)], np.float64)
@@ -195,18 +231,15 @@ class Frame:
 
     # ------------------------------------------------------------------ frame
     @staticmethod
-    def _to_float32(X, centre, exp, device, cosine=False):
-        """``fl32((X - centre) * 2**exp)`` (or normalised rows) and float64 ``||z||^2``."""
+    def _to_float32(X, centre, exp, device):
+        """``fl32((X - centre) * 2**exp)`` and float64 ``||z||^2``."""
         out = np.empty(X.shape, dtype=np.float32)
         sq = np.empty(X.shape[0])
         step = max(1, _CHUNK // X.shape[1])
         for start in range(0, X.shape[0], step):
             part = np.array(X[start:start + step], dtype=np.float64)
-            if cosine:
-                normalise_rows(part)
-            else:
-                part -= centre
-                np.ldexp(part, exp, out=part)
+            part -= centre
+            np.ldexp(part, exp, out=part)
             out[start:start + step] = part
             z = out[start:start + step].astype(np.float64)
             sq[start:start + step] = np.einsum("ij,ij->i", z, z)
@@ -215,11 +248,8 @@ class Frame:
     def distances(self, start, stop, exclude_self):
         """Search values of queries ``start:stop`` to every reference (float32, device)."""
         q = self.Qz[start:stop]
-        if self.metric == "euclidean":
-            # ||q - r||^2 - ||q||^2 = ||r||^2 - 2 <q, r>: same ranking per query.
-            D = torch.addmm(self.r_sq.unsqueeze(0), q, self.Rz.T, beta=1.0, alpha=-2.0)
-        else:
-            D = torch.mm(q, self.Rz.T).neg_()
+        # ||q - r||^2 - ||q||^2 = ||r||^2 - 2 <q, r>: same ranking per query.
+        D = torch.addmm(self.r_sq.unsqueeze(0), q, self.Rz.T, beta=1.0, alpha=-2.0)
         if exclude_self:
             rows = torch.arange(stop - start, device=D.device)
             D[rows, rows + start] = _INF
@@ -227,10 +257,9 @@ class Frame:
 
     # ----------------------------------------------------------------- bounds
     def estimate(self, vals, qrows):
-        """Float64 search value ``v`` (squared distance estimate, or minus the cosine)."""
+        """Float64 search value ``v`` (the squared distance estimate, frame units)."""
         v = vals.astype(np.float64)
-        if self.metric == "euclidean":
-            v += self.q_sq[qrows][:, None]
+        v += self.q_sq[qrows][:, None]
         return v
 
     def _widen(self, lo, hi, v, E):
@@ -246,10 +275,30 @@ class Frame:
         """``[lo, hi]`` containing each candidate's brute-force distance (frame units)."""
         if self.exact:
             return v, v
-        if self.metric == "cosine":
-            return self._widen(v - self.E_cos, v + self.E_cos, v, self.E_cos)
-        a = self.q_norm[qrows][:, None]
-        b = self.r_norm[idx]
+        return self._bounds(v, self.q_norm[qrows][:, None], self.r_norm[idx])
+
+    def slacks(self, v_first, v_last, qrows, b_max):
+        """Per query, ``(s_hi, s_lo)`` with ``hi <= v + s_hi`` and ``lo >= v - s_lo``.
+
+        Valid for every candidate of the query whose search value lies in
+        ``[v_first, v_last]`` and whose reference norm is at most ``b_max``:
+        ``hi(v) - v`` and ``v - lo(v)`` grow with ``b`` and, on each side of 0,
+        with ``|v|``, so their largest values lie at the two ends, computed with
+        ``b_max``. Two comparisons per candidate then replace its interval.
+        """
+        if self.exact:
+            zero = np.zeros_like(v_first)
+            return zero, zero
+        v = np.stack([v_first, v_last], axis=1)
+        b = np.stack([b_max, b_max], axis=1)
+        lo, hi = self._bounds(v, self.q_norm[qrows][:, None], b)
+        with np.errstate(invalid="ignore"):
+            s_hi = np.max(hi - v, axis=1) * (1 + _WIDEN)
+            s_lo = np.max(v - lo, axis=1) * (1 + _WIDEN)
+        return s_hi, s_lo
+
+    def _bounds(self, v, a, b):
+        """``[lo, hi]`` for search values ``v``, query norms ``a``, reference norms ``b``."""
         with np.errstate(invalid="ignore"):
             E = self.g1 * (b * b + 2 * a * b) + self.g64 * (a * a + np.abs(v)) + self.zeta
             t_lo = np.sqrt(np.maximum(v - E, 0.0))
@@ -265,8 +314,6 @@ class Frame:
         """Lower bound on the brute-force distance of every reference with value >= ``v_last``."""
         if self.exact:
             return v_last
-        if self.metric == "cosine":
-            return self._widen(v_last - self.E_cos, v_last, v_last, self.E_cos)[0]
         a = self.q_norm[qrows]
         G = (self.g1 + self.g64) / (1 - self.g64)
         zeta = self.zeta / (1 - self.g64)
@@ -286,13 +333,15 @@ class Frame:
         out = np.empty(qi.shape[0])
         step = max(1, _CHUNK // self.d)
         for start in range(0, qi.shape[0], step):
-            A = np.asarray(self.Q[qi[start:start + step]], dtype=np.float64)
-            B = np.asarray(self.R[rj[start:start + step]], dtype=np.float64)
-            if self.metric == "euclidean":
-                np.ldexp(A, self.e_ref, out=A)
-                np.ldexp(B, self.e_ref, out=B)
-                B -= A
-                out[start:start + step] = np.sum(B * B, axis=1)
-            else:
-                out[start:start + step] = -np.sum(normalise_rows(A) * normalise_rows(B), axis=1)
+            A = np.array(self.Q[qi[start:start + step]], dtype=np.float64)
+            B = np.array(self.R[rj[start:start + step]], dtype=np.float64)
+            np.ldexp(A, self.e_ref, out=A)
+            np.ldexp(B, self.e_ref, out=B)
+            B -= A
+            part = np.sum(B * B, axis=1)
+            if getattr(self.Q, "lift", False):  # a zero row: exactly 2 (0 between two)
+                zero_a, zero_b = A[:, -1] != 0, (A[:, -1] + B[:, -1]) != 0
+                part = np.where(zero_a | zero_b, np.where(zero_a & zero_b, 0.0,
+                                                          np.ldexp(2.0, 2 * self.e_ref)), part)
+            out[start:start + step] = part
         return out

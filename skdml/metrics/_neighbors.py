@@ -6,12 +6,15 @@ the scores of :mod:`skdml.metrics` use the blockwise generator directly.
 How one block of queries is ranked
 ----------------------------------
 1. One GEMM gives the float32 search values of the block against every reference
-   (:class:`~skdml.metrics._exact.Frame`); ``torch.topk`` keeps the ``L = K + K/8``
-   smallest (at least ``K + 4``), sorted by (value, index).
-2. On the host, each candidate gets an interval ``[lo, hi]`` that provably contains
-   its float64 brute-force distance, and all unlisted references share one lower
-   bound. Position ``j`` *separates* when everything up to ``j`` is provably closer
-   than everything after it: ``max(hi[:j+1]) < min(lo[j+1:], lo_beyond)``.
+   (:class:`~skdml.metrics._exact.Frame`); the ``L = K + K/8`` smallest (at least
+   ``K + 4``) are kept, sorted by (value, index): on the CPU by one comparison with
+   a threshold drawn from a sample of the row, then a sort of int64 (value, index)
+   keys (numpy); on an accelerator by ``torch.topk``.
+2. On the host, each candidate's float64 brute-force distance provably lies in
+   ``[v - s_lo, v + s_hi]`` (one pair of slacks per query, from the error bounds),
+   and all unlisted references share one lower bound. Position ``j``
+   *separates* when everything up to ``j`` is provably closer than everything
+   after it: ``v_j + s_hi < v_{j+1} - s_lo`` and ``v_j + s_hi < lo_beyond``.
 3. A query is settled once a separation exists at or after its depth ``K_q - 1``;
    otherwise (ties or near-ties running past the list) it is searched again with a
    four times longer list, up to a full stable sort of its row.
@@ -25,8 +28,9 @@ How one block of queries is ranked
    relevance sequence is exact).
 
 On ordinary data (float32 ranking gaps far above float32 rounding) step 4 rarely
-fires and the cost is the float32 GEMM plus ``O(n_q L)`` host work; data on an
-integer grid are ranked exactly in float32 and skip steps 2 and 4 entirely.
+fires and the cost is the float32 GEMM, the selection, and ``O(n_q L)`` host work
+(a few comparisons per candidate; only the uncertified pairs are visited); data on
+an integer grid are ranked exactly in float32 and skip steps 2 and 4 entirely.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ __all__ = ["nearest_neighbors", "knn_accuracy"]
 _BLOCK_BYTES = 256 * 2**20
 #: Host bytes per listed candidate: values, indices, bounds and their temporaries.
 _BYTES_PER_CANDIDATE = 192
+#: Host bytes of the temporaries of one CPU selection step (8 bytes per value).
+_SELECT_BYTES = 32 * 2**20
 _METRICS = ("euclidean", "cosine")
 
 
@@ -64,60 +70,150 @@ def _lexsort_rows(vals, idx):
 
 
 def _keys(idx, qrows, ref_keys, query_keys):
+    """The keys of references ``idx`` for the queries ``qrows`` (arrays of one shape)."""
     if ref_keys is None:
         return idx
     keys = ref_keys[idx]
-    return keys if query_keys is None else keys == query_keys[qrows][:, None]
+    return keys if query_keys is None else keys == query_keys[qrows]
+
+
+def _order_keys(vals, idx):
+    """int64 keys sorting as ``(value, index)``: the float32 bits made monotone, then the index."""
+    bits = (vals + np.float32(0.0)).view(np.int32)  # + 0: -0.0 becomes +0.0, its equal
+    bits = bits ^ ((bits >> 31) & np.int32(0x7FFFFFFF))  # negatives: reverse their order
+    return (bits.astype(np.int64) << 32) | idx
+
+
+def _smallest(D, rows, L, full):
+    """The ``L`` smallest values of rows ``rows`` of ``D``, sorted by (value, index), on the host.
+
+    On the CPU, numpy (see :func:`_sorted_keys`); on an accelerator, ``torch.topk``
+    then a stable sort.
+    """
+    if D.device.type != "cpu":
+        sub = D if rows.size == D.shape[0] else D[torch.as_tensor(rows, device=D.device)]
+        if full:
+            vals, idx = torch.sort(sub, dim=1, stable=True)
+        else:
+            vals, idx = _lexsort_rows(*torch.topk(sub, L, dim=1, largest=False))
+        return vals.cpu().numpy(), idx.cpu().numpy()
+    A = D.numpy()
+    n_ref = A.shape[1]
+    vals = np.empty((rows.size, L), dtype=np.float32)
+    idx = np.empty((rows.size, L), dtype=np.int64)
+    step = max(1, _SELECT_BYTES // (8 * n_ref))
+    contiguous = rows.size and rows[-1] - rows[0] == rows.size - 1
+    for first in range(0, rows.size, step):
+        these = rows[first:first + step]
+        part = A[these[0]:these[-1] + 1] if contiguous else A[these]
+        keys = _sorted_keys(part, L, full)
+        idx[first:first + step] = keys & np.int64(0xFFFFFFFF)
+        high = (keys >> 32).astype(np.int32)  # the value's bits, made monotone: undo it
+        vals[first:first + step] = (high ^ ((high >> 31) & np.int32(0x7FFFFFFF))).view(np.float32)
+    return vals, idx
+
+
+def _sorted_keys(part, L, full):
+    """The ``(value, index)`` keys of the ``L`` smallest values of each row, sorted (host)."""
+    n_rows, n_ref = part.shape
+    if full:
+        keys = _order_keys(part, np.arange(n_ref)[None, :])
+        keys.sort(axis=1)
+        return keys
+    out = np.empty((n_rows, L), dtype=np.int64)
+    todo = np.ones(n_rows, dtype=bool)
+    stride = L // 64
+    if stride >= 2:
+        # A threshold from every stride-th column: the values <= it are a few more than L
+        # in most rows (one comparison per value instead of a selection); rows where they
+        # are too few or too many fall back to the selection below.
+        sample = part[:, ::stride]
+        rank = min(sample.shape[1] - 1, (5 * L) // (4 * stride) + 8)
+        threshold = np.partition(sample, rank, axis=1)[:, rank]
+        flat = np.flatnonzero(part <= threshold[:, None])
+        rows, cols = np.divmod(flat, n_ref)
+        counts = np.bincount(rows, minlength=n_rows)
+        del rows
+        good = (counts >= L) & (counts <= 4 * L)
+        if good.any():
+            keys = _order_keys(part.ravel()[flat], cols)  # row by row, rows in order
+            ends = np.cumsum(counts)
+            for r in np.flatnonzero(good):
+                row_keys = keys[ends[r] - counts[r]:ends[r]]
+                row_keys.sort()
+                out[r] = row_keys[:L]
+            todo &= ~good
+    if todo.any():
+        rest = part[todo]
+        cand = np.argpartition(rest, L - 1, axis=1)[:, :L]
+        keys = _order_keys(np.take_along_axis(rest, cand, axis=1), cand)
+        keys.sort(axis=1)
+        out[todo] = keys
+    return out
 
 
 def _settle(vals, idx, qrows, depth, order_depth, cuts, full, frame, ref_keys, query_keys):
     """Certify (and where needed repair) the order of listed candidates.
 
     Returns ``ok`` (rows settled with this list) and ``idx`` reordered in place.
+    ``vals`` are sorted per row, so position ``j`` separates when
+    ``v_j + s_hi < v_{j+1} - s_lo`` (and ``< lo_beyond``), with the per-query
+    slacks of :meth:`~skdml.metrics._exact.Frame.slacks`: two comparisons per
+    candidate. The uncertified pairs are few, and only they are visited.
     """
     n_rows, L = idx.shape
     v = frame.estimate(vals, qrows)
-    lo, hi = frame.intervals(v, qrows, idx)
-    if full:
-        beyond = np.full(n_rows, np.inf)
-    else:
-        beyond = frame.beyond(v[:, -1], qrows)
-    before = np.maximum.accumulate(hi, axis=1)
-    after = np.full_like(lo, np.inf)
-    after[:, :-1] = np.minimum.accumulate(lo[:, :0:-1], axis=1)[:, ::-1]
-    sep = (before <= after) if frame.exact else (before < after)
-    sep &= before < beyond[:, None]
+    beyond = np.full(n_rows, np.inf) if full else frame.beyond(v[:, -1], qrows)
+    sep = np.ones((n_rows, L), dtype=bool)  # exact sorted values: every gap is certain
+    s_hi = np.zeros(n_rows)
+    if not frame.exact:
+        last = v[:, -1]
+        if not np.isfinite(last).all():  # the excluded query itself (inf) ends a full row
+            n_finite = np.count_nonzero(np.isfinite(v), axis=1)
+            last = v[np.arange(n_rows), np.maximum(n_finite - 1, 0)]
+        b_max = frame.r_norm[idx].max(axis=1)
+        s_hi, s_lo = frame.slacks(v[:, 0], last, qrows, b_max)
+        with np.errstate(invalid="ignore"):
+            gap = np.subtract(v[:, 1:], v[:, :-1])
+            gap *= 1 - 2.0 ** -50
+            np.greater(gap, (s_hi + s_lo)[:, None], out=sep[:, :-1])
+        del gap
+    # v is sorted: the positions provably before every unlisted reference form a prefix
+    with np.errstate(invalid="ignore"):
+        limit = beyond - s_hi
+        limit = np.where(np.isfinite(limit), limit - 2.0 ** -50 * np.abs(limit), limit)
+        n_before = np.count_nonzero(v < limit[:, None], axis=1)
     pos = np.arange(L)
+    sep &= pos < n_before[:, None]
     eligible = sep & (pos >= depth[:, None] - 1)
     ok = eligible.any(axis=1) | (depth == 0)
     cut = np.where(ok & (depth > 0), eligible.argmax(axis=1) + 1, 0)
-    inplay = pos < cut[:, None]
-    joined = ~sep[:, :-1] & inplay[:, 1:]  # j and j + 1 in one uncertified segment
-    if not joined.any():
+    # pairs (j, j + 1) in one uncertified segment, both within the certified prefix
+    jr, jc = np.divmod(np.flatnonzero(~sep[:, :-1] & (pos[1:] < cut[:, None])), max(L - 1, 1))
+    if jr.size == 0:
         return ok, idx
-    keys = _keys(idx, qrows, ref_keys, query_keys)
-    if not (joined & (keys[:, :-1] != keys[:, 1:])).any():
+    differ = _keys(idx[jr, jc], qrows[jr], ref_keys, query_keys) != \
+        _keys(idx[jr, jc + 1], qrows[jr], ref_keys, query_keys)
+    if not differ.any():
         return ok, idx
-    change = np.zeros((n_rows, L), dtype=np.int64)
-    change[:, :-1] = joined & (keys[:, :-1] != keys[:, 1:])
-    rows, cols = np.nonzero(inplay)
-    starts = np.ones(rows.size, dtype=bool)
-    inner = cols > 0
-    starts[inner] = ~joined[rows[inner], cols[inner] - 1]
+    starts = np.ones(jr.size, dtype=bool)  # runs of consecutive pairs of a row: segments
+    starts[1:] = (jr[1:] != jr[:-1]) | (jc[1:] != jc[:-1] + 1)
     first = np.flatnonzero(starts)
-    length = np.diff(np.append(first, rows.size))
-    seg_start = cols[first]
-    seg_end = seg_start + length - 1
-    mixed = np.add.reduceat(change[rows, cols], first) > 0
-    matters = seg_start < order_depth[rows[first]]
+    n_pairs = np.diff(np.append(first, jr.size))
+    seg_row, seg_start = jr[first], jc[first]
+    seg_end = seg_start + n_pairs  # last position of the segment
+    mixed = np.add.reduceat(differ.astype(np.int64), first) > 0
+    matters = seg_start < order_depth[seg_row]
     for k in cuts:
         matters |= (seg_start <= k - 1) & (seg_end >= k)
     flag = mixed & matters
     if not flag.any():
         return ok, idx
-    member = np.repeat(flag, length)
-    r, c = rows[member], cols[member]
-    segment = np.repeat(np.arange(first.size), length)[member]
+    length = (n_pairs + 1)[flag]
+    segment = np.repeat(np.arange(length.size), length)
+    offset = np.arange(segment.size) - np.repeat(np.cumsum(length) - length, length)
+    r = np.repeat(seg_row[flag], length)
+    c = np.repeat(seg_start[flag], length) + offset
     ref = idx[r, c]
     dist = frame.exact_distances(qrows[r], ref)
     idx[r, c] = ref[np.lexsort((ref, dist, segment))]
@@ -137,14 +233,9 @@ def _rank_block(D, qrows, depth, order_depth, cuts, frame, ref_keys, query_keys)
         retry = []
         for first in range(0, pending.size, chunk_rows):
             rows = pending[first:first + chunk_rows]
-            sub = D if rows.size == n_rows else D[torch.as_tensor(rows, device=D.device)]
-            if full:
-                vals, idx = torch.sort(sub, dim=1, stable=True)
-            else:
-                vals, idx = _lexsort_rows(*torch.topk(sub, L, dim=1, largest=False))
-            del sub
-            ok, idx = _settle(vals.cpu().numpy(), idx.cpu().numpy(), qrows[rows], depth[rows],
-                              order_depth[rows], cuts, full, frame, ref_keys, query_keys)
+            vals, idx = _smallest(D, rows, L, full)
+            ok, idx = _settle(vals, idx, qrows[rows], depth[rows], order_depth[rows], cuts,
+                              full, frame, ref_keys, query_keys)
             result[rows[ok]] = idx[ok, :k]
             retry.append(rows[~ok])
         pending = np.concatenate(retry)
@@ -221,7 +312,7 @@ def nearest_neighbors(X, k, *, X_ref=None, metric="euclidean", batch_size=None, 
         row excluded (by index: an exact duplicate still counts).
     metric : {"euclidean", "cosine"}, default="euclidean"
         ``"cosine"`` ranks by decreasing cosine similarity; an all-zero row has
-        similarity 0 to everything.
+        similarity 0 to every row but an all-zero one.
     batch_size : int, default=None
         Queries per block; ``None`` sizes blocks from a 256 MiB budget.
     device : str or torch.device, default=None
@@ -241,7 +332,8 @@ def nearest_neighbors(X, k, *, X_ref=None, metric="euclidean", batch_size=None, 
     Notes
     -----
     The order is that of the float64 distances ``sum((x_r - x_q) ** 2)`` (or
-    ``-<x_q / ||x_q||, x_r / ||x_r||>``) then index, computed after an exact
+    ``sum((u_r - u_q) ** 2)`` of the rows ``u = x / ||x||``, which is ``2 - 2 cos``
+    with the digits ``1 - cos`` loses near 1) then index, computed after an exact
     power-of-two rescaling where squares would overflow. Rigorous error bounds
     on the float32 values decide which candidates need the float64 pass; on
     ordinary data it touches few of them.

@@ -1,4 +1,4 @@
-"""Retrieval scores: Recall@K and MAP@R from one exact neighbour search."""
+"""Retrieval scores: Recall@K, MAP@R and R-precision from one exact neighbour search."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 from ._neighbors import neighbor_blocks
 from ._validation import check_k, prepare_retrieval
 
-__all__ = ["recall_at_k", "map_at_r", "retrieval_scores"]
+__all__ = ["recall_at_k", "map_at_r", "r_precision", "retrieval_scores"]
 
 _NO_RECALL = object()
 _NEVER = np.iinfo(np.int64).max
@@ -31,27 +31,28 @@ _K = {"k": [Interval(Integral, 1, None, closed="left"), "array-like"]}
 
 
 def _retrieval(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device):
-    """Shared driver: returns ``({k: recall}, map_at_r or None)``."""
+    """Shared driver: returns :func:`reduce_query_scores`'s dict."""
     return reduce_query_scores([query_scores(
         X, y, ks, want_map=want_map, metric=metric, X_ref=X_ref, y_ref=y_ref,
         batch_size=batch_size, device=device)])
 
 
 def reduce_query_scores(parts):
-    """``({k: recall}, map_at_r or None)`` from the per-query scores of query shards.
+    """``{"recall_at_k": {k: recall}, "map_at_r": float, "r_precision": float}`` of shards.
 
     ``parts`` are :func:`query_scores` results of disjoint query ranges, in any
     order; the means are taken over the queries in their original order, so the
-    result is the one of a single call, bit for bit.
+    result is the one of a single call, bit for bit. MAP@R and R-precision are
+    ``None`` when the parts were computed without ``want_map``.
     """
     parts = sorted(parts, key=lambda p: p["rows"][0])
     ks, want_map = parts[0]["ks"], parts[0]["want_map"]
-    first_hit = np.concatenate([p["first_hit"] for p in parts])
-    ap = np.concatenate([p["ap"] for p in parts])
-    not_lone = np.concatenate([p["not_lone"] for p in parts])
+    first_hit, ap, rp, not_lone = (np.concatenate([p[key] for p in parts])
+                                   for key in ("first_hit", "ap", "rp", "not_lone"))
     recalls = {k: float(np.mean(first_hit[not_lone] < k)) for k in ks}
     map_r = float(np.mean(ap[not_lone])) if want_map else None
-    return recalls, map_r
+    r_prec = float(np.mean(rp[not_lone])) if want_map else None
+    return {"recall_at_k": recalls, "map_at_r": map_r, "r_precision": r_prec}
 
 
 def query_scores(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device, rows=None):
@@ -64,7 +65,8 @@ def query_scores(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device
     ``ks`` is the user's ``k`` (validated here) or ``_NO_RECALL`` for MAP@R alone.
     The engine is asked for what the scores read: the relevance ("same label as
     the query") of the first ``max(k)`` neighbours, exact at every cut ``k``, and
-    for MAP@R the exact relevance sequence of the first ``R_q``.
+    for MAP@R (and R-precision, from the same sequence) the exact relevance
+    sequence of the first ``R_q``.
     """
     X, yq, R, yr, exclude_self, n_cand, counts = prepare_retrieval(X, y, X_ref, y_ref)
     what = "the other samples of X" if exclude_self else "the samples of X_ref"
@@ -87,6 +89,7 @@ def query_scores(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device
     depth[stop_row:] = 0
     first_hit = np.full(yq.shape[0], _NEVER, dtype=np.int64)
     ap = np.zeros(yq.shape[0], dtype=np.float64)
+    rp = np.zeros(yq.shape[0], dtype=np.float64)
     blocks = neighbor_blocks(X, R, depth, exclude_self=exclude_self, metric=metric,
                              batch_size=batch_size, device=device, ref_keys=yr,
                              query_keys=yq, order_depth=order_depth, cuts=ks)
@@ -102,11 +105,13 @@ def query_scores(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device
             r = relevant[start:stop]
             ranks = np.arange(1, k + 1)
             rel = same & (ranks[None, :] <= r[:, None])
-            precision = np.cumsum(rel, axis=1) / ranks
-            ap[start:stop] = np.sum(precision * rel, axis=1) / np.maximum(r, 1)
+            hits = np.cumsum(rel, axis=1)
+            ap[start:stop] = np.sum(hits / ranks * rel, axis=1) / np.maximum(r, 1)
+            rp[start:stop] = hits[:, -1] / np.maximum(r, 1)
     part = slice(start_row, stop_row)
     return {"rows": (start_row, stop_row), "ks": ks, "want_map": want_map,
-            "first_hit": first_hit[part], "ap": ap[part], "not_lone": not_lone[part]}
+            "first_hit": first_hit[part], "ap": ap[part], "rp": rp[part],
+            "not_lone": not_lone[part]}
 
 
 @validate_params({**_CONSTRAINTS, **_K}, prefer_skip_nested_validation=True)
@@ -190,8 +195,8 @@ def recall_at_k(X, y, k=1, *, metric="euclidean", X_ref=None, y_ref=None, batch_
     >>> recall_at_k(X, y, k=1)  # the lone class-2 query is left out
     0.8
     """
-    recalls, _ = _retrieval(X, y, k, want_map=False, metric=metric, X_ref=X_ref,
-                            y_ref=y_ref, batch_size=batch_size, device=device)
+    recalls = _retrieval(X, y, k, want_map=False, metric=metric, X_ref=X_ref, y_ref=y_ref,
+                         batch_size=batch_size, device=device)["recall_at_k"]
     single = isinstance(k, numbers.Integral) and not isinstance(k, bool)
     return recalls[int(k)] if single else recalls
 
@@ -265,15 +270,84 @@ def map_at_r(X, y, *, metric="euclidean", X_ref=None, y_ref=None, batch_size=Non
     >>> round(map_at_r(X, y), 4)
     0.2
     """
-    _, score = _retrieval(X, y, _NO_RECALL, want_map=True, metric=metric, X_ref=X_ref,
-                          y_ref=y_ref, batch_size=batch_size, device=device)
-    return score
+    return _retrieval(X, y, _NO_RECALL, want_map=True, metric=metric, X_ref=X_ref,
+                      y_ref=y_ref, batch_size=batch_size, device=device)["map_at_r"]
+
+
+@validate_params(_CONSTRAINTS, prefer_skip_nested_validation=True)
+def r_precision(X, y, *, metric="euclidean", X_ref=None, y_ref=None, batch_size=None,
+                device=None):
+    """R-precision: the fraction of same-label points among the first R neighbours.
+
+    For a query with ``R`` same-label references, ``R-precision = r / R``, where
+    ``r`` is the number of them among its ``R`` nearest references; the score is
+    the mean over queries. With Precision@1 and MAP@R it is one of the three
+    numbers of Musgrave, Belongie and Lim's protocol (2020). Unlike MAP@R it
+    ignores the order within the first ``R``.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Embeddings of the queries (and of the references when ``X_ref`` is None).
+    y : array-like of shape (n_samples,)
+        Labels of ``X``.
+    metric : {"euclidean", "cosine"}, default="euclidean"
+        Distance used to rank neighbours.
+    X_ref : array-like of shape (n_ref, n_features), default=None
+        Gallery to search; when given nothing is excluded. Requires ``y_ref``.
+    y_ref : array-like of shape (n_ref,), default=None
+        Labels of ``X_ref``.
+    batch_size : int, default=None
+        Queries per block; ``None`` sizes blocks from a 256 MiB budget.
+    device : str or torch.device, default=None
+        Where to compute; ``None`` or ``"auto"`` uses CUDA when available.
+
+    Returns
+    -------
+    score : float
+        R-precision in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        On bad embeddings or labels (see :func:`recall_at_k`), or when no query
+        has a same-label reference.
+
+    See Also
+    --------
+    map_at_r : MAP@R, from the same neighbours, which also rewards their order.
+    retrieval_scores : Recall@K, MAP@R and R-precision from one neighbour search.
+    r_precision_scorer : This score as a ``scoring=`` callable.
+
+    Notes
+    -----
+    Conventions as for :func:`map_at_r` (the query itself excluded, lone
+    queries left out, ties to the lower index), and the same exact search: the
+    relevance of the first ``R`` neighbours is that of a float64 brute force.
+    It equals pytorch-metric-learning's ``r_precision``.
+
+    References
+    ----------
+    K. Musgrave, S. Belongie, S.-N. Lim, "A Metric Learning Reality Check",
+    ECCV 2020.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdml.metrics import r_precision
+    >>> X = np.array([[0.0], [0.1], [0.3], [1.0], [1.1]])
+    >>> y = np.array([0, 0, 1, 0, 1])
+    >>> round(r_precision(X, y), 4)
+    0.2
+    """
+    return _retrieval(X, y, _NO_RECALL, want_map=True, metric=metric, X_ref=X_ref,
+                      y_ref=y_ref, batch_size=batch_size, device=device)["r_precision"]
 
 
 @validate_params({**_CONSTRAINTS, **_K}, prefer_skip_nested_validation=True)
 def retrieval_scores(X, y, k=(1, 2, 4, 8), *, metric="euclidean", X_ref=None, y_ref=None,
                      batch_size=None, device=None):
-    """Recall@K for several K and MAP@R from one exact neighbour search.
+    """Recall@K for several K, MAP@R and R-precision from one exact neighbour search.
 
     Parameters
     ----------
@@ -297,12 +371,13 @@ def retrieval_scores(X, y, k=(1, 2, 4, 8), *, metric="euclidean", X_ref=None, y_
     Returns
     -------
     scores : dict
-        ``{"recall_at_k": {k: recall, ...}, "map_at_r": float}``, equal to
-        :func:`recall_at_k` and :func:`map_at_r` called separately.
+        ``{"recall_at_k": {k: recall, ...}, "map_at_r": float, "r_precision": float}``,
+        equal to :func:`recall_at_k`, :func:`map_at_r` and :func:`r_precision`
+        called separately.
 
     See Also
     --------
-    recall_at_k, map_at_r
+    recall_at_k, map_at_r, r_precision
 
     Examples
     --------
@@ -316,6 +391,5 @@ def retrieval_scores(X, y, k=(1, 2, 4, 8), *, metric="euclidean", X_ref=None, y_
     >>> round(scores["map_at_r"], 4)
     0.2
     """
-    recalls, score = _retrieval(X, y, k, want_map=True, metric=metric, X_ref=X_ref,
-                                y_ref=y_ref, batch_size=batch_size, device=device)
-    return {"recall_at_k": recalls, "map_at_r": score}
+    return _retrieval(X, y, k, want_map=True, metric=metric, X_ref=X_ref, y_ref=y_ref,
+                      batch_size=batch_size, device=device)

@@ -8,10 +8,10 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._clustering import clustering_f1_score, nmi_score
-from ._retrieval import map_at_r, recall_at_k
+from ._retrieval import map_at_r, r_precision, recall_at_k
 
-__all__ = ["NotATransformerError", "recall_at_k_scorer", "map_at_r_scorer", "nmi_scorer",
-           "clustering_f1_scorer"]
+__all__ = ["NotATransformerError", "recall_at_k_scorer", "map_at_r_scorer",
+           "r_precision_scorer", "nmi_scorer", "clustering_f1_scorer"]
 
 _SEARCH = {
     "metric": [StrOptions({"euclidean", "cosine"})],
@@ -122,6 +122,37 @@ def map_at_r_scorer(*, metric="euclidean", batch_size=None, device=None):
     0.77
     """
     return _EmbeddingScorer(map_at_r, "map_at_r", metric=metric, batch_size=batch_size,
+                            device=device)
+
+
+@validate_params(_SEARCH, prefer_skip_nested_validation=True)
+def r_precision_scorer(*, metric="euclidean", batch_size=None, device=None):
+    """Scorer computing :func:`r_precision` of the fold's embedding.
+
+    Parameters
+    ----------
+    metric : {"euclidean", "cosine"}, default="euclidean"
+        Distance used to rank neighbours.
+    batch_size : int, default=None
+        Queries per block.
+    device : str or torch.device, default=None
+        Where to compute; ``None`` uses CUDA when available.
+
+    Returns
+    -------
+    scorer : callable
+        ``scorer(estimator, X, y)`` returning ``r_precision(estimator.transform(X), y)``.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.decomposition import PCA
+    >>> from skdml.metrics import r_precision_scorer
+    >>> X, y = load_iris(return_X_y=True)
+    >>> 0.5 < r_precision_scorer()(PCA(2).fit(X), X, y) <= 1.0
+    True
+    """
+    return _EmbeddingScorer(r_precision, "r_precision", metric=metric, batch_size=batch_size,
                             device=device)
 
 

@@ -13,6 +13,8 @@ the blocks' working memory over machines (see ``doc/scaling.md`` for the model).
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from numbers import Integral
 
 import numpy as np
@@ -21,8 +23,10 @@ from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._retrieval import query_scores, reduce_query_scores
+from ._validation import as_host_array
 
-__all__ = ["shard_rows", "sharded_retrieval_scores", "distributed_retrieval_scores"]
+__all__ = ["fingerprint", "shard_rows", "sharded_retrieval_scores",
+           "distributed_retrieval_scores"]
 
 
 def shard_rows(n_queries, shard, n_shards):
@@ -39,8 +43,42 @@ def shard_rows(n_queries, shard, n_shards):
     return int(bounds[shard]), int(bounds[shard + 1])
 
 
-def _as_dict(recalls, map_r):
-    return {"recall_at_k": recalls, "map_at_r": map_r}
+def fingerprint(*values):
+    """A short hash of the inputs of a score (arrays by dtype, shape and bytes; the rest pickled).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> fingerprint(np.zeros(3), [1]) == fingerprint(np.zeros(3), [1])
+    True
+    >>> fingerprint(np.zeros(3), [1]) == fingerprint(np.zeros(3) + 1e-300, [1])
+    False
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for value in values:
+        value = np.asarray(as_host_array(value))
+        if value.dtype != object:
+            value = np.ascontiguousarray(value)
+            digest.update(f"{value.dtype.str}{value.shape}".encode())
+            digest.update(value.view(np.uint8).reshape(-1) if value.size else b"")
+        else:
+            digest.update(pickle.dumps(value.tolist(), protocol=4))
+    return digest.hexdigest()
+
+
+def _check_same_inputs(dist, world, inputs):
+    """Every rank must score the same data: compare the ranks' fingerprints, refuse otherwise."""
+    mine = fingerprint(*inputs)
+    every = [None] * world
+    dist.all_gather_object(every, mine)
+    differ = [r for r, f in enumerate(every) if f != every[0]]
+    if differ:
+        raise ValueError(
+            f"distributed_retrieval_scores: ranks {differ} hold different inputs (X, y, k, "
+            "metric, X_ref, y_ref) than rank 0. Every rank must pass the whole, identical "
+            "data (each scores its share of the queries against all of it); gather the "
+            "embeddings first (e.g. torch.distributed.all_gather), or score each rank's "
+            "data alone with retrieval_scores.")
 
 
 def _check_tiling(parts, n_queries):
@@ -83,8 +121,8 @@ def sharded_retrieval_scores(X, y, k=(1, 2, 4, 8), *, n_shards=None, metric="euc
     Returns
     -------
     scores : dict
-        ``{"recall_at_k": {k: recall, ...}, "map_at_r": float}``, equal to
-        :func:`~skdml.metrics.retrieval_scores` bit for bit.
+        ``{"recall_at_k": {k: recall, ...}, "map_at_r": float, "r_precision": float}``,
+        equal to :func:`~skdml.metrics.retrieval_scores` bit for bit.
 
     Examples
     --------
@@ -105,7 +143,7 @@ def sharded_retrieval_scores(X, y, k=(1, 2, 4, 8), *, n_shards=None, metric="euc
              batch_size=batch_size, device=device, rows=shard_rows(n_queries, s, n_shards))
         for s in range(n_shards))
     _check_tiling(parts, n_queries)
-    return _as_dict(*reduce_query_scores(parts))
+    return reduce_query_scores(parts)
 
 
 def distributed_retrieval_scores(X, y, k=(1, 2, 4, 8), *, metric="euclidean", X_ref=None,
@@ -116,6 +154,9 @@ def distributed_retrieval_scores(X, y, k=(1, 2, 4, 8), *, metric="euclidean", X_
     share of the queries (on its own GPU with ``device``), and the per-query
     results are exchanged with ``all_gather_object``; every rank returns the
     scores of one process. Outside a process group it is ``retrieval_scores``.
+    The ranks first compare a hash of their inputs: ranks holding different
+    data (e.g. each its own shard of the embeddings) raise a ``ValueError`` on
+    every rank instead of mixing them.
 
     Parameters
     ----------
@@ -125,7 +166,7 @@ def distributed_retrieval_scores(X, y, k=(1, 2, 4, 8), *, metric="euclidean", X_
     Returns
     -------
     scores : dict
-        ``{"recall_at_k": {k: recall, ...}, "map_at_r": float}``.
+        ``{"recall_at_k": {k: recall, ...}, "map_at_r": float, "r_precision": float}``.
 
     Examples
     --------
@@ -141,6 +182,8 @@ def distributed_retrieval_scores(X, y, k=(1, 2, 4, 8), *, metric="euclidean", X_
     rank, world = 0, 1
     if dist.is_available() and dist.is_initialized():
         rank, world = dist.get_rank(), dist.get_world_size()
+    if world > 1:
+        _check_same_inputs(dist, world, (X, y, k, metric, X_ref, y_ref))
     n_queries = len(X)
     part = query_scores(X, y, k, want_map=True, metric=metric, X_ref=X_ref, y_ref=y_ref,
                         batch_size=batch_size, device=device,
@@ -150,4 +193,4 @@ def distributed_retrieval_scores(X, y, k=(1, 2, 4, 8), *, metric="euclidean", X_
         parts = [None] * world
         dist.all_gather_object(parts, part)
     _check_tiling(parts, n_queries)
-    return _as_dict(*reduce_query_scores(parts))
+    return reduce_query_scores(parts)

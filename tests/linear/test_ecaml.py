@@ -219,8 +219,11 @@ def test_high_dimensional_input_reduced_and_folded():
 def test_convergence_warning_and_n_iter():
     X, y = _data()
     with pytest.warns(ConvergenceWarning, match="did not converge"):
-        est = ECAML(n_components=3, max_iter=1, random_state=0).fit(X, y)
+        est = ECAML(n_components=3, max_iter=1, early_stopping=False, random_state=0).fit(X, y)
     assert est.n_iter_ == 1
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        est = ECAML(n_components=3, max_iter=1, random_state=0).fit(X, y)
+    assert est.n_iter_ == 1 and est.best_iteration_ in (0, 1)  # 0: the start was kept
     with pytest.warns(ConvergenceWarning):
         est = ECAML(n_components=3, solver="batch", max_iter=1, random_state=0).fit(X, y)
     assert est.n_iter_ == 1 and len(est.history_) == 2

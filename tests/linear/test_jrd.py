@@ -169,7 +169,8 @@ def test_convergence_warning_and_string_labels():
     X, y = _data()
     labels = np.array(["a", "b", "c", "d"])[y]
     with pytest.warns(ConvergenceWarning):
-        est = JRD(n_components=3, max_iter=1, random_state=0).fit(X, labels)
+        est = JRD(n_components=3, max_iter=1, early_stopping=False,
+                  random_state=0).fit(X, labels)
     assert list(est.classes_) == ["a", "b", "c", "d"] and est.n_iter_ == 1
 
 

@@ -168,10 +168,15 @@ def test_only_the_engine_steps_an_optimiser():
     assert steppers == ["_training/_engine.py"]
 
 
+#: A guard against a module growing into several concepts, not a rule that splits a class
+#: apart: a cohesive module (one estimator with its docstring) may take a few hundred lines.
+MAX_MODULE_LINES = 600
+
+
 def test_modules_stay_small():
     sizes = {path.relative_to(PACKAGE).as_posix(): len(path.read_text().splitlines())
              for path in PACKAGE.rglob("*.py")}
-    assert {name: n for name, n in sizes.items() if n > 450} == {}
+    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
 
 
 def test_a_non_scalar_objective_gets_a_clear_error():

@@ -7,7 +7,7 @@ is over the ``n_steps`` steps of the random walk).
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Integral
 
 import torch
 import torch.nn.functional as F

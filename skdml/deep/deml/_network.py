@@ -117,6 +117,8 @@ class DeML(nn.Module):
     it, and its learners take the head's learning rate (``head_lr_mult``, the
     paper's 10x). :func:`~skdml.deep.make_deml` wires it all.
 
+    Read more in the :doc:`User Guide </deml>`.
+
     Parameters
     ----------
     fnet, gnet : torch.nn.Module

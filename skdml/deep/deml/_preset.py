@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from torch import nn
 
+from ..._utils._params import check_params, positive_int
 from ...losses import DecoupledLoss
 from .._estimator import DeepMetricTransformer
 from ..backbones import SmallCNN, SmallResNet
@@ -125,6 +126,9 @@ def make_deml(n_scales=2, n_cams=2, *, n_components=128, backbone="small_cnn", w
     >>> sorted(k for k in est.history_[0] if k.startswith("aux"))
     ['aux_act', 'aux_adv', 'aux_ntri']
     """
+    check_params("make_deml", {name: [positive_int()] for name in
+                               ("n_scales", "n_cams", "n_components")},
+                 {"n_scales": n_scales, "n_cams": n_cams, "n_components": n_components})
     learners = int(n_scales) * int(n_cams)
     if learners > n_components:
         raise ValueError(f"n_components={n_components} is smaller than the number of learners "

@@ -1,0 +1,207 @@
+"""Training callbacks: watch a fit, log it, or stop it on your own rule.
+
+Pass a list of :class:`Callback` instances as ``callbacks=`` to a learner that
+trains in epochs of minibatches (:class:`~skdml.DeepMetricTransformer`,
+:class:`~skdml.ECAML`, :class:`~skdml.JRD`). Each hook receives the estimator
+being fitted and a :class:`TrainingInfo`, a live view of the training loop:
+the epoch, the step, the history so far, the network, and :meth:`TrainingInfo.stop`.
+
+Hooks run in the training process, between optimiser steps: keep
+``on_batch_end`` cheap (``info.batch_loss`` is a tensor still on the training
+device; ``float()`` on it waits for the device). A callback is called on every
+epoch of the fit, including the epochs of a resumed (``warm_start``) fit, and
+never after an error.
+
+Examples
+--------
+Stop when the training loss falls below a threshold, and keep every epoch's record:
+
+>>> import numpy as np
+>>> from sklearn.datasets import load_digits
+>>> from skdml import ECAML
+>>> from skdml.callbacks import Callback
+>>> class StopBelow(Callback):
+...     def __init__(self, threshold):
+...         self.threshold, self.seen = threshold, []
+...     def on_epoch_end(self, estimator, info):
+...         self.seen.append(info.epoch)
+...         if info.record["loss"] < self.threshold:
+...             info.stop("loss below threshold")
+>>> X, y = load_digits(return_X_y=True)
+>>> watcher = StopBelow(threshold=np.inf)   # stops after the first epoch
+>>> est = ECAML(n_components=8, max_iter=20, early_stopping=False, callbacks=[watcher],
+...             random_state=0).fit(X, y)
+>>> watcher.seen, est.n_iter_
+([1], 1)
+"""
+
+from __future__ import annotations
+
+from ._training import Callback as _LoopCallback
+
+__all__ = ["Callback", "TrainingInfo"]
+
+
+class Callback:
+    """Base class of training callbacks: override the hooks you need.
+
+    Every hook receives ``(estimator, info)``: the estimator being fitted (its
+    parameters; its fitted attributes are set only once ``fit`` returns) and
+    the :class:`TrainingInfo` of the running fit. A hook's return value is
+    ignored; call ``info.stop(reason)`` to end training after the current
+    epoch.
+
+    See Also
+    --------
+    TrainingInfo : What a hook can read, and how it stops training.
+
+    Examples
+    --------
+    >>> from skdml.callbacks import Callback
+    >>> class PrintLoss(Callback):
+    ...     def on_epoch_end(self, estimator, info):
+    ...         print(f"epoch {info.epoch}: loss {info.record['loss']:.3f}")
+    >>> PrintLoss()
+    PrintLoss()
+    """
+
+    def on_train_begin(self, estimator, info):
+        """Called once, before the first epoch (``info.epoch`` is the epoch resumed from)."""
+
+    def on_batch_end(self, estimator, info):
+        """Called after every optimiser step (``info.step``, ``info.batch_loss``)."""
+
+    def on_epoch_end(self, estimator, info):
+        """Called after every epoch, once its record (``info.record``) is in the history."""
+
+    def on_train_end(self, estimator, info):
+        """Called once when training ends: the budget ran out or something stopped it
+        (``info.stop_reason``: ``None`` for the budget, else the reason)."""
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class TrainingInfo:
+    """A live, read-only view of a running fit, passed to every :class:`Callback` hook.
+
+    Attributes
+    ----------
+    epoch : int
+        Epochs completed (the current epoch's number in ``on_epoch_end``).
+    step : int
+        Optimiser steps completed in the current epoch.
+    n_batches : int or None
+        Steps in an epoch, when known.
+    max_iter : int
+        The epoch budget.
+    history : list of dict
+        One record per completed epoch (``"epoch"``, ``"loss"``, the loss terms,
+        ``"seconds"`` and, with validation, ``"validation_score"``).
+    record : dict or None
+        The last completed epoch's record.
+    batch_loss : torch.Tensor or None
+        The last step's training loss (detached, on the training device).
+    model : torch.nn.Module or None
+        The network being trained (the deep learner), else ``None``.
+    stop_reason : str or None
+        Why training stopped, once it has (``"no_improvement"`` for early
+        stopping, or the reason a callback gave).
+
+    Examples
+    --------
+    >>> from skdml.callbacks import TrainingInfo
+    >>> TrainingInfo.stop.__doc__.splitlines()[0]
+    'End training after the current epoch.'
+    """
+
+    def __init__(self, loop):
+        self._loop = loop
+
+    @property
+    def epoch(self):
+        return self._loop.epoch
+
+    @property
+    def step(self):
+        return self._loop.step + 1 if self._loop.batch_loss is not None else 0
+
+    @property
+    def n_batches(self):
+        return self._loop.n_batches
+
+    @property
+    def max_iter(self):
+        return self._loop.max_iter
+
+    @property
+    def history(self):
+        return self._loop.history
+
+    @property
+    def record(self):
+        return self._loop.history[-1] if self._loop.history else None
+
+    @property
+    def batch_loss(self):
+        return self._loop.batch_loss
+
+    @property
+    def model(self):
+        return getattr(self._loop.trainable, "net", None)
+
+    @property
+    def stop_reason(self):
+        return self._loop.stop_reason
+
+    def stop(self, reason="stopped by a callback"):
+        """End training after the current epoch.
+
+        Parameters
+        ----------
+        reason : str, default="stopped by a callback"
+            Recorded as the stop reason (shown by ``verbose``).
+        """
+        if self._loop.stop_reason is None:
+            self._loop.stop(str(reason))
+
+
+class UserCallbacks(_LoopCallback):
+    """Adapts the user's :class:`Callback` list to the training loop's hooks (internal)."""
+
+    def __init__(self, estimator, callbacks):
+        self.estimator, self.callbacks = estimator, list(callbacks or ())
+        self.info = None
+
+    def on_train_begin(self, loop):
+        self.info = TrainingInfo(loop)
+        for cb in self.callbacks:
+            cb.on_train_begin(self.estimator, self.info)
+
+    def on_step_end(self, loop):
+        for cb in self.callbacks:
+            cb.on_batch_end(self.estimator, self.info)
+
+    def after_record(self, loop, record):
+        for cb in self.callbacks:
+            cb.on_epoch_end(self.estimator, self.info)
+
+    def on_train_end(self, loop):
+        for cb in self.callbacks:
+            cb.on_train_end(self.estimator, self.info)
+
+
+def check_callbacks(callbacks):
+    """Validate a ``callbacks`` parameter; return a list (internal)."""
+    if callbacks is None:
+        return []
+    if isinstance(callbacks, Callback):
+        callbacks = [callbacks]
+    callbacks = list(callbacks)
+    for cb in callbacks:
+        if not isinstance(cb, Callback):
+            raise TypeError(
+                "callbacks must be a list of skdml.callbacks.Callback instances; got "
+                f"{type(cb).__name__} ({cb!r}). Subclass skdml.callbacks.Callback and "
+                "override on_epoch_end (or the other hooks).")
+    return callbacks

@@ -1,0 +1,485 @@
+"""Search a gallery of embeddings with new queries: :class:`RetrievalIndex`.
+
+A fitted metric learner (or any transformer) embeds a gallery once; the index
+then answers ``query(X, k)`` with the distances and indices of the ``k``
+nearest gallery items, as scikit-learn's ``kneighbors`` does, takes new items
+with ``add``, and is saved to / loaded from one ``.npz`` file (arrays and JSON
+metadata only, read without unpickling anything).
+
+The default ``"exact"`` backend is the neighbour engine of :mod:`skdml.metrics`
+(:func:`~skdml.metrics.nearest_neighbors`): the result is that of a float64
+brute force, ties going to the lower index. ``"faiss"`` uses faiss's flat
+(brute-force, float32) index when faiss is installed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import numbers
+import os
+import warnings
+from numbers import Integral
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ._training import atomic_write_bytes
+from .metrics import nearest_neighbors
+from .metrics._exact import normalise_rows
+from .metrics._validation import as_host_array, check_embeddings
+
+__all__ = ["RetrievalIndex"]
+
+#: Identifies the saved file; ``version`` grows when the layout changes.
+_FORMAT = "skdml.retrieval.RetrievalIndex"
+_VERSION = 1
+#: Float64 elements per temporary of the distance computation (16 MiB).
+_CHUNK = 2**21
+
+
+def _faiss():
+    """The faiss module, or ``None`` when it is not installed."""
+    try:
+        import faiss
+    except ImportError:
+        return None
+    return faiss
+
+
+def _pair_distances(Q, G, indices, metric):
+    """Float64 distances of each query to its listed gallery items, in the engine's order.
+
+    Euclidean: ``sqrt(sum((g - q) ** 2))``, computed after scaling both sets by
+    one power of two (exact) so that no square overflows; cosine: ``1 - cos``
+    computed as ``|u - v|^2 / 2`` of rows normalised in float64 (an all-zero
+    row is at distance 1/2 from every other row, and 0 from another all-zero
+    row). Both are the float64 values the engine ranks by (same scaling,
+    same expressions: ``skdml.metrics._exact``) passed through a monotone map,
+    so each row is non-decreasing.
+    """
+    n_q, k = indices.shape
+    out = np.empty((n_q, k))
+    d = Q.shape[1]
+    if metric == "euclidean":
+        peak = max(float(np.max(np.abs(Q))), float(np.max(np.abs(G))))
+        e = int((1020 - math.log2(d)) // 2) - math.frexp(peak)[1] if peak > 0 else 0
+    step = max(1, _CHUNK // (d * k))
+    for start in range(0, n_q, step):
+        rows = indices[start:start + step]
+        A = np.array(Q[start:start + step], dtype=np.float64)  # copies: normalised in place
+        B = np.array(G[rows.ravel()], dtype=np.float64).reshape(rows.shape + (d,))
+        if metric == "euclidean":
+            B = np.ldexp(B, e) - np.ldexp(A, e)[:, None, :]
+            out[start:start + step] = np.ldexp(np.sqrt(np.sum(B * B, axis=2)), -e)
+        else:
+            A = normalise_rows(A)
+            B = normalise_rows(B.reshape(-1, d)).reshape(B.shape)
+            # half the squared distance of unit rows, = 1 - cos: the engine's own key, so each
+            # row stays sorted even at large offsets where 1 - <u, v> has no digits left
+            B = B - A[:, None, :]
+            out[start:start + step] = 0.5 * np.sum(B * B, axis=2)
+    return out
+
+
+def _check_labels(y, n_samples, what):
+    """Item labels (any ids: class labels, file names, database keys) as a savable 1-D array."""
+    y = np.asarray(as_host_array(y))
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"y must be a 1-D array of item labels, got shape {y.shape}.")
+    if y.shape[0] != n_samples:
+        raise ValueError(f"{what} has {n_samples} items but y has {y.shape[0]} labels: give "
+                         "one label per item.")
+    if y.dtype == object:
+        values = y.tolist()
+        if all(isinstance(v, str) for v in values):
+            y = np.array(values, dtype=str)
+        elif all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
+            y = np.array(values, dtype=np.int64)
+    if y.dtype.kind not in "biufU":
+        raise ValueError(
+            f"y must hold numbers or strings (got dtype {y.dtype}): the index stores its labels "
+            "in a plain array file, never as pickled objects. Map other labels to ints or "
+            "strings first.")
+    return y
+
+
+class RetrievalIndex(BaseEstimator):
+    """A searchable gallery of embeddings: query it, add to it, save it, load it.
+
+    ``fit(X, y)`` stores the gallery (embedded by ``transformer.transform``
+    when a fitted transformer is given, else ``X`` is already embedded) and its
+    optional labels; ``query(X, k)`` returns the distances and indices of the
+    ``k`` nearest gallery items of each new query, like scikit-learn's
+    ``NearestNeighbors.kneighbors``; ``add`` appends items; ``save`` and
+    :meth:`load` keep the index in one ``.npz`` file.
+
+    Parameters
+    ----------
+    transformer : object with a ``transform`` method, default=None
+        A *fitted* transformer (e.g. :class:`~skdml.DeepMetricTransformer`,
+        :class:`~skdml.ECAML`, a ``Pipeline``) that embeds the gallery and the
+        queries. It is used as it is, never refitted nor copied. ``None``: the
+        inputs are embeddings already.
+    metric : {"euclidean", "cosine"}, default="euclidean"
+        Distance between embeddings. ``"cosine"`` distances are
+        ``1 - cosine similarity``, computed as half the squared distance of the
+        rows scaled to unit norm (exact at large offsets; an all-zero row is at
+        distance 1/2 from the others).
+    backend : {"exact", "faiss", "auto"}, default="exact"
+        ``"exact"``: :func:`skdml.metrics.nearest_neighbors`, the order of a
+        float64 brute force, ties to the lower index, on the GPU when one is
+        present. ``"faiss"``: faiss's flat index (brute force in float32,
+        multi-threaded; near-ties may be ordered differently); raises if
+        faiss is not installed. ``"auto"``: faiss when it is installed, else
+        exact.
+    batch_size : int, default=None
+        Queries per block of the exact search; ``None`` sizes blocks from a
+        256 MiB budget.
+    device : str or torch.device, default=None
+        Where the exact search runs; ``None`` or ``"auto"`` uses CUDA when
+        available.
+
+    Attributes
+    ----------
+    embeddings_ : ndarray of shape (n_items, n_dims)
+        The gallery's embeddings (float32 kept, anything else float64), in
+        the order they were added.
+    labels_ : ndarray of shape (n_items,) or None
+        The items' labels (class labels or any ids: numbers or strings), or
+        ``None`` for an index fitted without ``y``.
+    backend_ : {"exact", "faiss"}
+        The backend in use.
+    n_features_in_ : int
+        Number of features of ``X`` seen in ``fit`` (the embedding's width
+        without a transformer, else the transformer's ``n_features_in_``, when
+        it has one).
+
+    See Also
+    --------
+    skdml.metrics.nearest_neighbors : The exact search behind ``query``.
+    skdml.deep.export_embedding : Export a deep learner's network for serving.
+
+    Notes
+    -----
+    The file written by :meth:`save` holds the embeddings, the labels and a
+    JSON record of the parameters (the transformer only by its class name:
+    pass the transformer again to :meth:`load`). It is read with
+    ``numpy.load(allow_pickle=False)``, so loading a file runs no code.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdml.retrieval import RetrievalIndex
+    >>> gallery = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+    >>> index = RetrievalIndex().fit(gallery, y=["a", "b", "c"])
+    >>> distances, indices = index.query([[0.9, 0.1], [0.0, 1.5]], k=2)
+    >>> indices
+    array([[1, 0],
+           [2, 0]])
+    >>> distances.round(3)
+    array([[0.141, 0.906],
+           [0.5  , 1.5  ]])
+    >>> index.labels_[indices[:, 0]]
+    array(['b', 'c'], dtype='<U1')
+    >>> len(index.add([[5.0, 5.0]], y=["d"]))
+    4
+    """
+
+    _parameter_constraints = {
+        "transformer": [None, HasMethods(["transform"])],
+        "metric": [StrOptions({"euclidean", "cosine"})],
+        "backend": [StrOptions({"exact", "faiss", "auto"})],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "device": [str, torch.device, None],
+    }
+
+    def __init__(self, transformer=None, *, metric="euclidean", backend="exact",
+                 batch_size=None, device=None):
+        self.transformer = transformer
+        self.metric = metric
+        self.backend = backend
+        self.batch_size = batch_size
+        self.device = device
+
+    def __len__(self):
+        """Number of items in the index (0 before ``fit``)."""
+        embeddings = getattr(self, "embeddings_", None)
+        return 0 if embeddings is None else embeddings.shape[0]
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_faiss_index", None)  # rebuilt on the next faiss query
+        return state
+
+    # ------------------------------------------------------------------ inputs
+    def _embed(self, X, name):
+        if self.transformer is None:
+            return check_embeddings(X, name)
+        Z = self.transformer.transform(X)
+        return check_embeddings(Z, f"the embedding of {name} by {type(self.transformer).__name__}")
+
+    def _resolve_backend(self):
+        if self.backend == "exact":
+            return "exact"
+        if _faiss() is not None:
+            return "faiss"
+        if self.backend == "faiss":
+            raise ImportError("backend='faiss' needs the faiss package (pip install faiss-cpu); "
+                              "use backend='exact' (the default) or 'auto'.")
+        return "exact"
+
+    def _check_width(self, Z, name):
+        if Z.shape[1] != self.embeddings_.shape[1]:
+            raise ValueError(
+                f"{name} has {Z.shape[1]} dimensions but the index holds "
+                f"{self.embeddings_.shape[1]}-dimensional embeddings: query and add with the "
+                "same embedding (transformer) as the gallery.")
+
+    # ------------------------------------------------------------------ building
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Store the gallery ``X`` (embedded by ``transformer`` if given) and its labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_items, n_dims), or inputs of ``transformer``
+            The gallery: embeddings, or what ``transformer.transform`` accepts.
+        y : array-like of shape (n_items,), default=None
+            Labels of the items (numbers or strings), kept in ``labels_``.
+
+        Returns
+        -------
+        self : RetrievalIndex
+            The fitted index.
+        """
+        backend = self._resolve_backend()  # before embedding: fail fast without faiss
+        Z = self._embed(X, "X")
+        if self.transformer is None:  # the index owns its gallery: later edits of X do not leak in
+            Z = np.array(Z, copy=True)
+        labels = None if y is None else _check_labels(y, Z.shape[0], "X")
+        self.backend_ = backend
+        if self.transformer is None:
+            self.n_features_in_ = Z.shape[1]
+        elif hasattr(self.transformer, "n_features_in_"):
+            self.n_features_in_ = self.transformer.n_features_in_
+        self.embeddings_ = Z
+        self.labels_ = labels
+        self.__dict__.pop("_faiss_index", None)
+        return self
+
+    def add(self, X, y=None):
+        """Append items to the gallery; they get the next indices.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, n_dims), or inputs of ``transformer``
+            The new items.
+        y : array-like of shape (n_new,), default=None
+            Their labels: required when the index has labels, refused when it
+            has none; numbers for numbers, strings for strings.
+
+        Returns
+        -------
+        self : RetrievalIndex
+            The index, grown by ``n_new`` items.
+        """
+        check_is_fitted(self, "embeddings_")
+        Z = self._embed(X, "X")
+        self._check_width(Z, "X")
+        if (y is None) != (self.labels_ is None):
+            raise ValueError(
+                "The index has labels: pass y for the new items." if y is None else
+                "The index was fitted without labels: add items without y (or refit with y).")
+        labels = None
+        if y is not None:
+            new = _check_labels(y, Z.shape[0], "X")
+            kinds = ["strings" if a.dtype.kind == "U" else "numbers" for a in (self.labels_, new)]
+            if kinds[0] != kinds[1]:
+                raise ValueError(f"The index's labels are {kinds[0]} but y holds {kinds[1]}: keep "
+                                 "one kind of label.")
+            labels = np.concatenate([self.labels_, new])
+        self.embeddings_ = np.concatenate([self.embeddings_, Z])
+        self.labels_ = labels
+        self.__dict__.pop("_faiss_index", None)
+        return self
+
+    # ------------------------------------------------------------------ search
+    def query(self, X=None, k=1):
+        """Distances and indices of the ``k`` nearest gallery items of each query.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_dims), inputs of ``transformer``, or None
+            The queries. ``None`` queries the gallery with itself, each item's
+            own row excluded (as ``kneighbors()`` without ``X``).
+        k : int, default=1
+            Neighbours per query, at most the number of items (minus one
+            without ``X``).
+
+        Returns
+        -------
+        distances : ndarray of shape (n_queries, k), dtype float64
+            Distances to the neighbours, non-decreasing along each row
+            (Euclidean, or ``1 - cosine similarity``).
+        indices : ndarray of shape (n_queries, k), dtype int64
+            Indices of the neighbours in the gallery, nearest first (their
+            labels are ``labels_[indices]``).
+        """
+        check_is_fitted(self, "embeddings_")
+        G = self.embeddings_
+        if X is None:
+            Q, n_candidates, what = G, G.shape[0] - 1, "the other items of the index"
+        else:
+            Q = self._embed(X, "X")
+            self._check_width(Q, "X")
+            n_candidates, what = G.shape[0], "the items of the index"
+        if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
+            raise ValueError(f"k must be a positive int, got {k!r}.")
+        if k > n_candidates:
+            raise ValueError(f"k={k} is too large: each query has only {n_candidates} candidate "
+                             f"neighbours ({what}). Use k <= {n_candidates}.")
+        if self.backend_ == "faiss":
+            return self._faiss_query(Q, int(k), exclude_self=X is None)
+        indices = nearest_neighbors(Q, int(k), X_ref=None if X is None else G,
+                                    metric=self.metric, batch_size=self.batch_size,
+                                    device=self.device)
+        return _pair_distances(Q, G, indices, self.metric), indices
+
+    def _faiss_query(self, Q, k, exclude_self):
+        faiss = _faiss()
+        if faiss is None:
+            raise ImportError("This index uses backend 'faiss', which is not installed here: "
+                              "pip install faiss-cpu, or set_params(backend='exact') and refit "
+                              "(or load with backend='exact').")
+
+        def prepared(A):
+            A = np.array(A, dtype=np.float64)
+            return np.ascontiguousarray(normalise_rows(A) if self.metric == "cosine" else A,
+                                        dtype=np.float32)
+
+        index = self.__dict__.get("_faiss_index")
+        if index is None:
+            d = self.embeddings_.shape[1]
+            index = faiss.IndexFlatIP(d) if self.metric == "cosine" else faiss.IndexFlatL2(d)
+            index.add(prepared(self.embeddings_))
+            self._faiss_index = index
+        D, indices = index.search(prepared(Q), k + int(exclude_self))
+        if exclude_self:  # drop each item's own row (or the last, if a duplicate hid it)
+            own = indices == np.arange(Q.shape[0])[:, None]
+            own[~own.any(axis=1), -1] = True
+            keep = ~own
+            D, indices = D[keep].reshape(-1, k), indices[keep].reshape(-1, k)
+        D = D.astype(np.float64)
+        distances = 1.0 - D if self.metric == "cosine" else np.sqrt(np.maximum(D, 0.0))
+        return distances, indices.astype(np.int64)
+
+    # ------------------------------------------------------------------ files
+    def save(self, path, *, overwrite=False):
+        """Write the index to ``path`` (a ``.npz`` file of arrays and JSON metadata).
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file to write (atomically: a crash leaves either the old file
+            or the new one). The name is used as given (no suffix is added).
+        overwrite : bool, default=False
+            Replace an existing file; otherwise a ``FileExistsError`` is raised.
+        """
+        check_is_fitted(self, "embeddings_")
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"{path!r} is a directory; give a file name, e.g. "
+                                    "'index.npz'.")
+        if os.path.exists(path) and not overwrite:
+            raise FileExistsError(f"{path!r} exists; pass overwrite=True to replace it.")
+        from . import __version__
+
+        meta = {"format": _FORMAT, "version": _VERSION, "skdml_version": __version__,
+                "metric": self.metric, "backend": self.backend, "batch_size": self.batch_size,
+                "transformer": (None if self.transformer is None
+                                else type(self.transformer).__name__)}
+        arrays = {"embeddings": self.embeddings_, "meta": np.array(json.dumps(meta))}
+        if self.labels_ is not None:
+            arrays["labels"] = self.labels_
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        atomic_write_bytes(path, buffer.getvalue())
+
+    @classmethod
+    def load(cls, path, *, transformer=None, **params):
+        """Read an index written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file.
+        transformer : object with a ``transform`` method, default=None
+            The fitted transformer that embedded the gallery, if one did (it is
+            not stored in the file); ``None`` queries with embeddings.
+        **params
+            Parameters that replace the saved ones (e.g. ``backend="exact"``,
+            ``device="cpu"``).
+
+        Returns
+        -------
+        index : RetrievalIndex
+            The fitted index.
+
+        Raises
+        ------
+        ValueError
+            If the file is not an index written by :meth:`save` (or is damaged).
+        """
+        path = os.fspath(path)
+
+        def bad(why):
+            return ValueError(f"{path!r} is not a RetrievalIndex file written by "
+                              f"RetrievalIndex.save: {why}.")
+
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            raise
+        except Exception as exc:  # not a zip, truncated, or holding pickled objects
+            raise bad(f"{type(exc).__name__}: {exc}") from exc
+        if "meta" not in arrays or "embeddings" not in arrays:
+            raise bad("it lacks the 'meta' or 'embeddings' array")
+        try:
+            meta = json.loads(str(arrays["meta"]))
+        except ValueError as exc:
+            raise bad(f"unreadable metadata ({exc})") from exc
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+            raise bad("unknown format")
+        if meta.get("version") != _VERSION:
+            raise bad(f"format version {meta.get('version')!r}; this skdml reads version "
+                      f"{_VERSION}")
+        saved = {key: meta.get(key) for key in ("metric", "backend", "batch_size")}
+        index = cls(transformer=transformer, **{**saved, **params})
+        index._validate_params()
+        embeddings = arrays["embeddings"]
+        if embeddings.dtype.kind != "f" or embeddings.ndim != 2 or embeddings.shape[0] < 1:
+            raise bad(f"embeddings of dtype {embeddings.dtype} and shape {embeddings.shape}")
+        try:
+            embeddings = check_embeddings(embeddings, "the saved embeddings")
+            labels = arrays.get("labels")
+            if labels is not None:
+                labels = _check_labels(labels, embeddings.shape[0], "the saved embeddings")
+        except ValueError as exc:
+            raise bad(str(exc)) from exc
+        if meta.get("transformer") is not None and transformer is None:
+            warnings.warn(
+                f"{path!r} was built with a {meta['transformer']} that embedded the gallery; "
+                "without transformer= the queries must be embeddings already. Pass "
+                "transformer=<the fitted estimator> to embed them.", UserWarning)
+        index.backend_ = index._resolve_backend()
+        index.embeddings_ = embeddings
+        index.labels_ = labels
+        return index

@@ -1,0 +1,111 @@
+"""Public training callbacks: a user callback sees every epoch and step, and can stop training."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+from skdml import ECAML, JRD, DeepMetricTransformer
+from skdml.callbacks import Callback
+
+
+class Recorder(Callback):
+    """Records every hook call; stops at ``stop_at`` if given."""
+
+    def __init__(self, stop_at=None):
+        self.stop_at = stop_at
+        self.calls, self.epochs, self.steps, self.losses = [], [], 0, []
+
+    def on_train_begin(self, estimator, info):
+        self.calls.append("begin")
+        self.max_iter = info.max_iter
+        self.model = info.model
+
+    def on_batch_end(self, estimator, info):
+        self.steps += 1
+        assert info.batch_loss is not None and info.step >= 1
+
+    def on_epoch_end(self, estimator, info):
+        self.calls.append("epoch")
+        self.epochs.append(info.epoch)
+        self.losses.append(info.record["loss"])
+        assert info.record is info.history[-1]
+        if self.stop_at is not None and info.epoch >= self.stop_at:
+            info.stop("custom rule")
+
+    def on_train_end(self, estimator, info):
+        self.calls.append("end")
+        self.stop_reason = info.stop_reason
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    keep = y < 5
+    return X[keep][:300].astype(np.float32), y[keep][:300]
+
+
+def _deep(**params):
+    return DeepMetricTransformer(n_components=8, device="cpu", random_state=0,
+                                 batches_per_epoch=3, **params)
+
+
+def test_deep_callback_sees_every_epoch_and_step(digits):
+    X, y = digits
+    rec = Recorder()
+    est = _deep(max_iter=4, callbacks=[rec]).fit(X, y)
+    assert rec.calls == ["begin"] + ["epoch"] * 4 + ["end"]
+    assert rec.epochs == [1, 2, 3, 4] == [r["epoch"] for r in est.history_]
+    assert rec.steps == 4 * 3
+    assert rec.losses == [r["loss"] for r in est.history_]
+    assert rec.stop_reason is None and rec.max_iter == 4
+    assert rec.model is not None  # the network being trained
+
+
+def test_deep_callback_can_stop_training(digits):
+    X, y = digits
+    rec = Recorder(stop_at=2)
+    est = _deep(max_iter=10, callbacks=[rec]).fit(X, y)
+    assert est.n_iter_ == 2 and len(est.history_) == 2
+    assert rec.epochs == [1, 2] and rec.stop_reason == "custom rule"
+    assert np.isfinite(est.transform(X[:5])).all()
+
+
+@pytest.mark.parametrize("cls", [ECAML, JRD])
+def test_linear_callback_sees_every_epoch_and_can_stop(cls, digits):
+    X, y = digits
+    rec = Recorder()
+    est = cls(n_components=8, max_iter=3, callbacks=[rec], random_state=0).fit(X, y)
+    assert rec.epochs == [r["epoch"] for r in est.history_] == [1, 2, 3]
+    assert rec.calls[0] == "begin" and rec.calls[-1] == "end" and rec.steps >= 3
+    rec = Recorder(stop_at=1)
+    est = cls(n_components=8, max_iter=10, callbacks=[rec], early_stopping=False,
+              random_state=0).fit(X, y)
+    assert est.n_iter_ == 1 and rec.epochs == [1] and rec.stop_reason == "custom rule"
+    assert len(est.history_) == 1
+
+
+def test_batch_solver_refuses_callbacks(digits):
+    X, y = digits
+    with pytest.raises(ValueError, match="minibatch"):
+        ECAML(max_iter=2, solver="batch", callbacks=[Recorder()]).fit(X, y)
+
+
+def test_callbacks_must_be_callback_instances(digits):
+    X, y = digits
+    with pytest.raises(TypeError, match="skdml.callbacks.Callback"):
+        _deep(max_iter=1, callbacks=[lambda *a: None]).fit(X, y)
+
+
+def test_callback_error_leaves_estimator_unfitted(digits):
+    from sklearn.exceptions import NotFittedError
+
+    class Boom(Callback):
+        def on_epoch_end(self, estimator, info):
+            raise RuntimeError("boom")
+
+    X, y = digits
+    est = _deep(max_iter=3, callbacks=[Boom()])
+    with pytest.raises(RuntimeError, match="boom"):
+        est.fit(X, y)
+    with pytest.raises(NotFittedError):
+        est.transform(X[:2])

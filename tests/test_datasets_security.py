@@ -1,0 +1,270 @@
+"""skdml.datasets does not trust its files: crafted zips, oversized downloads, tampered caches.
+
+The crafted Omniglot zips are built by hand (``tests/_crafted_files.py``) and
+registered (their SHA-256 and size put in skdml's tables for the test), so that
+they reach the zip reader: the checks behind the checksum are the ones tested.
+Downloads are served from 127.0.0.1.
+"""
+
+import http.server
+import os
+import resource
+import shutil
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _crafted_files import (
+    BOMB_MEMBER,
+    SHARED,
+    SLACK,
+    SYMLINK_ATTR,
+    EndlessServer,
+    deflated_zeros,
+    load_crafted_omniglot,
+    omniglot_zip,
+    png_bytes,
+)
+
+from skdml.datasets import SHA256, fetch_file, get_data_home, load_att_faces
+from skdml.datasets import _fetch
+
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(),
+                                  reason=f"shared data sets not found at {SHARED}")
+ZIP = "images_background_small1.zip"
+ROOT = "images_background_small1"
+
+
+# --------------------------------------------------------------------------- Omniglot zips
+
+
+def test_crafted_zip_is_read_like_the_original(tmp_path):
+    """The builder makes a valid zip: the checks below refuse only what they should."""
+    om = load_crafted_omniglot(omniglot_zip(tmp_path / ZIP), image_size=None)
+    assert om.images.shape == (4, 105, 105)
+    assert om.target.tolist() == [0, 0, 1, 1] and om.drawer.tolist() == [1, 2, 1, 2]
+    assert set(np.unique(om.data)) == {0.0, 1.0}
+
+
+def test_zip_bomb_is_refused_before_decompressing(tmp_path):
+    """A 1 MB zip with a member inflating to 1 GiB: refused from the directory, fast."""
+    stream, crc = deflated_zeros(1024)
+    path = omniglot_zip(tmp_path / ZIP, extra=[(BOMB_MEMBER, (stream, crc, 1 << 30))])
+    del stream
+    assert path.stat().st_size < 2 << 20
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    with pytest.raises(OSError) as info:
+        load_crafted_omniglot(path)
+    seconds = time.perf_counter() - t0
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
+    message = str(info.value)
+    assert BOMB_MEMBER in message and str(path) in message
+    assert "1073741824" in message and "limit" in message
+    assert seconds < 5 and grown_mib < 100
+
+
+def test_highly_compressed_member_is_refused(tmp_path):
+    """Under the size limit but 1000x smaller compressed: a bomb's ratio."""
+    stream, crc = deflated_zeros(1)
+    path = omniglot_zip(tmp_path / ZIP, extra=[(BOMB_MEMBER, (stream, crc, 1 << 20))])
+    with pytest.raises(OSError, match="ratio over the limit") as info:
+        load_crafted_omniglot(path)
+    assert BOMB_MEMBER in str(info.value)
+
+
+def test_total_declared_size_and_count_are_bounded(tmp_path):
+    from skdml.datasets._safe_zip import checked_members
+
+    path = omniglot_zip(tmp_path / ZIP)
+    with zipfile.ZipFile(path) as archive:
+        assert len(checked_members(archive, path)) == 4
+        with pytest.raises(OSError, match="declare more than 100 uncompressed bytes"):
+            checked_members(archive, path, max_total_bytes=100)
+        with pytest.raises(OSError, match="more than the limit of 3"):
+            checked_members(archive, path, max_members=3)
+
+
+@pytest.mark.parametrize("name, data, attr, match", [
+    ("../evil.png", "png", None, "unsafe name"),
+    (f"{ROOT}/../../evil.png", "png", None, "unsafe name"),
+    (f"/{ROOT}/Alphabet/character03/0005_01.png", "png", None, "unsafe name"),
+    (f"{ROOT}\\Alphabet\\character03\\0005_01.png", "png", None, "unsafe name"),
+    (f"{ROOT}/Alphabet/character03/0005_01.png", b"/etc/passwd", SYMLINK_ATTR,
+     "symbolic link"),
+    (f"{ROOT}/Alphabet/character03/notes.txt", b"hello", None, "not a PNG file"),
+    (f"{ROOT}/Alphabet/character03/0005_01.png", b"GIF89a not a png", None, "not a PNG file"),
+    (f"{ROOT}/Alphabet/0005_01.png", "png", None, "layout"),
+    ("other_root/Alphabet/character03/0005_01.png", "png", None, "layout"),
+    (f"{ROOT}/Alphabet/character03/drawing.png", "png", None, "layout"),
+], ids=["dotdot", "inner-dotdot", "absolute", "backslash", "symlink", "text-file",
+        "png-name-not-png", "too-shallow", "other-root", "no-drawer"])
+def test_bad_members_are_refused_naming_zip_and_member(tmp_path, name, data, attr, match):
+    data = png_bytes(seed=9) if data == "png" else data
+    entry = (name, data) if attr is None else (name, data, attr)
+    path = omniglot_zip(tmp_path / ZIP, extra=[entry])
+    with pytest.raises(OSError, match=match) as info:
+        load_crafted_omniglot(path)
+    assert repr(name) in str(info.value) and str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("image_size", [None, 28])
+@pytest.mark.parametrize("width, height", [(105, 80), (80, 105), (210, 210)])
+def test_drawing_not_105x105_is_refused_not_stretched(tmp_path, image_size, width, height):
+    path = omniglot_zip(tmp_path / ZIP, first=png_bytes(width=width, height=height))
+    with pytest.raises(OSError, match=f"is {width}x{height} pixels.*105x105") as info:
+        load_crafted_omniglot(path, image_size=image_size)
+    assert f"{ROOT}/Alphabet/character01/0001_01.png" in str(info.value)
+
+
+def test_unreadable_png_is_refused_naming_the_member(tmp_path):
+    broken = png_bytes()[:60]  # the signature and header, then nothing
+    path = omniglot_zip(tmp_path / ZIP, first=broken)
+    with pytest.raises(OSError, match="could not be decoded as a PNG") as info:
+        load_crafted_omniglot(path)
+    assert "0001_01.png" in str(info.value)
+
+
+# --------------------------------------------------------------------------- downloads
+
+
+def test_download_stops_at_the_expected_size(tmp_path):
+    server = EndlessServer(64 << 20)
+    try:
+        with pytest.raises(OSError, match="passed the file's size of 1576274 bytes") as info:
+            fetch_file("usps_16x16.mat", tmp_path, url=server.url, timeout=10, deadline=60)
+        time.sleep(0.2)
+        assert server.sent < 1_576_274 + SLACK  # not the whole 64 MiB
+    finally:
+        server.close()
+    assert "SKDML_DATA" in str(info.value)  # the hint to install it by hand
+    assert list(tmp_path.iterdir()) == []
+
+
+class _Fixed(http.server.BaseHTTPRequestHandler):
+    """Serves ``body`` with the ``Content-Length`` header ``length`` (None: the true one)."""
+
+    body, length, requests = b"", None, []
+
+    def do_GET(self):  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.body) if self.length is None
+                                               else self.length))
+        self.end_headers()
+        try:
+            self.wfile.write(self.body)
+        except OSError:
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+def _serve(body, length=None):
+    handler = type("Handler", (_Fixed,), {"body": body, "length": length})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}/f"
+
+
+def test_download_announcing_too_much_is_refused_before_reading(tmp_path):
+    httpd, url = _serve(b"x" * 1000, length=10**9)
+    try:
+        with pytest.raises(OSError, match="announces 1000000000 bytes, more than the file's "
+                                          "1576274 bytes"):
+            fetch_file("usps_16x16.mat", tmp_path, url=url, timeout=5, deadline=20)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_shared
+def test_short_download_is_refused(tmp_path):
+    half = (SHARED / "att_faces_64x64.mat").read_bytes()[:700_000]
+    httpd, url = _serve(half)
+    try:
+        with pytest.raises(OSError, match="ended after 700000 bytes, short of the file's "
+                                          "1432511 bytes"):
+            load_att_faces(tmp_path, url=url, timeout=5, deadline=20)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_shared
+def test_sizes_match_the_real_files():
+    from skdml.datasets import SIZES
+
+    for name, size in SIZES.items():
+        assert (SHARED / name).stat().st_size == size, name
+
+
+# --------------------------------------------------------------------------- cached files
+
+
+@needs_shared
+def test_tampered_cache_file_is_refused(tmp_path):
+    data = bytearray((SHARED / "att_faces_64x64.mat").read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, one byte changed
+    (tmp_path / "att_faces_64x64.mat").write_bytes(bytes(data))
+    with pytest.raises(OSError, match="tampered") as info:
+        fetch_file("att_faces_64x64.mat", tmp_path, download_if_missing=False)
+    message = str(info.value)
+    assert "Delete it" in message and str(tmp_path / "att_faces_64x64.mat") in message
+    assert SHA256["att_faces_64x64.mat"] in message
+
+
+@needs_shared
+def test_truncated_cache_file_is_refused(tmp_path):
+    data = (SHARED / "usps_16x16.mat").read_bytes()
+    (tmp_path / "usps_16x16.mat").write_bytes(data[:-10])
+    with pytest.raises(OSError, match="is 1576264 bytes, expected 1576274.*Delete it"):
+        fetch_file("usps_16x16.mat", tmp_path, download_if_missing=False)
+
+
+@needs_shared
+def test_cache_is_hashed_once_per_process(tmp_path, monkeypatch):
+    shutil.copy(SHARED / "att_faces_64x64.mat", tmp_path / "att_faces_64x64.mat")
+    calls = []
+    real = _fetch.sha256_of
+    monkeypatch.setattr(_fetch, "sha256_of", lambda p: calls.append(p) or real(p))
+    for _ in range(3):
+        fetch_file("att_faces_64x64.mat", tmp_path, download_if_missing=False)
+    assert len(calls) == 1
+    # a file written since (new mtime) is hashed again, and refused if it changed
+    path = tmp_path / "att_faces_64x64.mat"
+    data = bytearray(path.read_bytes())
+    data[1000] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
+    with pytest.raises(OSError, match="tampered"):
+        fetch_file("att_faces_64x64.mat", tmp_path, download_if_missing=False)
+    assert len(calls) == 2
+
+
+# --------------------------------------------------------------------------- data home
+
+
+def test_relative_xdg_cache_home_is_ignored(monkeypatch):
+    monkeypatch.delenv("SKDML_DATA", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    assert get_data_home() == Path("~/.cache/skdml").expanduser()
+    monkeypatch.setenv("XDG_CACHE_HOME", "~/elsewhere")  # ~ is expanded: absolute
+    assert get_data_home() == Path("~/elsewhere/skdml").expanduser()
+
+
+def test_relative_skdml_data_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setenv("SKDML_DATA", "data")
+    with pytest.raises(ValueError, match="SKDML_DATA environment variable must be an "
+                                         "absolute path, got 'data'"):
+        get_data_home()
+    # an explicit data_home argument is used as given, relative or not
+    assert get_data_home("data") == Path("data")
+    monkeypatch.setenv("SKDML_DATA", str(tmp_path))
+    assert get_data_home() == tmp_path

@@ -1,0 +1,136 @@
+"""Tests of skdml.metrics.few_shot_accuracy: a brute-force episode loop, seeds, errors."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.utils._param_validation import InvalidParameterError
+
+from skdml.metrics import few_shot_accuracy
+
+
+def _brute_force(X, y, *, n_way, n_shot, n_queries, n_episodes, metric, seed):
+    """The protocol of the docstring's Notes, one query at a time, in plain numpy."""
+    X = np.asarray(X, dtype=np.float64)
+    rng = np.random.RandomState(seed)
+    classes = [c for c in np.unique(y) if np.sum(y == c) >= n_shot + n_queries]
+    accuracies = []
+    for _ in range(n_episodes):
+        chosen = rng.choice(len(classes), n_way, replace=False)
+        support, queries = [], []
+        for position in chosen:
+            members = np.flatnonzero(y == classes[position])
+            picked = rng.choice(members, n_shot + n_queries, replace=False)
+            support.append(picked[:n_shot])
+            queries.append(picked[n_shot:])
+        if metric == "cosine":
+            unit = X / np.linalg.norm(X, axis=1, keepdims=True)
+            prototypes = [unit[s].mean(axis=0) for s in support]
+        else:
+            prototypes = [X[s].mean(axis=0) for s in support]
+        correct = 0
+        for way, rows in enumerate(queries):
+            for i in rows:
+                if metric == "cosine":
+                    q = X[i] / np.linalg.norm(X[i])
+                    scores = [-(q @ p) / np.linalg.norm(p) for p in prototypes]
+                else:
+                    scores = [np.sum((X[i] - p) ** 2) for p in prototypes]
+                correct += int(np.argmin(scores) == way)
+        accuracies.append(correct / (n_way * n_queries))
+    accuracies = np.array(accuracies)
+    return accuracies.mean(), 1.96 * accuracies.std(ddof=1) / math.sqrt(n_episodes)
+
+
+def _blobs(n_classes=12, per_class=9, d=6, spread=1.5, seed=0):
+    rng = np.random.RandomState(seed)
+    y = np.repeat(np.arange(n_classes), per_class)
+    X = rng.randn(n_classes * per_class, d) + spread * rng.randn(n_classes, d)[y]
+    return X, y
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+@pytest.mark.parametrize("n_way, n_shot, n_queries", [(5, 1, 3), (4, 3, 5), (12, 2, 7)])
+def test_equals_brute_force_episode_loop(metric, n_way, n_shot, n_queries):
+    X, y = _blobs()
+    expected = _brute_force(X, y, n_way=n_way, n_shot=n_shot, n_queries=n_queries,
+                            n_episodes=40, metric=metric, seed=3)
+    got = few_shot_accuracy(X, y, n_way=n_way, n_shot=n_shot, n_queries=n_queries,
+                            n_episodes=40, metric=metric, random_state=3)
+    assert 0.0 < expected[0] < 1.0  # a real test: neither trivially right nor wrong
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-15)
+
+
+def test_separated_classes_score_one_and_random_embeddings_chance():
+    y = np.repeat(np.arange(8), 10)
+    X = np.eye(8)[y] * 100 + np.random.RandomState(0).randn(80, 8)
+    assert few_shot_accuracy(X, y, n_way=5, n_shot=1, n_queries=5, n_episodes=30,
+                             random_state=0) == (1.0, 0.0)
+    noise = np.random.RandomState(1).randn(80, 8)
+    accuracy, ci95 = few_shot_accuracy(noise, y, n_way=5, n_shot=1, n_queries=5,
+                                       n_episodes=400, random_state=0)
+    assert abs(accuracy - 0.2) < 3 * ci95 + 0.01
+
+
+def test_offsets_and_extreme_scales_give_the_same_accuracy():
+    X, y = _blobs()
+    expected = few_shot_accuracy(X, y, n_shot=2, n_queries=4, n_episodes=50, random_state=1)
+    for Z in (X + 1e8, X * 1e200, X * 1e-200, (X + 1e6) * 1e150):
+        assert few_shot_accuracy(Z, y, n_shot=2, n_queries=4, n_episodes=50,
+                                 random_state=1) == expected
+
+
+def test_seed_fixes_the_episodes_and_labels_are_labels():
+    X, y = _blobs()
+    a = few_shot_accuracy(X, y, n_shot=2, n_queries=4, n_episodes=25, random_state=7)
+    assert a == few_shot_accuracy(X, y, n_shot=2, n_queries=4, n_episodes=25, random_state=7)
+    # string labels in the same sorted order, and a torch tensor of embeddings
+    names = np.array([f"char{c:02d}" for c in y])
+    b = few_shot_accuracy(torch.from_numpy(X), names, n_shot=2, n_queries=4, n_episodes=25,
+                          random_state=7)
+    assert a == b
+
+
+def test_small_classes_are_left_out_with_a_warning():
+    X, y = _blobs(n_classes=10, per_class=6)
+    small = np.isin(y, [2, 7])
+    keep = ~small | (np.arange(y.size) % 6 < 3)  # classes 2 and 7 keep 3 samples
+    with pytest.warns(UserWarning, match="2 of 10 classes hold fewer than"):
+        got = few_shot_accuracy(X[keep], y[keep], n_way=4, n_shot=1, n_queries=4,
+                                n_episodes=20, random_state=0)
+    X8, y8 = X[~small], np.unique(y[~small], return_inverse=True)[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        expected = few_shot_accuracy(X8, y8, n_way=4, n_shot=1, n_queries=4, n_episodes=20,
+                                     random_state=0)
+    assert got == expected
+
+
+def test_impossible_sizes_raise_clear_errors():
+    X, y = _blobs(n_classes=4, per_class=5)
+    with pytest.raises(ValueError, match="n_way=5 needs 5 classes .* y has 4 such classes"):
+        few_shot_accuracy(X, y, n_way=5, n_shot=1, n_queries=2)
+    with pytest.raises(ValueError, match="at least n_shot \\+ n_queries = 6 samples"):
+        few_shot_accuracy(X, y, n_way=2, n_shot=1, n_queries=5)
+    with pytest.raises(InvalidParameterError, match="n_way"):
+        few_shot_accuracy(X, y, n_way=1)
+    with pytest.raises(InvalidParameterError, match="n_shot"):
+        few_shot_accuracy(X, y, n_way=2, n_shot=0)
+    with pytest.raises(InvalidParameterError, match="metric"):
+        few_shot_accuracy(X, y, n_way=2, n_queries=2, metric="manhattan")
+    with pytest.raises(ValueError, match="inconsistent lengths"):
+        few_shot_accuracy(X, y[:-1], n_way=2, n_queries=2)
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        few_shot_accuracy(bad, y, n_way=2, n_queries=2)
+    with pytest.raises(ValueError, match="discrete class labels"):
+        few_shot_accuracy(X, y + 0.5, n_way=2, n_queries=2)
+
+
+def test_one_episode_has_no_interval():
+    X, y = _blobs()
+    accuracy, ci95 = few_shot_accuracy(X, y, n_episodes=1, n_queries=3, random_state=0)
+    assert 0.0 <= accuracy <= 1.0 and math.isnan(ci95)
