@@ -13,7 +13,7 @@ import check_site  # noqa: E402
 
 PUBLIC_MODULES = ["skdml", "skdml.linear", "skdml.deep", "skdml.losses", "skdml.metrics",
                   "skdml.model_selection", "skdml.datasets", "skdml.plotting",
-                  "skdml.retrieval", "skdml.callbacks"]
+                  "skdml.retrieval", "skdml.callbacks", "skdml.exceptions"]
 
 
 def test_api_reference_lists_every_public_class_and_function():
