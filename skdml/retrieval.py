@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._training import atomic_write_bytes
+from ._training import atomic_write_bytes, check_output_file
 from .metrics import nearest_neighbors
 from .metrics._exact import normalise_rows
 from .metrics._validation import as_host_array, check_embeddings
@@ -393,12 +393,7 @@ class RetrievalIndex(BaseEstimator):
             Replace an existing file; otherwise a ``FileExistsError`` is raised.
         """
         check_is_fitted(self, "embeddings_")
-        path = os.fspath(path)
-        if os.path.isdir(path):
-            raise IsADirectoryError(f"{path!r} is a directory; give a file name, e.g. "
-                                    "'index.npz'.")
-        if os.path.exists(path) and not overwrite:
-            raise FileExistsError(f"{path!r} exists; pass overwrite=True to replace it.")
+        path = check_output_file(path, overwrite=overwrite, example="index.npz")
         from . import __version__
 
         meta = {"format": _FORMAT, "version": _VERSION, "skdml_version": __version__,

@@ -399,17 +399,23 @@ def interrupted_fit_looks_fitted():
             return self.lin(x.flatten(1))
 
     X, y = tiny_images()
-    est = deep(backbone=Dies(), max_iter=5, early_stopping=False)
+    check_interrupted_fit_unfitted(deep(backbone=Dies(), max_iter=5, early_stopping=False),
+                                   X, y, "after Ctrl-C mid-fit, transform runs on a "
+                                   "half-trained network")
+
+
+def check_interrupted_fit_unfitted(est, X, y, message):
+    """Fit ``est`` (whose fit raises ``KeyboardInterrupt``); ``transform`` must be refused."""
+    from sklearn.exceptions import NotFittedError
     try:
         est.fit(X, y)
     except KeyboardInterrupt:
         pass
-    from sklearn.exceptions import NotFittedError
     try:
         est.transform(X)
     except NotFittedError:
         return
-    check(False, "after Ctrl-C mid-fit, transform runs on a half-trained network")
+    check(False, message)
 
 
 def warm_start_learning_rate():

@@ -13,7 +13,8 @@ import io
 import os
 import tempfile
 
-from _robustness_cases import (Case, Missing, Refused, Wrong, blobs, check, deep,  # noqa: F401
+from _robustness_cases import (Case, Missing, Refused, Wrong, blobs, check,  # noqa: F401
+                               check_interrupted_fit_unfitted, deep,
                                linear, read_checkpoint, set_params, tiny_backbone, tiny_images)
 
 
@@ -125,7 +126,6 @@ def checkpoint_two_fits_one_path():
 
 
 def ecaml_interrupted_first_fit():
-    from sklearn.exceptions import NotFittedError
     X, y = blobs()
     calls = []
 
@@ -136,15 +136,7 @@ def ecaml_interrupted_first_fit():
         return (Z ** 2).mean()
 
     est = linear("ECAML", n_components=3, loss=loss, max_iter=5, solver="minibatch")
-    try:
-        est.fit(X, y)
-    except KeyboardInterrupt:
-        pass
-    try:
-        est.transform(X)
-    except NotFittedError:
-        return
-    check(False, "after Ctrl-C in a first fit, transform ran")
+    check_interrupted_fit_unfitted(est, X, y, "after Ctrl-C in a first fit, transform ran")
 
 
 def _saved_run(tmp):

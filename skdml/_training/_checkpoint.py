@@ -27,8 +27,8 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-__all__ = ["CheckpointError", "CheckpointWarning", "load_checkpoint", "save_checkpoint",
-           "atomic_write_bytes"]
+__all__ = ["CheckpointError", "CheckpointWarning", "atomic_write_bytes", "check_output_file",
+           "load_checkpoint", "save_checkpoint"]
 
 MAGIC = b"SKDML-CHECKPOINT 2\n"
 #: The header of the first format, whose payload needed the full (unsafe) unpickler.
@@ -52,6 +52,22 @@ def _umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def check_output_file(path, *, overwrite, example):
+    """``path`` as a string, after refusing a folder, or an existing file unless ``overwrite``.
+
+    The one check before a user-facing save (an exported network, a retrieval
+    index): work on disk is never replaced unasked. ``example`` is a file name
+    suggested when ``path`` is a folder.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path!r} is a directory; give a file name, e.g. "
+                                f"{example!r}.")
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path!r} exists; pass overwrite=True to replace it.")
+    return path
 
 
 def atomic_write_bytes(path, data):

@@ -14,7 +14,7 @@ from sklearn.utils._param_validation import StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
-from .._training import atomic_write_bytes
+from .._training import atomic_write_bytes, check_output_file
 
 __all__ = ["export_embedding"]
 
@@ -225,12 +225,7 @@ def export_embedding(estimator, path, *, format="torchscript", example=None, ove
     if input_shape is None:
         raise TypeError(f"{type(estimator).__name__} has no input_shape_: export_embedding "
                         "exports a fitted DeepMetricTransformer.")
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"{path!r} is a directory; give a file name, e.g. "
-                                "'embedding.pt'.")
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"{path!r} exists; pass overwrite=True to replace it.")
+    path = check_output_file(path, overwrite=overwrite, example="embedding.pt")
     x = _example_input(example, input_shape)
     if x.shape[0] == 1:  # torch.export specialises a batch axis of size 1
         x = torch.cat([x, x])
