@@ -18,7 +18,7 @@ Sections (``--sections``, all by default):
 ``zeroshot``
     First half of the classes train, the rest test (the papers' protocol):
     Recall@1/2/4/8, NMI and F1 on the held-out classes, with the ablation
-    ``ec_weight=0`` / ``jrs_weight=0`` against the regularised learners.
+    ``regularizer_weight=0`` / ``regularizer_weight=0`` against the regularised learners.
 ``plots``
     Held-out-class Recall@1 against the regulariser weight, and the
     train-class / held-out-class Recall@1 curves over epochs (ECAML Fig. 2),
@@ -84,12 +84,12 @@ def section_solvers(datasets, args):
         X, y = load(name)
         Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
         for label, est, dtype in [
-            ("ECAML-binomial minibatch", ECAML(solver="minibatch"), "float32"),
-            ("ECAML-binomial batch", ECAML(solver="batch"), "float32"),
-            ("ECAML-binomial batch", ECAML(solver="batch"), "float64"),
-            ("JRD minibatch", JRD(solver="minibatch"), "float32"),
-            ("JRD minibatch", JRD(solver="minibatch"), "float64"),
-            ("JRD batch", JRD(solver="batch"), "float32"),
+            ("ECAML-binomial minibatch", ECAML(solver="adam"), "float32"),
+            ("ECAML-binomial batch", ECAML(solver="conjugate_gradient"), "float32"),
+            ("ECAML-binomial batch", ECAML(solver="conjugate_gradient"), "float64"),
+            ("JRD minibatch", JRD(solver="adam"), "float32"),
+            ("JRD minibatch", JRD(solver="adam"), "float64"),
+            ("JRD batch", JRD(solver="conjugate_gradient"), "float32"),
         ]:
             est.set_params(n_components=args.n_components, max_iter=args.max_iter, random_state=0,
                            early_stopping=False)
@@ -167,10 +167,10 @@ def section_zeroshot(datasets, args):
         kw = dict(n_components=args.n_components, max_iter=args.max_iter, random_state=0)
         ests = {"Euclidean": None, "PCA": PCA(args.n_components, random_state=0)}
         for loss in ("triplet", "npair", "binomial"):
-            ests[f"ECAML-{loss} ec_weight=0"] = ECAML(loss=loss, ec_weight=0.0, **kw)
-            ests[f"ECAML-{loss} ec_weight=auto"] = ECAML(loss=loss, **kw)
-        ests["JRD jrs_weight=0"] = JRD(jrs_weight=0.0, **kw)
-        ests["JRD jrs_weight=1"] = JRD(jrs_weight=1.0, **kw)
+            ests[f"ECAML-{loss} regularizer_weight=0"] = ECAML(loss=loss, regularizer_weight=0.0, **kw)
+            ests[f"ECAML-{loss} regularizer_weight=auto"] = ECAML(loss=loss, **kw)
+        ests["JRD regularizer_weight=0"] = JRD(regularizer_weight=0.0, **kw)
+        ests["JRD regularizer_weight=1"] = JRD(regularizer_weight=1.0, **kw)
         rows, res = [], {}
         for method, est in ests.items():
             t0 = time.perf_counter()
@@ -206,11 +206,11 @@ def section_plots(datasets, args):
         ec_weights, alphas = [0.0, 0.1, 1.0], [0.0, 1.0]
     weight_curves = {}
     for label, make, grid in [
-        ("ECAML-binomial (ec_weight)", lambda w: ECAML(loss="binomial", ec_weight=w, **kw),
+        ("ECAML-binomial (regularizer_weight)", lambda w: ECAML(loss="binomial", regularizer_weight=w, **kw),
          ec_weights),
-        ("ECAML-triplet (ec_weight)", lambda w: ECAML(loss="triplet", ec_weight=w, **kw),
+        ("ECAML-triplet (regularizer_weight)", lambda w: ECAML(loss="triplet", regularizer_weight=w, **kw),
          ec_weights),
-        ("JRD (jrs_weight)", lambda a: JRD(jrs_weight=a, **kw), alphas),
+        ("JRD (regularizer_weight)", lambda a: JRD(regularizer_weight=a, **kw), alphas),
     ]:
         scores = []
         for w in grid:
@@ -230,12 +230,12 @@ def section_plots(datasets, args):
     epochs = [1, 2, 4, 8, 16, 32, 64] if not args.quick else [1, 2, 4]
     curves = {}
     for label, make in [
-        ("ECAML-binomial ec_weight=0", lambda m: ECAML(loss="binomial", ec_weight=0.0,
+        ("ECAML-binomial regularizer_weight=0", lambda m: ECAML(loss="binomial", regularizer_weight=0.0,
                                                        **{**kw, "max_iter": m, "tol": 0.0})),
-        ("ECAML-binomial ec_weight=auto", lambda m: ECAML(loss="binomial",
+        ("ECAML-binomial regularizer_weight=auto", lambda m: ECAML(loss="binomial",
                                                           **{**kw, "max_iter": m, "tol": 0.0})),
-        ("JRD jrs_weight=0", lambda m: JRD(jrs_weight=0.0, **{**kw, "max_iter": m, "tol": 0.0})),
-        ("JRD jrs_weight=1", lambda m: JRD(jrs_weight=1.0, **{**kw, "max_iter": m, "tol": 0.0})),
+        ("JRD regularizer_weight=0", lambda m: JRD(regularizer_weight=0.0, **{**kw, "max_iter": m, "tol": 0.0})),
+        ("JRD regularizer_weight=1", lambda m: JRD(regularizer_weight=1.0, **{**kw, "max_iter": m, "tol": 0.0})),
     ]:
         train, test = [], []
         for m in epochs:

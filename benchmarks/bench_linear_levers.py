@@ -52,12 +52,12 @@ KNN = dict(loss="lmnn", n_classes_per_batch=8, n_samples_per_class=16)  # for k-
 #: One setting changed at a time from the row it names: (estimator class, parameters).
 LEVERS = {
     "ECAML, defaults (binomial, 16 x 8)": (ECAML, OLD),
-    "ec_weight=0": (ECAML, {**OLD, "ec_weight": 0.0}),
+    "regularizer_weight=0": (ECAML, {**OLD, "regularizer_weight": 0.0}),
     "n_iter_no_change=30": (ECAML, {**OLD, "n_iter_no_change": 30}),
     "P=32 x K=4": (ECAML, {**OLD, "n_classes_per_batch": 32, "n_samples_per_class": 4}),
     "loss='multisimilarity'": (ECAML, {**OLD, "loss": "multisimilarity"}),
     "loss='lmnn'": (ECAML, LMNN),
-    "lmnn, ec_weight=0": (ECAML, {**LMNN, "ec_weight": 0.0}),
+    "lmnn, regularizer_weight=0": (ECAML, {**LMNN, "regularizer_weight": 0.0}),
     "lmnn, 1 target neighbour": (ECAML, {**LMNN, "loss_params": {"n_neighbors": 1}}),
     "lmnn, 5 target neighbours": (ECAML, {**LMNN, "loss_params": {"n_neighbors": 5}}),
     "lmnn, every positive a target": (ECAML, {**LMNN, "loss_params": {"n_neighbors": None}}),
@@ -65,7 +65,7 @@ LEVERS = {
     "lmnn, P=16 x K=16": (ECAML, {**LMNN, "n_samples_per_class": 16}),
     "lmnn, P=8 x K=32": (ECAML, {**LMNN, "n_classes_per_batch": 8, "n_samples_per_class": 32}),
     "lmnn, P=8 x K=16 (the k-NN setting)": (ECAML, KNN),
-    "k-NN setting, ec_weight=0": (ECAML, {**KNN, "ec_weight": 0.0}),
+    "k-NN setting, regularizer_weight=0": (ECAML, {**KNN, "regularizer_weight": 0.0}),
     "binomial, P=8 x K=16": (ECAML, {**KNN, "loss": "binomial"}),
     "JRD, defaults": (JRD, {}),
     "JRD, P=8 x K=16": (JRD, dict(n_classes_per_batch=8, n_samples_per_class=16)),

@@ -4,7 +4,7 @@ Two parts (``--part grid`` / ``--part eval``, default both):
 
 grid
     The users' workflow: ``GridSearchCV`` of ECAML + 3-NN (the linear table's
-    pipeline) over ``ec_weight`` x ``n_components`` with 5-fold CV on digits
+    pipeline) over ``regularizer_weight`` x ``n_components`` with 5-fold CV on digits
     (or ``--dataset att``), run with ``n_jobs=1``, with loky (``n_jobs=2``) and
     on a ``dask.distributed.LocalCluster`` of 2 worker processes x 1 thread
     (``joblib.parallel_config(backend="dask")``), interleaved ``--repeats``

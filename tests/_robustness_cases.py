@@ -127,7 +127,7 @@ def _renamed(cls, params):
     names = set(inspect.signature(cls).parameters)
     renames = {"n_components": "embedding_dim", "learning_rate": "lr",
                "max_iter": "max_epochs", "n_iter_no_change": "patience", "angle": "alpha",
-               "jrs_weight": "alpha"}
+               "regularizer_weight": "alpha"}
     return {renames[k] if k not in names and renames.get(k) in names else k: v
             for k, v in params.items()}
 
@@ -298,7 +298,7 @@ def linear_nan_loss():
     def loss(Z, labels):
         return torch.full((), float("nan"), dtype=Z.dtype) + 0 * Z.sum()
 
-    est = linear("ECAML", n_components=3, loss=loss, max_iter=5, solver="minibatch").fit(X, y)
+    est = linear("ECAML", n_components=3, loss=loss, max_iter=5, solver="adam").fit(X, y)
     check(np.isfinite(est.components_).all(), "NaN loss gave non-finite components")
 
 
@@ -602,7 +602,7 @@ def data_home_file():
 def callable_loss_non_scalar():
     X, y = blobs()
     linear("ECAML", n_components=3, loss=lambda Z, labels: Z.sum(dim=1), max_iter=2,
-           solver="minibatch").fit(X, y)
+           solver="adam").fit(X, y)
     check(False, "a non-scalar loss was accepted")
 
 

@@ -135,7 +135,7 @@ def ecaml_interrupted_first_fit():
             raise KeyboardInterrupt
         return (Z ** 2).mean()
 
-    est = linear("ECAML", n_components=3, loss=loss, max_iter=5, solver="minibatch")
+    est = linear("ECAML", n_components=3, loss=loss, max_iter=5, solver="adam")
     check_interrupted_fit_unfitted(est, X, y, "after Ctrl-C in a first fit, transform ran")
 
 

@@ -86,8 +86,8 @@ def test_linear_callback_sees_every_epoch_and_can_stop(cls, digits):
 
 def test_batch_solver_refuses_callbacks(digits):
     X, y = digits
-    with pytest.raises(ValueError, match="minibatch"):
-        ECAML(max_iter=2, solver="batch", callbacks=[Recorder()]).fit(X, y)
+    with pytest.raises(ValueError, match="adam"):
+        ECAML(max_iter=2, solver="conjugate_gradient", callbacks=[Recorder()]).fit(X, y)
 
 
 def test_callbacks_must_be_callback_instances(digits):

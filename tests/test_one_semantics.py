@@ -47,7 +47,7 @@ def test_energy_confusion_is_one_regulariser(loss, normalize):
     X, y = batch()
     W = torch.tensor(np.random.RandomState(1).randn(3, X.shape[1]), dtype=torch.float32)
     weight = 0.37
-    linear = ECAML(loss=loss, ec_weight=weight)._make_objective(4, 3, X.shape[1])
+    linear = ECAML(loss=loss, regularizer_weight=weight)._make_objective(4, 3, X.shape[1])
     with torch.no_grad():
         linear.L.copy_(W)
     total_lin, terms_lin = linear(X, y)
@@ -74,7 +74,7 @@ def test_jrs_is_one_regulariser():
     W = torch.tensor(rng.randn(3, X.shape[1]), dtype=torch.float32)
     b = torch.tensor(rng.randn(3), dtype=torch.float32)
     weight = 0.8
-    linear = JRD(jrs_weight=weight)._make_objective(4, 3, X.shape[1])
+    linear = JRD(regularizer_weight=weight)._make_objective(4, 3, X.shape[1])
     with torch.no_grad():
         linear.L.copy_(W)
         linear.bias.copy_(b)

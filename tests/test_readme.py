@@ -26,6 +26,6 @@ def test_readme_quick_example_runs(monkeypatch, capsys):
     assert 0.9 < float(out[1]) <= 1.0  # k-NN accuracy of the ECAML pipeline
     search = namespace["search"]
     assert search.cv.n_splits == 3
-    assert search.best_params_["ec_weight"] in (0.0, 0.1)  # the search is fitted, not only built
+    assert search.best_params_["regularizer_weight"] in (0.0, 0.1)  # the search is fitted, not only built
     assert out[2].startswith(f"{search.best_params_!r} ")
     assert 0.5 < search.best_score_ <= 1.0

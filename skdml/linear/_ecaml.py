@@ -14,7 +14,7 @@ __all__ = ["ECAML"]
 
 #: The paper's lambda per loss (ECAML Tables 4-5, CUB and CARS).
 PAPER_EC_WEIGHTS = {"triplet": 0.02, "npair": 0.3, "binomial": 0.13}
-#: ``ec_weight="auto"`` for a callable loss.
+#: ``regularizer_weight="auto"`` for a callable loss.
 DEFAULT_EC_WEIGHT = 0.1
 #: The pair and triplet losses of ECAML (AM-Softmax is JRD's).
 ECAML_LOSSES = sorted(set(LOSSES) - {"amsoftmax"})
@@ -64,7 +64,7 @@ class ECAML(LinearMetricLearner):
         callable owns (e.g. proxies) are not trained.
     loss_params : dict, default=None
         Keyword arguments for the named loss (e.g. ``{"margin": 0.2}``).
-    ec_weight : float or "auto", default="auto"
+    regularizer_weight : float or "auto", default="auto"
         The weight :math:`\lambda` of the EC term; 0 gives the plain metric
         loss (the papers' ablation). ``"auto"`` takes the paper's values
         (0.02 triplet, 0.3 N-pair, 0.13 binomial; 0.1 for the losses the paper
@@ -91,14 +91,14 @@ class ECAML(LinearMetricLearner):
         normalised embedding for the normalised losses, so it cannot shrink
         ``L`` to 0 there. With ``"stiefel"``, ``n_components`` must be smaller
         than ``n_features`` (a square orthogonal ``L`` learns nothing).
-    solver : {"minibatch", "batch"}, default="minibatch"
-        ``"minibatch"``: Adam on fresh class-balanced ``P x K`` batches each
-        epoch, with a QR retraction onto the manifold. ``"batch"``: pymanopt's
+    solver : {"adam", "conjugate_gradient"}, default="adam"
+        ``"adam"``: Adam on fresh class-balanced ``P x K`` batches each
+        epoch, with a QR retraction onto the manifold. ``"conjugate_gradient"``: pymanopt's
         Riemannian conjugate gradient on the mean objective over a fixed set
         of class-balanced batches drawn once. The default was chosen from
         measurements (``benchmarks/bench_linear.py``, :doc:`linear learners report </reports/linear>`).
     max_iter : int, default=300
-        Epochs (minibatch) or conjugate-gradient iterations (batch). With
+        Epochs (Adam) or conjugate-gradient iterations. With
         early stopping, the most epochs of the validation run. ``0`` returns
         the initialisation (to measure what learning adds).
     tol : float, default=1e-4
@@ -107,7 +107,7 @@ class ECAML(LinearMetricLearner):
         ``n_iter_no_change`` epochs. Batch: stop when the Riemannian gradient
         norm falls below ``tol``.
     learning_rate : float or "auto", default="auto"
-        Adam's learning rate (minibatch solver only). ``"auto"``:
+        Adam's learning rate (Adam solver only). ``"auto"``:
         ``0.05 / n_batches`` (``n_batches`` batches an epoch), at most 0.01,
         so that an epoch moves ``L`` as far on a small data set as on a large
         one: 1e-3 on USPS (50 batches an epoch, where larger rates over-fit
@@ -130,7 +130,7 @@ class ECAML(LinearMetricLearner):
         reduction; measured on AT&T, the randomised PCA of ``"auto"`` cost
         more than the whole optimisation.
     early_stopping : bool or "auto", default="auto"
-        Minibatch solver only. Hold out a validation set (see
+        Adam solver only. Hold out a validation set (see
         ``validation_split``), train on the rest and score the start and
         each epoch on it; stop when that score has not improved by more than
         ``tol`` for ``max(10 epochs, 300 steps)``. Class-disjoint validation
@@ -173,10 +173,10 @@ class ECAML(LinearMetricLearner):
         Seeds the initialisation, the batches and torch.
     callbacks : list of skdml.callbacks.Callback, default=None
         Called at the start, after every step, after every epoch and at the end
-        of the minibatch solver's training run (with early stopping, the run
+        of the Adam solver's training run (with early stopping, the run
         that chooses the model); a callback can log or stop training
         (``info.stop()``). See :mod:`skdml.callbacks`. Not used by
-        ``solver="batch"``.
+        ``solver="conjugate_gradient"``.
 
     Attributes
     ----------
@@ -252,12 +252,12 @@ class ECAML(LinearMetricLearner):
         **LinearMetricLearner._parameter_constraints,
         "loss": [StrOptions(set(ECAML_LOSSES)), callable],
         "loss_params": [dict, None],
-        "ec_weight": [StrictInterval(Real, 0, None, closed="left"), StrOptions({"auto"})],
+        "regularizer_weight": [StrictInterval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "ec_log": ["boolean"],
     }
 
-    def __init__(self, n_components=None, *, loss="binomial", loss_params=None, ec_weight="auto",
-                 ec_log=True, init="pca", manifold="euclidean", solver="minibatch", max_iter=300,
+    def __init__(self, n_components=None, *, loss="binomial", loss_params=None, regularizer_weight="auto",
+                 ec_log=True, init="pca", manifold="euclidean", solver="adam", max_iter=300,
                  tol=1e-4, learning_rate="auto", n_classes_per_batch=16, n_samples_per_class=8,
                  n_reduce=None, early_stopping="auto", validation_fraction=None,
                  validation_split="auto", n_iter_no_change=10, verbose=0, random_state=None,
@@ -265,7 +265,7 @@ class ECAML(LinearMetricLearner):
         self.n_components = n_components
         self.loss = loss
         self.loss_params = loss_params
-        self.ec_weight = ec_weight
+        self.regularizer_weight = regularizer_weight
         self.ec_log = ec_log
         self.init = init
         self.manifold = manifold
@@ -285,8 +285,8 @@ class ECAML(LinearMetricLearner):
         self.callbacks = callbacks
 
     def _resolved_ec_weight(self):
-        if self.ec_weight != "auto":
-            return float(self.ec_weight)
+        if self.regularizer_weight != "auto":
+            return float(self.regularizer_weight)
         return PAPER_EC_WEIGHTS.get(self.loss, DEFAULT_EC_WEIGHT) if isinstance(
             self.loss, str) else DEFAULT_EC_WEIGHT
 

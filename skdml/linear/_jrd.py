@@ -54,7 +54,7 @@ class JRD(LinearMetricLearner):
         k_{in}(x_i, x_j)\, k_{emb}(\hat x_i, \hat x_j)\, k_{cls}(x^+_i, x^+_j)
 
     over class-balanced batches: the additive-margin softmax (scale ``s``,
-    margin ``m``) plus ``jrs_weight`` times the joint representation similarity
+    margin ``m``) plus ``regularizer_weight`` times the joint representation similarity
     (JRS) of pairs of different classes over the (input, embedding,
     class-level) representations, with self-adaptive Gaussian-mixture
     kernels (:class:`skdml.losses.JRSRegularizer`). Penalising the joint
@@ -74,7 +74,7 @@ class JRD(LinearMetricLearner):
         Embedding dimension. ``None`` means ``min(n_features, n_samples,
         128)`` (or the number of rows of an ``init`` array): a step costs
         O(n_features x n_components), and 128 is the deep learner's default.
-    jrs_weight : float, default=1.0
+    regularizer_weight : float, default=1.0
         Weight of the JRS regulariser (the paper's alpha = 1 on CUB and
         CARS); 0 gives plain AM-Softmax (the papers' ablation). The same weight
         means the same in :class:`~skdml.DeepMetricTransformer` with
@@ -89,13 +89,13 @@ class JRD(LinearMetricLearner):
     manifold : {"euclidean", "stiefel"}, default="euclidean"
         Where ``W^T`` lives; the proxies and the bias are always Euclidean.
         Euclidean was as good or better in ``benchmarks/bench_linear.py``.
-    solver : {"minibatch", "batch"}, default="minibatch"
-        ``"minibatch"``: Adam on fresh class-balanced ``P x K`` batches each
-        epoch with a QR retraction; ``"batch"``: pymanopt's Riemannian
+    solver : {"adam", "conjugate_gradient"}, default="adam"
+        ``"adam"``: Adam on fresh class-balanced ``P x K`` batches each
+        epoch with a QR retraction; ``"conjugate_gradient"``: pymanopt's Riemannian
         conjugate gradient over a fixed set of class-balanced batches drawn
         once. Proxies and bias are learned by both.
     max_iter : int, default=300
-        Epochs (minibatch) or conjugate-gradient iterations (batch). With
+        Epochs (Adam) or conjugate-gradient iterations. With
         early stopping, the most epochs of the validation run. ``0`` returns
         the initialisation.
     tol : float, default=1e-4
@@ -104,7 +104,7 @@ class JRD(LinearMetricLearner):
         ``n_iter_no_change`` epochs. Batch: stop when the Riemannian gradient
         norm falls below ``tol``.
     learning_rate : float or "auto", default="auto"
-        Adam's learning rate (minibatch solver only). ``"auto"``:
+        Adam's learning rate (Adam solver only). ``"auto"``:
         ``0.015 / n_batches`` (``n_batches`` batches an epoch), at most 0.01,
         so that an epoch moves ``L`` as far on a small data set as on a large
         one: 3e-4 on USPS (50 batches an epoch, where larger rates over-fit
@@ -122,7 +122,7 @@ class JRD(LinearMetricLearner):
         ``None``: none). The JRS input layer is this (reduced,) centred and
         scaled input.
     early_stopping : bool or "auto", default="auto"
-        Minibatch solver only. Hold out a validation set (see
+        Adam solver only. Hold out a validation set (see
         ``validation_split``), train on the rest and score the start and
         each epoch on it; stop when that score has not improved by more than
         ``tol`` for ``max(10 epochs, 300 steps)``. Class-disjoint validation
@@ -164,10 +164,10 @@ class JRD(LinearMetricLearner):
         Seeds the initialisation, the batches and torch.
     callbacks : list of skdml.callbacks.Callback, default=None
         Called at the start, after every step, after every epoch and at the end
-        of the minibatch solver's training run (with early stopping, the run
+        of the Adam solver's training run (with early stopping, the run
         that chooses the model); a callback can log or stop training
         (``info.stop()``). See :mod:`skdml.callbacks`. Not used by
-        ``solver="batch"``.
+        ``solver="conjugate_gradient"``.
 
     Attributes
     ----------
@@ -185,7 +185,7 @@ class JRD(LinearMetricLearner):
         epochs, or the refit's after stratified validation; the returned
         model's epoch is ``best_iteration_``, 0 when the start was kept).
     history_ : list of dict
-        Per epoch (minibatch) or iteration (batch), as for :class:`~skdml.ECAML`.
+        Per epoch (Adam) or iteration (conjugate gradient), as for :class:`~skdml.ECAML`.
     best_validation_score_ : float
         The best held-out score (see ``validation_split``; only with early stopping).
     best_iteration_ : int
@@ -236,19 +236,19 @@ class JRD(LinearMetricLearner):
 
     _parameter_constraints: dict = {
         **LinearMetricLearner._parameter_constraints,
-        "jrs_weight": [StrictInterval(Real, 0, None, closed="left")],
+        "regularizer_weight": [StrictInterval(Real, 0, None, closed="left")],
         "margin": [StrictInterval(Real, 0, 1, closed="left")],
         "scale": [StrictInterval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, n_components=None, *, jrs_weight=1.0, margin=0.1, scale=20.0, init="pca",
-                 manifold="euclidean", solver="minibatch", max_iter=300, tol=1e-4,
+    def __init__(self, n_components=None, *, regularizer_weight=1.0, margin=0.1, scale=20.0, init="pca",
+                 manifold="euclidean", solver="adam", max_iter=300, tol=1e-4,
                  learning_rate="auto", n_classes_per_batch=16, n_samples_per_class=8,
                  n_reduce=None, early_stopping="auto", validation_fraction=None,
                  validation_split="auto", n_iter_no_change=10, verbose=0, random_state=None,
                  callbacks=None):
         self.n_components = n_components
-        self.jrs_weight = jrs_weight
+        self.regularizer_weight = regularizer_weight
         self.margin = margin
         self.scale = scale
         self.init = init
@@ -277,7 +277,7 @@ class JRD(LinearMetricLearner):
         """The :class:`~skdml.losses.MetricObjective`: AM-Softmax plus weighted JRS."""
         loss = build_loss("amsoftmax", {"scale": float(self.scale), "margin": float(self.margin)},
                           n_classes=n_classes, embedding_dim=n_components)
-        return MetricObjective(loss, get_regularizer("jrs"), float(self.jrs_weight))
+        return MetricObjective(loss, get_regularizer("jrs"), float(self.regularizer_weight))
 
     def _store_extras(self, objective, space):
         # trained embedding: normalize(L P (x / m - mu) / s + b), proportional to

@@ -6,11 +6,11 @@ A learner here fits ``L`` (``components_``) by minimising a torch objective
 depend on the objective: the supervised input checks, the initialisation and
 the two solvers, both from the shared training machinery:
 
-- ``"minibatch"``: Adam over class-balanced ``P x K`` batches, through
+- ``"adam"``: Adam over class-balanced ``P x K`` batches, through
   :func:`skdml._training.train_epochs`, with a QR retraction onto the Stiefel
   manifold after each step (``manifold="stiefel"``) and early stopping on a
   held-out k-NN score, followed by a refit on all the data;
-- ``"batch"``: Riemannian conjugate gradient on the product manifold through
+- ``"conjugate_gradient"``: Riemannian conjugate gradient on the product manifold through
   :func:`skdml._training.run_manopt`, over a fixed set of class-balanced
   batches drawn once (its line search needs a deterministic cost).
 """
@@ -149,7 +149,7 @@ class LinearMetricLearner(BaseMahalanobis):
         "n_components": [StrictInterval(Integral, 1, None, closed="left"), None],
         "init": [StrOptions({"pca", "lda", "identity", "random"}), np.ndarray],
         "manifold": [StrOptions({"stiefel", "euclidean"})],
-        "solver": [StrOptions({"batch", "minibatch"})],
+        "solver": [StrOptions({"adam", "conjugate_gradient"})],
         "max_iter": [StrictInterval(Integral, 0, None, closed="left")],
         "tol": [StrictInterval(Real, 0, None, closed="left")],
         "learning_rate": [StrictInterval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
@@ -185,10 +185,10 @@ class LinearMetricLearner(BaseMahalanobis):
         """
         X, y, classes = check_supervised_input(self, X, y)
         check_callbacks(self.callbacks)
-        if self.callbacks and self.solver == "batch":
-            raise ValueError("callbacks are called by the minibatch solver's training loop; "
-                             "solver='batch' runs pymanopt and calls none. Use "
-                             "solver='minibatch' or drop callbacks.")
+        if self.callbacks and self.solver == "conjugate_gradient":
+            raise ValueError("callbacks are called by the Adam solver's training loop; "
+                             "solver='conjugate_gradient' runs pymanopt and calls none. Use "
+                             "solver='adam' or drop callbacks.")
         rng = check_random_state(self.random_state)
         n_samples, n_features = X.shape
         n_components = self._check_init(n_features, n_samples)
@@ -224,7 +224,7 @@ class LinearMetricLearner(BaseMahalanobis):
             if self.max_iter == 0:  # the starting point itself, e.g. to measure a gain
                 fitted = {"n_iter_": 0, "history_": []}
                 converged = True
-            elif self.solver == "batch":
+            elif self.solver == "conjugate_gradient":
                 sampler = ClassBalancedBatchSampler(y, P, self.n_samples_per_class, rng)
                 fitted, converged = self._solve_batch(objective, X_tensor, y_tensor, sampler)
             else:
@@ -271,7 +271,7 @@ class LinearMetricLearner(BaseMahalanobis):
 
     def _use_early_stopping(self, y):
         """Minibatch only; ``"auto"``: on when some class has at least 3 samples."""
-        if self.solver != "minibatch" or self.early_stopping is False:
+        if self.solver != "adam" or self.early_stopping is False:
             return False
         if self.early_stopping == "auto":
             return bool(np.bincount(y).max() >= 3)

@@ -53,7 +53,7 @@ def _two_informative(n_samples=200, seed=0):
     return X, y
 
 
-@pytest.mark.parametrize("solver", ["minibatch", "batch"])
+@pytest.mark.parametrize("solver", ["adam", "conjugate_gradient"])
 @pytest.mark.parametrize("loss", ["lmnn", "binomial", "triplet", "npair"])
 def test_solvers_reduce_objective(solver, loss):
     X, y = _data()
@@ -62,11 +62,11 @@ def test_solvers_reduce_objective(solver, loss):
     hist = losses(est)
     assert len(hist) >= 2 and np.all(np.isfinite(hist))
     assert hist[-1] < hist[0]
-    if solver == "batch":  # deterministic cost: CG with line search never increases it
+    if solver == "conjugate_gradient":  # deterministic cost: CG with line search never increases it
         assert np.all(np.diff(hist) <= 1e-6 * np.abs(hist[:-1]) + 1e-7)
 
 
-@pytest.mark.parametrize("solver", ["minibatch", "batch"])
+@pytest.mark.parametrize("solver", ["adam", "conjugate_gradient"])
 def test_stiefel_keeps_orthonormal_rows(solver):
     X, y = _data()
     est = ECAML(n_components=3, solver=solver, manifold="stiefel", max_iter=10,
@@ -132,7 +132,7 @@ def test_init_array_is_used_and_checked():
         ECAML(init=np.full((3, 10), np.nan)).fit(X, y)
 
 
-@pytest.mark.parametrize("solver", ["minibatch", "batch"])
+@pytest.mark.parametrize("solver", ["adam", "conjugate_gradient"])
 def test_random_state_reproducible(solver):
     X, y = _data()
     kw = dict(n_components=3, solver=solver, max_iter=5, init="random")
@@ -172,7 +172,7 @@ def test_clear_errors():
 def test_pml_loss_callable():
     pml_losses = pytest.importorskip("pytorch_metric_learning.losses")
     X, y = _data()
-    est = ECAML(n_components=3, loss=pml_losses.TripletMarginLoss(margin=0.1), ec_weight=0.05,
+    est = ECAML(n_components=3, loss=pml_losses.TripletMarginLoss(margin=0.1), regularizer_weight=0.05,
                 max_iter=10, learning_rate=0.01, early_stopping=False, random_state=0).fit(X, y)
     assert losses(est)[-1] < losses(est)[0]
     assert est._resolved_ec_weight() == 0.05
@@ -192,7 +192,7 @@ def test_energy_confusion_pulls_classes_together():
     X, y = _data()
     energies = []
     for weight in (0.0, 5.0):
-        est = ECAML(n_components=3, ec_weight=weight, solver="batch", max_iter=30,
+        est = ECAML(n_components=3, regularizer_weight=weight, solver="conjugate_gradient", max_iter=30,
                     random_state=0).fit(X, y)
         Z = torch.nn.functional.normalize(torch.tensor(est.transform(X - X.mean(0))), dim=1)
         energies.append(float(EnergyConfusion(log=False, reduction="mean")(Z, torch.tensor(y))))
@@ -225,7 +225,7 @@ def test_convergence_warning_and_n_iter():
         est = ECAML(n_components=3, max_iter=1, random_state=0).fit(X, y)
     assert est.n_iter_ == 1 and est.best_iteration_ in (0, 1)  # 0: the start was kept
     with pytest.warns(ConvergenceWarning):
-        est = ECAML(n_components=3, solver="batch", max_iter=1, random_state=0).fit(X, y)
+        est = ECAML(n_components=3, solver="conjugate_gradient", max_iter=1, random_state=0).fit(X, y)
     assert est.n_iter_ == 1 and len(est.history_) == 2
 
 
@@ -257,7 +257,7 @@ def test_verbose_prints_a_table(capsys):
     assert captured.out.count("validation_score") == 1
     assert len(captured.out.strip().splitlines()) == 1 + 2 + 1 + est.best_iteration_
     assert "ECAML (refit)" in captured.err
-    ECAML(solver="batch", max_iter=2, verbose=2, random_state=0).fit(X, y)
+    ECAML(solver="conjugate_gradient", max_iter=2, verbose=2, random_state=0).fit(X, y)
     assert "Cost" in capsys.readouterr().out  # pymanopt's own table at verbose=2
     ECAML(max_iter=2, random_state=0).fit(X, y)
     assert capsys.readouterr() == ("", "")  # silent by default
@@ -272,10 +272,10 @@ def test_pipeline_and_grid_search_with_class_disjoint_split():
                          KNeighborsClassifier(3)).fit(X, y)
     assert pipe.score(X, y) > 0.5
     search = GridSearchCV(ECAML(n_components=3, max_iter=3, random_state=0),
-                          {"ec_weight": [0.0, 0.5]}, cv=ClassDisjointSplit(n_splits=2,
+                          {"regularizer_weight": [0.0, 0.5]}, cv=ClassDisjointSplit(n_splits=2,
                                                                            random_state=0),
                           scoring=recall_at_k_scorer(1)).fit(X, y)
-    assert search.best_params_["ec_weight"] in (0.0, 0.5)
+    assert search.best_params_["regularizer_weight"] in (0.0, 0.5)
     assert 0.0 <= search.best_score_ <= 1.0
 
 
@@ -345,7 +345,7 @@ def test_early_stopping_needs_a_validation_sample():
         ECAML(n_components=2, early_stopping=True).fit(X, y)
 
 
-@pytest.mark.parametrize("solver", ["minibatch", "batch"])
+@pytest.mark.parametrize("solver", ["adam", "conjugate_gradient"])
 def test_non_finite_objective_raises_and_leaves_the_estimator_as_it_was(solver):
     """A NaN objective used to run to max_iter and return all-NaN components_."""
     from skdml.deep import NonFiniteLossError

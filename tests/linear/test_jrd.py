@@ -56,11 +56,11 @@ def _objective(est, X, y):
     y_t = torch.tensor(np.searchsorted(est.classes_, y))
     cos = am.class_cosines(E)
     Xc = torch.tensor(X - X.mean(0))
-    value = am(E, y_t, cosines=cos) + est.jrs_weight * JRSRegularizer()([Xc, E, cos], y_t)
+    value = am(E, y_t, cosines=cos) + est.regularizer_weight * JRSRegularizer()([Xc, E, cos], y_t)
     return float(value.detach())
 
 
-@pytest.mark.parametrize("solver", ["minibatch", "batch"])
+@pytest.mark.parametrize("solver", ["adam", "conjugate_gradient"])
 def test_solvers_reduce_objective(solver):
     X, y = _data()
     kw = dict(n_components=3, solver=solver, init="random", random_state=0)
@@ -68,13 +68,13 @@ def test_solvers_reduce_objective(solver):
     est = JRD(max_iter=20, **kw).fit(X, y)
     hist = losses(est)
     assert np.all(np.isfinite(hist)) and hist[-1] < hist[0]
-    if solver == "batch":
+    if solver == "conjugate_gradient":
         assert np.all(np.diff(hist) <= 1e-6 * np.abs(hist[:-1]) + 1e-7)
     # the full-data objective, recomputed from components_, bias_ and proxies_, decreased too
     assert _objective(est, X, y) < _objective(start, X, y) - 0.1
 
 
-@pytest.mark.parametrize("solver", ["minibatch", "batch"])
+@pytest.mark.parametrize("solver", ["adam", "conjugate_gradient"])
 @pytest.mark.parametrize("manifold", ["stiefel", "euclidean"])
 def test_manifolds_and_learned_proxies(solver, manifold):
     X, y = _data()
@@ -109,9 +109,9 @@ def test_jrs_weight_changes_the_solution_and_jrs_decreases():
     from skdml.losses import JRSRegularizer
 
     X, y = _data()
-    kw = dict(n_components=3, solver="batch", max_iter=30, random_state=0)
-    plain = JRD(jrs_weight=0.0, **kw).fit(X, y)
-    reg = JRD(jrs_weight=5.0, **kw).fit(X, y)
+    kw = dict(n_components=3, solver="conjugate_gradient", max_iter=30, random_state=0)
+    plain = JRD(regularizer_weight=0.0, **kw).fit(X, y)
+    reg = JRD(regularizer_weight=5.0, **kw).fit(X, y)
     assert not np.allclose(plain.components_, reg.components_)
 
     def jrs(est):
@@ -137,7 +137,7 @@ def test_init_array_checked():
     np.testing.assert_allclose(est.components_, A, atol=1e-5)
 
 
-@pytest.mark.parametrize("solver", ["minibatch", "batch"])
+@pytest.mark.parametrize("solver", ["adam", "conjugate_gradient"])
 def test_random_state_reproducible(solver):
     X, y = _data()
     kw = dict(n_components=3, solver=solver, max_iter=5)
@@ -180,10 +180,10 @@ def test_grid_search_jrs_weight_with_recall_scorer():
 
     X, y = _data(n_samples=160, n_classes=8, n_features=8)
     search = GridSearchCV(JRD(n_components=3, max_iter=3, random_state=0),
-                          {"jrs_weight": [0.0, 1.0], "margin": [0.05, 0.1]},
+                          {"regularizer_weight": [0.0, 1.0], "margin": [0.05, 0.1]},
                           cv=ClassDisjointSplit(n_splits=2, random_state=0),
                           scoring=recall_at_k_scorer(1)).fit(X, y)
-    assert set(search.best_params_) == {"jrs_weight", "margin"}
+    assert set(search.best_params_) == {"regularizer_weight", "margin"}
     assert 0.0 <= search.best_score_ <= 1.0
 
 

@@ -325,10 +325,10 @@ def _interrupt(*args, **kwargs):
 
 
 LINEAR = [
-    pytest.param(ECAML, "minibatch", "train_epochs", id="ECAML-minibatch"),
-    pytest.param(ECAML, "batch", "run_manopt", id="ECAML-batch"),
-    pytest.param(JRD, "minibatch", "train_epochs", id="JRD-minibatch"),
-    pytest.param(JRD, "batch", "run_manopt", id="JRD-batch"),
+    pytest.param(ECAML, "adam", "train_epochs", id="ECAML-minibatch"),
+    pytest.param(ECAML, "conjugate_gradient", "run_manopt", id="ECAML-batch"),
+    pytest.param(JRD, "adam", "train_epochs", id="JRD-minibatch"),
+    pytest.param(JRD, "conjugate_gradient", "run_manopt", id="JRD-batch"),
 ]
 
 
