@@ -48,7 +48,7 @@ from skdml import DeepMetricTransformer  # noqa: E402
 from skdml._training import ClassBalancedBatchSampler  # noqa: E402
 from skdml._utils import thread_limits  # noqa: E402
 from skdml.deep import ConvNet, SmallCNN, SmallResNet  # noqa: E402
-from skdml.losses import BinomialDevianceLoss  # noqa: E402
+from skdml.losses import BinomialDevianceLoss, JRSRegularizer  # noqa: E402
 from skdml.metrics import clustering_scores, recall_at_k, retrieval_scores  # noqa: E402
 
 KS = (1, 2, 4, 8)
@@ -111,7 +111,8 @@ def bench_overhead(args):
     widths, P, K, n_batches, lr = (16, 32, 64), 5, 8, args.overhead_batches, 1e-3
     est = DeepMetricTransformer(cnn_builder(widths), loss="binomial", learning_rate=lr,
                                 n_classes_per_batch=P, n_samples_per_class=K,
-                                batches_per_epoch=n_batches, max_iter=1, warm_start=True,
+                                loader_params={"batches_per_epoch": n_batches}, max_iter=1,
+                                warm_start=True,
                                 early_stopping=False, device="cpu", random_state=0)
     bare = BareLoop(X, y, widths, P, K, n_batches, lr, 0)
     ours_t, bare_t = [], []
@@ -142,10 +143,10 @@ def deep_configs(n_train_classes):
     for loss in ("triplet", "npair", "binomial"):
         configs[loss] = dict(loss=loss)
         configs[f"{loss}+EC"] = dict(loss=loss, regularizer="ec", regularizer_weight=ec[loss])
-    configs["binomial+JRS"] = dict(loss="binomial", regularizer="jrs", regularizer_weight=1.0,
-                                   jrs_layers=["blocks.1"])
-    configs["amsoftmax+JRS"] = dict(loss="amsoftmax", regularizer="jrs", regularizer_weight=1.0,
-                                    jrs_layers=["blocks.1"])
+    configs["binomial+JRS"] = dict(loss="binomial", regularizer_weight=1.0,
+                                   regularizer=JRSRegularizer(layers=["blocks.1"]))
+    configs["amsoftmax+JRS"] = dict(loss="amsoftmax", regularizer_weight=1.0,
+                                    regularizer=JRSRegularizer(layers=["blocks.1"]))
     return configs
 
 
@@ -210,7 +211,8 @@ def bench_zero_shot(args, name):
     common = dict(backbone=cnn_builder((16, 32, 64), global_pool=False), n_components=64,
                   learning_rate=args.lr, early_stopping=False,
                   n_classes_per_batch=P, n_samples_per_class=K,
-                  batches_per_epoch=args.batches, device="cpu", random_state=0)
+                  loader_params={"batches_per_epoch": args.batches}, device="cpu",
+                  random_state=0)
     configs = deep_configs(n_train_classes)
     if args.quick:
         configs = {k: configs[k] for k in ("binomial", "binomial+EC", "amsoftmax+JRS")}

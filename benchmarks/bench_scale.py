@@ -74,7 +74,7 @@ def _search(quick):
 
     from skdml.linear import ECAML
 
-    grid = {"ecaml__ec_weight": [0.0, 0.1] if quick else [0.0, 0.05, 0.1],
+    grid = {"ecaml__regularizer_weight": [0.0, 0.1] if quick else [0.0, 0.05, 0.1],
             "ecaml__n_components": [16] if quick else [16, 32]}
     return GridSearchCV(make_pipeline(ECAML(max_iter=5 if quick else 20, random_state=0),
                                       KNeighborsClassifier(3)),
@@ -124,7 +124,7 @@ def run_grid(args):
     finally:
         client.close()
         cluster.close()
-    n_fits = len(_search(args.quick).param_grid["ecaml__ec_weight"]) * len(
+    n_fits = len(_search(args.quick).param_grid["ecaml__regularizer_weight"]) * len(
         _search(args.quick).param_grid["ecaml__n_components"]) * (3 if args.quick else 5)
     command = "python benchmarks/bench_scale.py --part grid" + (" --quick" if args.quick else "")
     md = (f"## Grid search on Dask vs n_jobs=1 vs loky: ECAML + 3-NN on {args.dataset} "

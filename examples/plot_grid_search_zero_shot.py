@@ -34,9 +34,9 @@ pipe = Pipeline([("scale", StandardScaler()),
                  ("learner", ECAML(n_components=16, max_iter=15, random_state=0))])
 grid = [
     {"learner": [ECAML(n_components=16, max_iter=15, random_state=0)],
-     "learner__ec_weight": [0.0, 1.0]},
+     "learner__regularizer_weight": [0.0, 1.0]},
     {"learner": [JRD(n_components=16, max_iter=15, random_state=0)],
-     "learner__jrs_weight": [0.0, 1.0]},
+     "learner__regularizer_weight": [0.0, 1.0]},
 ]
 search = GridSearchCV(pipe, grid, scoring=recall_at_k_scorer(k=1),
                       cv=ClassDisjointSplit(n_splits=2, test_size=0.4, random_state=0))
@@ -49,7 +49,7 @@ print("best:", search.best_params_, f"Recall@1 {search.best_score_:.3f}")
 # Mean Recall@1 on the held-out classes, with one standard deviation over folds.
 res = search.cv_results_
 fig, ax = plt.subplots(figsize=(6, 3.5))
-for name, key in [("ECAML", "param_learner__ec_weight"), ("JRD", "param_learner__jrs_weight")]:
+for name, key in [("ECAML", "param_learner__regularizer_weight"), ("JRD", "param_learner__regularizer_weight")]:
     rows = [i for i, v in enumerate(res[key]) if v is not np.ma.masked]
     weights = np.array([res[key][i] for i in rows], dtype=float)
     ax.errorbar(weights + 1e-2, res["mean_test_score"][rows], yerr=res["std_test_score"][rows],

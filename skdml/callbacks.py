@@ -104,6 +104,11 @@ class TrainingInfo:
         The last step's training loss (detached, on the training device).
     model : torch.nn.Module or None
         The network being trained (the deep learner), else ``None``.
+    optimizer : torch.optim.Optimizer
+        The running optimiser. A hook may change its rates between steps
+        (``optimizer.param_groups[i]["lr"]``); user hooks run after the
+        learner's own schedule, so a rate set in ``on_batch_end`` is the one
+        the next step uses.
     stop_reason : str or None
         Why training stopped, once it has (``"no_improvement"`` for early
         stopping, or the reason a callback gave).
@@ -149,6 +154,10 @@ class TrainingInfo:
     @property
     def model(self):
         return getattr(self._loop.trainable, "net", None)
+
+    @property
+    def optimizer(self):
+        return self._loop.optimizer
 
     @property
     def stop_reason(self):

@@ -20,7 +20,7 @@ answer is. :func:`classify` sorts the outcome into the audit's classes:
     Still running after the case's time budget.
 
 ``tests/test_robustness.py`` asserts every case is ``ok``, ``standard`` or
-``clear``; ``benchmarks/audit_robustness.py`` runs the same catalogue against
+``clear``; ``benchmarks/studies/audit_robustness.py`` runs the same catalogue against
 any checkout (for the before/after table). The cases adapt to the 0.1 names
 (``embedding_dim``, ``lr``, ``max_epochs``, ``alpha``) so that the old code
 can be audited too.
@@ -424,8 +424,8 @@ def warm_start_learning_rate():
         path = os.path.join(tmp, "ck.pt")
         est = deep(backbone=tiny_backbone(), max_iter=1, checkpoint_path=path,
                    learning_rate=1e-3, early_stopping=False)
-        if "lr_schedule" in est.get_params():  # a constant rate, so the checkpoint shows it
-            est.set_params(lr_schedule="constant")
+        if "optimizer_params" in est.get_params():  # a constant rate, so the checkpoint shows it
+            est.set_params(optimizer_params={"lr_schedule": "constant"})
         est.fit(X, y)
         set_params(est, warm_start=True, max_iter=2, learning_rate=0.5)
         with warnings.catch_warnings(record=True) as caught:
@@ -803,6 +803,6 @@ def _families(attribute="CASES"):
 
 
 CASES = CASES + _families()
-#: Full-size default fits (a minute each): run by ``benchmarks/audit_robustness.py``, not by
+#: Full-size default fits (a minute each): run by ``benchmarks/studies/audit_robustness.py``, not by
 #: the unit suite.
 SLOW_CASES = _families("SLOW_CASES")

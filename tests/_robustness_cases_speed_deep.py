@@ -7,7 +7,7 @@ coordinate for up to 90 epochs. ``CASES`` (run by the unit suite) is empty: on t
 2-core machine a wall-clock budget could not tell the two apart reliably (a 1200 x 4096
 fit took 14.5 CPU seconds before and about 7 now, but 20 to 70 wall seconds either way
 under load). ``SLOW_CASES`` is the issue's full default fit on 10000 x 4096 (within
-60 s: 16.9 s now, 353.7 s before, ``benchmarks/bench_deep_vector.py --speed``), for the
+60 s: 16.9 s now, 353.7 s before, ``benchmarks/studies/bench_deep_vector.py --speed``), for the
 audit only (the audit script adds them).
 """
 

@@ -46,7 +46,7 @@ def digits():
 
 def _deep(**params):
     return DeepMetricTransformer(n_components=8, device="cpu", random_state=0,
-                                 batches_per_epoch=3, **params)
+                                 loader_params={"batches_per_epoch": 3}, **params)
 
 
 def test_deep_callback_sees_every_epoch_and_step(digits):
@@ -59,6 +59,30 @@ def test_deep_callback_sees_every_epoch_and_step(digits):
     assert rec.losses == [r["loss"] for r in est.history_]
     assert rec.stop_reason is None and rec.max_iter == 4
     assert rec.model is not None  # the network being trained
+
+
+class HalveTheRate(Callback):
+    """Halves every rate after the schedule's step: the next step runs at half the rate."""
+
+    def __init__(self):
+        self.rates = []
+
+    def on_batch_end(self, estimator, info):
+        for group in info.optimizer.param_groups:
+            group["lr"] *= 0.5
+        self.rates.append(info.optimizer.param_groups[0]["lr"])
+
+
+def test_a_callback_can_set_the_rate_of_the_next_step(digits):
+    X, y = digits
+    constant = {"lr_schedule": "constant"}
+    halve = HalveTheRate()
+    est = _deep(max_iter=1, learning_rate=1e-2, optimizer_params=constant,
+                callbacks=[halve]).fit(X, y)
+    assert halve.rates == pytest.approx([1e-2 / 2 ** k for k in range(1, 4)])
+    plain = _deep(max_iter=1, learning_rate=1e-2, optimizer_params=constant).fit(X, y)
+    assert est.history_[0]["loss"] != plain.history_[0]["loss"]  # steps 2-3 ran slower
+    assert halve.rates[0] != plain.learning_rate
 
 
 def test_deep_callback_can_stop_training(digits):

@@ -48,9 +48,9 @@ FAST = {
               dict(max_iter=3, solver="conjugate_gradient", loss="triplet", random_state=0)],
     "JRD": [dict(max_iter=3, random_state=0),
             dict(max_iter=3, solver="conjugate_gradient", manifold="stiefel", random_state=0)],
-    "DeepMetricTransformer": [dict(n_components=3, max_iter=1, batches_per_epoch=2,
-                                   n_samples_per_class=2, device="cpu",
-                                   transform_batch_size=7)],
+    "DeepMetricTransformer": [dict(n_components=3, max_iter=1, n_samples_per_class=2,
+                                   device="cpu", loader_params={"batches_per_epoch": 2,
+                                                                "transform_batch_size": 7})],
     "RetrievalIndex": [dict()],
 }
 

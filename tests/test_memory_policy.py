@@ -55,7 +55,7 @@ def test_after_the_policy_glibc_keeps_step_sized_blocks_in_its_heap():
 
 def test_a_cpu_fit_applies_the_policy_once_before_training(monkeypatch):
     calls = []
-    monkeypatch.setattr("skdml.deep._fitting.keep_freed_buffers", lambda: calls.append(1))
+    monkeypatch.setattr("skdml.deep._trainer.keep_freed_buffers", lambda: calls.append(1))
     X = np.random.RandomState(0).randn(40, 6).astype(np.float32)
     y = np.repeat(np.arange(4), 10)
     DeepMetricTransformer(n_components=2, max_iter=1, device="cpu", random_state=0).fit(X, y)
@@ -67,3 +67,12 @@ def test_the_policy_does_nothing_off_glibc(monkeypatch):
     monkeypatch.setattr(_memory.platform, "libc_ver", lambda: ("", ""))
     assert _memory.keep_freed_buffers() is False
     assert _memory._done is False
+
+
+def test_the_environment_can_turn_the_policy_off(monkeypatch):
+    monkeypatch.setattr(_memory, "_done", False)
+    monkeypatch.setattr(_memory.platform, "libc_ver", lambda: ("glibc", "2.36"))
+    monkeypatch.setenv("SKDML_KEEP_FREED_BUFFERS", "0")
+    assert _memory.keep_freed_buffers() is False and _memory._done is False
+    monkeypatch.setenv("SKDML_KEEP_FREED_BUFFERS", "1")
+    assert _memory.keep_freed_buffers() is True and _memory._done is True

@@ -1,7 +1,7 @@
 """Every bad input and fault of the issue-11 audit gets the right answer or a clear error.
 
 The catalogue lives in ``tests/_robustness_cases.py`` so that
-``benchmarks/audit_robustness.py`` can run the very same cases against any
+``benchmarks/studies/audit_robustness.py`` can run the very same cases against any
 checkout (the before/after table in ``doc/robustness.md``).
 """
 

@@ -7,7 +7,7 @@
 - ``_checkpoint``: atomic checkpoint files with a digest, loaded without unpickling objects;
   ``_checkpoint_lock``: one fit per checkpoint path, checked writable before training.
 - :func:`run_manopt` (``_manopt``): the one pymanopt runner (SUML and the linear
-  ``batch`` solver).
+  ``conjugate_gradient`` solver).
 - :class:`ClassBalancedBatchSampler` (``_sampler``): P x K batch plans.
 - ``_splits``: the validation hold-outs.
 - ``_schedules``: learning-rate schedules (torch schedulers stepped per batch).
@@ -23,7 +23,7 @@ from ._engine import NonFiniteLossError, Trainable, TrainingResult, train_epochs
 from ._manopt import SOLVERS, ManoptRun, run_manopt
 from ._sampler import ClassBalancedBatchSampler
 from ._schedules import LRSchedule, warmup_cosine
-from ._splits import class_disjoint_holdout, stratified_holdout
+from ._splits import class_disjoint_holdout, stratified_holdout, validation_holdout
 
 __all__ = ["Callback", "Checkpoint", "CheckpointError", "CheckpointWarning",
            "ClassBalancedBatchSampler", "EarlyStopping", "LRSchedule", "ManoptRun",
@@ -31,4 +31,4 @@ __all__ = ["Callback", "Checkpoint", "CheckpointError", "CheckpointWarning",
            "Validation", "WeightAverage", "atomic_write_bytes", "check_output_file",
            "claim_checkpoint_path",
            "class_disjoint_holdout", "load_checkpoint", "run_manopt", "save_checkpoint",
-           "stratified_holdout", "train_epochs", "warmup_cosine"]
+           "stratified_holdout", "train_epochs", "validation_holdout", "warmup_cosine"]

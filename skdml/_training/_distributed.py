@@ -114,7 +114,7 @@ class DistributedContext:
 
     def check_resume(self, resume):
         """A checkpoint resumes only on the world size that wrote it."""
-        saved = int(resume.get("world_size", 1))
+        saved = int(resume.world_size)
         if saved != self.world_size:
             raise ValueError(
                 f"The checkpoint was written by a job of world size {saved}; this job has "

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["class_disjoint_holdout", "stratified_holdout"]
+__all__ = ["DEFAULT_FRACTIONS", "MIN_CLASSES_CLASS_DISJOINT", "class_disjoint_holdout",
+           "stratified_holdout", "validation_holdout"]
 
 
 def stratified_holdout(y, fraction, rng):
@@ -54,3 +55,44 @@ def class_disjoint_holdout(y, fraction, rng, min_train_classes=2):
     val_classes = rng.choice(classes, n_val, replace=False)
     is_val = np.isin(y, val_classes)
     return np.flatnonzero(~is_val), np.flatnonzero(is_val)
+
+
+#: ``validation_split="auto"``: whole classes are held out from this many classes up (at
+#: least 2 held out, the rest trained on); fewer classes hold out samples of each class.
+MIN_CLASSES_CLASS_DISJOINT = 5
+#: ``validation_fraction=None``: the fraction of the classes held out by a class-disjoint
+#: split, and of each class by a stratified one.
+DEFAULT_FRACTIONS = {"class_disjoint": 0.2, "stratified": 0.1}
+
+
+def validation_holdout(y, fraction, split, rng):
+    """``(train, val, split)``: the early-stopping hold-out of every learner, and its kind.
+
+    One rule for :class:`~skdml.ECAML`, :class:`~skdml.JRD` and
+    :class:`~skdml.DeepMetricTransformer`. ``split="auto"`` holds out whole
+    classes (what retrieval of unseen classes needs) from
+    :data:`MIN_CLASSES_CLASS_DISJOINT` classes up, and a fraction of each class
+    below; ``fraction=None`` is 0.2 of the classes (class-disjoint) or 0.1 of
+    each class (stratified).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> y = np.repeat(np.arange(10), 4)
+    >>> train, val, split = validation_holdout(y, None, "auto", np.random.RandomState(0))
+    >>> split, len(np.unique(y[val]))
+    ('class_disjoint', 2)
+    """
+    if split == "auto":
+        split = "class_disjoint" if len(np.unique(y)) >= MIN_CLASSES_CLASS_DISJOINT \
+            else "stratified"
+    if fraction is None:
+        fraction = DEFAULT_FRACTIONS[split]
+    if split == "class_disjoint":
+        train, val = class_disjoint_holdout(y, fraction, rng)
+    else:
+        train, val = stratified_holdout(y, fraction, rng)
+        if len(val) == 0:
+            raise ValueError("early_stopping=True needs at least one class with 3 or more "
+                             "samples to hold out a validation set.")
+    return train, val, split

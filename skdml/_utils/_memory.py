@@ -13,18 +13,21 @@ up to 32 MiB on 64-bit systems, and the trim threshold twice that; see
 later, or never. :func:`keep_freed_buffers` makes that happen before the first
 step, by allocating and freeing one such block. On a 2-core machine it made a
 default Omniglot epoch 1.48x faster in fresh processes (2.141 s -> 1.446 s,
-``benchmarks/bench_cpu_allocator.py``);
+``benchmarks/studies/bench_cpu_allocator.py``);
 the same as ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` in the
 environment or a preloaded jemalloc/tcmalloc (PyTorch's CPU tuning advice),
 without configuring the process.
 
 Nothing is set: glibc keeps adjusting its thresholds as before, at most about
 64 MiB of freed memory stays in the process instead of going back to the
-system, and the call does nothing under another C library or allocator.
+system, and the call does nothing under another C library or allocator, or
+when the environment sets ``SKDML_KEEP_FREED_BUFFERS=0`` (e.g. to measure
+without it, or with an allocator of your own).
 """
 
 from __future__ import annotations
 
+import os
 import platform
 
 import torch
@@ -41,10 +44,12 @@ _done = False
 def keep_freed_buffers():
     """Once per process under glibc: free one mmap-ed block so that glibc keeps freed buffers.
 
-    Returns whether this call did it (``False`` when already done or not glibc).
+    Returns whether this call did it (``False`` when already done, not glibc, or
+    turned off by ``SKDML_KEEP_FREED_BUFFERS=0``).
     """
     global _done
-    if _done or platform.libc_ver()[0] != "glibc":
+    if _done or platform.libc_ver()[0] != "glibc" \
+            or os.environ.get("SKDML_KEEP_FREED_BUFFERS", "1").strip() == "0":
         return False
     _done = True
     block = torch.empty(BLOCK_BYTES, dtype=torch.uint8)  # above the threshold: mmap-ed

@@ -1,13 +1,15 @@
 """Deep metric learning: :class:`DeepMetricTransformer` and plain ``torch.nn`` backbones.
 
 - ``_estimator``: the estimator (parameters, input checks, ``fit``, ``transform``);
-- ``_fitting``: one fit (network, objective, resume, the shared training loop);
+- ``_config``: every setting of a fit, each ``"auto"`` resolved once (a frozen ``FitConfig``);
+- ``_trainer``: ``DeepTrainer``, one fit (device, input pipeline, network, objective,
+  resume, the shared training loop);
 - ``_network``: backbone + embedding head, output checks, optimiser parameter groups;
 - ``_trainable``: a batch's loss (AMP, regularisers, auxiliary losses);
-- ``_plan``: how a fit is set up (input checks, validation split, batch plan);
+- ``_plan``: input checks and the objective;
 - ``_inputs``: input resizing, standardisation (learned in ``fit``) and augmentation;
 - ``_data``: input layouts, datasets, loaders;
-- ``_state``: resume states, checkpoints to resume from, pickling;
+- ``_state``: ``TrainingState`` (the one checkpoint schema), resuming, pickling;
 - ``_export``: :func:`export_embedding`, the fitted network as TorchScript or ONNX;
 - ``backbones``: MLP, ConvNet, small CNN, small ResNet, ``FeatureExtractor`` (any
   network, e.g. pretrained); ``_hooks``: layer capture for JRS;

@@ -19,12 +19,12 @@ from .._utils import resolve_device, thread_limits, torch_rng_scope, torch_seed,
 from .._utils._params import StrictInterval
 from ..callbacks import UserCallbacks, check_callbacks
 from ..losses import LOSSES, REGULARIZERS
-from ._data import make_loader
-from ._fitting import fit_network
-from ._plan import (build_objective, use_early_stopping, validate_fit_input,
-                    validate_transform_input, validation_split, warn_if_one_dimensional)
+from ._config import LoaderConfig, resolve_config
+from ._network import build_backbone
+from ._plan import (build_objective, validate_fit_input, validate_transform_input,
+                    warn_if_one_dimensional)
 from ._state import ModuleStateMixin, checkpoint_claim, load_resume_state
-from ._trainable import embed
+from ._trainer import DeepTrainer, embed_with
 
 __all__ = ["DeepMetricTransformer"]
 
@@ -74,26 +74,22 @@ default="multisimilarity"
         ``embedding_dim`` are filled in from the fit.
     loss_params : dict, default=None
         Keyword arguments of the loss (a name or a class only).
-    regularizer : {"ec", "jrs"}, callable or None, default=None
+    regularizer : {"ec", "jrs"}, regulariser instance, callable or None, default=None
         ``"ec"``: Energy Confusion; as in the ECAML paper its gradient only
         reaches the embedding layer (the backbone features are detached for
         this term). ``"jrs"``: Joint Representation Similarity on
-        ``[layers..., embeddings, class level]``, where the layers are
-        ``jrs_layers`` (or, when ``None``, the backbone's output) and the class
-        level are the class cosines of a proxy loss such as AM-Softmax. Both
-        see the representation the loss works on and are averaged as in
-        :class:`~skdml.ECAML` and :class:`~skdml.JRD`
-        (:class:`~skdml.losses.MetricObjective`), so a weight means the same
-        in the linear and the deep learners. A callable is applied as
-        ``regularizer(embeddings, labels)``.
+        ``[backbone output, embeddings, class level]``, where the class level
+        are the class cosines of a proxy loss such as AM-Softmax. Both see the
+        representation the loss works on and are averaged as in
+        :class:`~skdml.ECAML` and :class:`~skdml.JRD`, so a weight means the
+        same in the linear and the deep learners. An instance carries its own
+        options, e.g. ``EnergyConfusion(log=False)`` or
+        ``JRSRegularizer(layers=["blocks.2"])`` (sub-modules of the backbone
+        joining the joint representation, captured with forward hooks during
+        ``fit``); a callable is applied as ``regularizer(embeddings, labels)``.
     regularizer_weight : float, default=0.0
-        Weight of the regulariser (0 disables it).
-    regularizer_params : dict, default=None
-        Keyword arguments of :func:`skdml.losses.get_regularizer`.
-    jrs_layers : str or list of str, default=None
-        Names (fnmatch patterns allowed) of backbone sub-modules whose outputs
-        join the JRS joint representation; captured with forward hooks that are
-        removed at the end of ``fit``.
+        Weight of the regulariser (0 disables it); the same name and meaning
+        in :class:`~skdml.ECAML` and :class:`~skdml.JRD`.
     preserve_input : float or "auto", default="auto"
         Weight of :class:`~skdml.losses.DistancePreservation` between each
         training batch's embeddings and the network's (standardised) input: it
@@ -107,29 +103,36 @@ default="multisimilarity"
     optimizer : {"adam", "adamw", "sgd"} or torch.optim.Optimizer class, default="adam"
         ``"sgd"`` uses momentum 0.9.
     learning_rate : float, default=1e-3
-        Peak learning rate of the backbone (see ``lr_schedule``). For a
-        pretrained backbone, fine-tune with a smaller one (e.g. 1e-4).
-    head_lr_mult : float, default=1.0
-        The embedding head and the loss's own parameters (e.g. AM-Softmax
-        proxies) use ``learning_rate * head_lr_mult`` (the papers fine-tune a
-        pretrained network with 10).
-    weight_decay : float, default=1e-4
-        Weight decay.
-    param_groups : list of (str, dict), default=None
-        skorch-style parameter groups: ``[("backbone.blocks.0.*", {"lr": 0.0})]``.
-        Patterns match the names ``backbone.<...>``, ``head.<...>`` and
-        ``loss.<...>``; the first matching pattern wins and its options override
-        the defaults of the parameter.
+        Peak learning rate of the backbone (see ``lr_schedule`` in
+        ``optimizer_params``). For a pretrained backbone, fine-tune with a
+        smaller one (e.g. 1e-4).
+    optimizer_params : dict, default=None
+        How the optimiser runs, beyond ``learning_rate``; the keys you give
+        override these defaults:
+
+        - ``"weight_decay"`` (1e-4);
+        - ``"head_lr_mult"`` (1.0): the embedding head and the loss's own
+          parameters (e.g. AM-Softmax proxies) use ``learning_rate *
+          head_lr_mult`` (the papers fine-tune a pretrained network with 10);
+        - ``"param_groups"`` (None): skorch-style groups,
+          ``[("backbone.blocks.0.*", {"lr": 0.0})]``, matched against
+          ``backbone.<...>``, ``head.<...>`` and ``loss.<...>``; the first
+          matching pattern's options override the parameter's defaults;
+        - ``"lr_schedule"`` (``"cosine"``): a linear warm-up over the first
+          epoch (at most 10% of the steps), then a cosine decay to 0 at
+          ``max_iter`` (one ``LambdaLR`` step per batch); ``"constant"``
+          keeps ``learning_rate``;
+        - ``"ema_epochs"`` (5.0): the fitted network is an exponential moving
+          average of the weights and batch-norm statistics with a horizon of
+          this many epochs (validation scores the average too); ``None`` or 0
+          keeps the last weights;
+        - any other key goes to the torch optimiser (e.g. ``"betas"``,
+          ``"momentum"``).
     max_iter : int or "auto", default="auto"
         Most epochs, counted over resumed runs too (``warm_start``).
         ``"auto"``: 30 for vector arrays with the default backbone, whose
         embedding starts from the input's principal components, 90 otherwise
         (images, ``Dataset`` inputs, your backbone; see the user guide).
-    lr_schedule : {"cosine", "constant"}, default="cosine"
-        ``"cosine"``: a linear warm-up over the first epoch (at most 10% of
-        the steps), then a cosine decay to 0 at ``max_iter`` (one
-        ``torch.optim.lr_scheduler.LambdaLR`` step per batch).
-        ``"constant"``: ``learning_rate`` throughout.
     tol : float, default=1e-4
         Minimum improvement of the monitored value (validation score with
         early stopping, else the epoch's mean loss).
@@ -140,35 +143,23 @@ default="multisimilarity"
         K, samples per class per batch (with replacement for smaller classes;
         never more than the largest class holds). ``"auto"`` gives batches of
         about 64: ``max(4, 64 // P)``.
-    batches_per_epoch : int, default=None
-        ``None`` gives ``ceil(n_train / (P * K))``.
     early_stopping : bool or "auto", default="auto"
-        Hold out a validation set, stop when its MAP@R (:func:`skdml.metrics.map_at_r`;
-        Recall@1 saturates on a small held-out set) has not improved by more
-        than ``tol`` for ``n_iter_no_change`` epochs, and restore the best
-        weights. ``"auto"``: on when ``validation_fraction`` is
-        given and there are 10+ classes; so by default every class trains for
-        the whole schedule (see the user guide), stopping when the epoch loss
-        stops improving.
+        Hold out a validation set (``validation_fraction``), stop when its
+        MAP@R (:func:`skdml.metrics.map_at_r`; Recall@1 saturates on a small
+        held-out set) has not improved by more than ``tol`` for
+        ``n_iter_no_change`` epochs, and restore the best weights. ``"auto"``:
+        on when ``validation_fraction`` is given and there are 10+ classes; so
+        by default every class trains for the whole schedule (see the user
+        guide), stopping when the epoch loss stops improving.
     validation_fraction : float, default=None
-        Fraction held out for validation (of the classes when
-        ``validation_split="class_disjoint"``, of the samples when
-        ``"stratified"``: each class with at least 3 samples keeps 2 for
-        training). ``None`` means 0.1 with ``early_stopping=True``, no
-        validation otherwise. The score is logged in ``history_``.
-    validation_split : {"class_disjoint", "stratified"}, default="class_disjoint"
-        How the validation set is drawn. Class-disjoint validation measures
-        what zero-shot retrieval needs: generalisation to unseen classes.
+        Fraction held out for validation, drawn as by every skdml learner
+        (:func:`skdml._training.validation_holdout`): whole classes from 5
+        classes up (what zero-shot retrieval needs), samples of each class
+        below. ``None``: no validation set unless ``early_stopping=True``,
+        which then holds out 0.2 of the classes (or 0.1 of each class). The
+        score is logged in ``history_``.
     n_iter_no_change : int, default=10
         Epochs without an improvement larger than ``tol`` before stopping.
-    ema_epochs : float or None, default=5.0
-        The fitted network is an exponential moving average of the weights
-        and batch-norm statistics, updated after each step, with a horizon of
-        this many epochs (shortened early in the fit to about the last tenth
-        of the steps). Validation scores the average too. It smooths the
-        epoch-to-epoch noise of the embedding (see the user guide); it keeps a
-        second copy of the weights on ``device``. ``None`` or 0 keeps the last
-        weights.
     checkpoint_path : str or path-like, default=None
         Where to write (atomically, with a SHA-256 digest) a checkpoint at the
         end of every epoch: model, weight average, loss, optimiser, grad scaler,
@@ -198,12 +189,12 @@ default="multisimilarity"
     amp : {"bf16", "fp16"} or False, default=False
         Automatic mixed precision. ``"fp16"`` also uses a ``GradScaler``. Losses
         are always computed in float32.
-    num_workers : int, default=0
-        DataLoader workers.
-    pin_memory : bool or "auto", default="auto"
-        Pin host memory of batches (``"auto"``: when the device is CUDA).
-    transform_batch_size : int, default=256
-        Batch size of ``transform`` and of the validation pass.
+    loader_params : dict, default=None
+        How batches are read; the keys you give override these defaults:
+        ``"batches_per_epoch"`` (None: ``ceil(n_train / (P * K))``),
+        ``"num_workers"`` (0: DataLoader workers), ``"pin_memory"``
+        (``"auto"``: when the device is CUDA) and ``"transform_batch_size"``
+        (256: the batch size of ``transform`` and of the validation pass).
     random_state : int, RandomState instance or None, default=None
         Seeds the batch plan, the validation split and torch (initialisation,
         dropout), inside ``fit``; the global torch RNG is left untouched.
@@ -235,6 +226,9 @@ default="multisimilarity"
         The epoch whose weights were restored (with early stopping).
     best_validation_score_ : float
         Its validation MAP@R (with early stopping).
+    validation_split_ : {"class_disjoint", "stratified"}
+        How the validation set was drawn (only with one; the rule every
+        learner uses: whole classes from 5 classes up).
     device_ : torch.device
         Device of ``module_``.
     n_features_in_ : int
@@ -266,54 +260,39 @@ default="multisimilarity"
         "loss_params": [None, dict],
         "regularizer": [None, StrOptions(set(REGULARIZERS)), callable],
         "regularizer_weight": [StrictInterval(Real, 0, None, closed="left")],
-        "regularizer_params": [None, dict],
-        "jrs_layers": [None, str, list, tuple],
         "preserve_input": [StrictInterval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "optimizer": [StrOptions({"adam", "adamw", "sgd"}), type],
         "learning_rate": [StrictInterval(Real, 0, None, closed="neither")],
-        "head_lr_mult": [StrictInterval(Real, 0, None, closed="left")],
-        "weight_decay": [StrictInterval(Real, 0, None, closed="left")],
-        "param_groups": [None, list, tuple],
+        "optimizer_params": [None, dict],
         "max_iter": [StrictInterval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "lr_schedule": [StrOptions({"cosine", "constant"})],
         "tol": [StrictInterval(Real, 0, None, closed="left")],
         "n_classes_per_batch": [StrictInterval(Integral, 2, None, closed="left"),
                                 StrOptions({"auto"})],
         "n_samples_per_class": [StrictInterval(Integral, 1, None, closed="left"),
                                 StrOptions({"auto"})],
-        "batches_per_epoch": [StrictInterval(Integral, 1, None, closed="left"), None],
         "early_stopping": ["boolean", StrOptions({"auto"})],
         "validation_fraction": [StrictInterval(Real, 0, 1, closed="neither"), None],
-        "validation_split": [StrOptions({"class_disjoint", "stratified"})],
         "n_iter_no_change": [StrictInterval(Integral, 1, None, closed="left")],
-        "ema_epochs": [None, StrictInterval(Real, 0, None, closed="left")],
         "checkpoint_path": [None, str, os.PathLike],
         "warm_start": ["boolean"],
         "standardize": ["boolean", StrOptions({"auto"})],
         "augment": ["boolean", StrOptions({"auto"}), callable],
         "device": [str, torch.device],
         "amp": [StrOptions({"bf16", "fp16"}), Options(bool, {False}), None],
-        "num_workers": [StrictInterval(Integral, 0, None, closed="left")],
-        "pin_memory": [StrOptions({"auto"}), "boolean"],
-        "transform_batch_size": [StrictInterval(Integral, 1, None, closed="left")],
+        "loader_params": [None, dict],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "callbacks": [None, list, tuple],
     }
 
-    def __init__(self, backbone=None, *, n_components=128, normalize=True,
-                 loss="multisimilarity", loss_params=None, regularizer=None,
-                 regularizer_weight=0.0, regularizer_params=None, jrs_layers=None,
-                 preserve_input="auto", optimizer="adam", learning_rate=1e-3, head_lr_mult=1.0,
-                 weight_decay=1e-4,
-                 param_groups=None, max_iter="auto", lr_schedule="cosine", tol=1e-4,
-                 n_classes_per_batch="auto", n_samples_per_class="auto",
-                 batches_per_epoch=None, early_stopping="auto", validation_fraction=None,
-                 validation_split="class_disjoint", n_iter_no_change=10, ema_epochs=5.0,
-                 checkpoint_path=None,
-                 warm_start=False, standardize="auto", augment="auto", device="auto",
-                 amp=False, num_workers=0, pin_memory="auto", transform_batch_size=256,
-                 random_state=None, verbose=0, callbacks=None):
+    def __init__(self, backbone=None, *, n_components=128, normalize=True, loss="multisimilarity",
+                 loss_params=None, regularizer=None, regularizer_weight=0.0,
+                 preserve_input="auto", optimizer="adam", learning_rate=1e-3,
+                 optimizer_params=None, max_iter="auto", tol=1e-4, n_classes_per_batch="auto",
+                 n_samples_per_class="auto", early_stopping="auto", validation_fraction=None,
+                 n_iter_no_change=10, checkpoint_path=None, warm_start=False,
+                 standardize="auto", augment="auto", device="auto", amp=False,
+                 loader_params=None, random_state=None, verbose=0, callbacks=None):
         self.backbone = backbone
         self.n_components = n_components
         self.normalize = normalize
@@ -321,34 +300,24 @@ default="multisimilarity"
         self.loss_params = loss_params
         self.regularizer = regularizer
         self.regularizer_weight = regularizer_weight
-        self.regularizer_params = regularizer_params
-        self.jrs_layers = jrs_layers
         self.preserve_input = preserve_input
         self.optimizer = optimizer
         self.learning_rate = learning_rate
-        self.head_lr_mult = head_lr_mult
-        self.weight_decay = weight_decay
-        self.param_groups = param_groups
+        self.optimizer_params = optimizer_params
         self.max_iter = max_iter
-        self.lr_schedule = lr_schedule
         self.tol = tol
         self.n_classes_per_batch = n_classes_per_batch
         self.n_samples_per_class = n_samples_per_class
-        self.batches_per_epoch = batches_per_epoch
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
-        self.validation_split = validation_split
         self.n_iter_no_change = n_iter_no_change
-        self.ema_epochs = ema_epochs
         self.checkpoint_path = checkpoint_path
         self.warm_start = warm_start
         self.standardize = standardize
         self.augment = augment
         self.device = device
         self.amp = amp
-        self.num_workers = num_workers
-        self.pin_memory = pin_memory
-        self.transform_batch_size = transform_batch_size
+        self.loader_params = loader_params
         self.random_state = random_state
         self.verbose = verbose
         self.callbacks = callbacks
@@ -364,17 +333,6 @@ default="multisimilarity"
     def _n_features_out(self):
         return self.n_components
 
-    def _pin(self, device):
-        return device.type == "cuda" if self.pin_memory == "auto" else bool(self.pin_memory)
-
-    def _embed(self, net, source, indices, device, input_shape):
-        """Embeddings of ``source[indices]`` in eval mode, no grad, float32 numpy."""
-        loader = make_loader(source, indices, batch_size=self.transform_batch_size,
-                             num_workers=self.num_workers, pin_memory=self._pin(device))
-        return embed(net, loader, n_components=self.n_components, device=device,
-                     input_shape=input_shape, amp=self.amp)
-
-    # ------------------------------------------------------------------ building blocks
     def _build_objective(self, n_classes):
         """The :class:`~skdml.losses.MetricObjective` (same wiring as ECAML and JRD)."""
         return build_objective(self, n_classes)
@@ -415,22 +373,24 @@ default="multisimilarity"
         rng = check_random_state(self.random_state)
         with checkpoint_claim(self):  # checked writable and locked before any training
             resume = load_resume_state(self, classes, input_shape)
-            early_stopping = use_early_stopping(self, len(classes))
-            if resume is not None:  # the split of the first run, whatever the seed now
-                train_idx, val_idx = resume["split"]
-            else:
-                train_idx, val_idx = validation_split(self, y_enc, early_stopping, rng)
             seed = torch_seed(rng)
             fork_devices = [device.index or 0] if device.type == "cuda" else []
             with torch_rng_scope(fork_devices):
-                torch.manual_seed(seed)
-                fitted = fit_network(self, source, y_enc, classes, input_shape,
-                                     (train_idx, val_idx), rng, device, resume, early_stopping,
-                                     (UserCallbacks(self, check_callbacks(self.callbacks)),))
+                torch.manual_seed(seed)  # the backbone's initial weights, dropout...
+                backbone = None if self.backbone is None else build_backbone(self.backbone,
+                                                                             input_shape)
+                config = resolve_config(self, y_enc=y_enc, input_shape=input_shape,
+                                        in_memory=isinstance(source, torch.Tensor),
+                                        device=device, backbone=backbone, rng=rng,
+                                        resume=resume)
+                trainer = DeepTrainer(config, backbone, self._build_objective(len(classes)),
+                                      source, y_enc, classes, input_shape, rng,
+                                      [UserCallbacks(self, check_callbacks(self.callbacks))])
+                fitted = trainer.fit(resume)
         # only a finished fit changes the estimator
         converged = fitted.pop("_converged")
         stalled = fitted.pop("_no_gain")
-        for stale in ("best_iteration_", "best_validation_score_"):
+        for stale in ("best_iteration_", "best_validation_score_", "validation_split_"):
             self.__dict__.pop(stale, None)
         for key, value in fitted.items():
             setattr(self, key, value)
@@ -460,5 +420,7 @@ default="multisimilarity"
         check_is_fitted(self, "module_")
         source = validate_transform_input(self, X)
         with thread_limits(), torch_rng_scope():  # DataLoader draws a seed from torch's RNG
-            return self._embed(self.module_, source, np.arange(len(source)), self.device_,
-                               self.input_shape_)
+            return embed_with(self.module_, source, np.arange(len(source)),
+                              loader=LoaderConfig.of(self, self.device_),
+                              n_components=self.n_components, device=self.device_,
+                              input_shape=self.input_shape_, amp=self.amp)

@@ -20,7 +20,7 @@ def match_modules(module, patterns):
         hits = [n for n in names if fnmatchcase(n, pattern)]
         if not hits:
             raise ValueError(
-                f"jrs_layers pattern {pattern!r} matches no module of the backbone. "
+                f"JRS layers pattern {pattern!r} matches no module of the backbone. "
                 f"Available modules: {names[:30]}{' ...' if len(names) > 30 else ''}"
             )
         matched += [h for h in hits if h not in matched]
@@ -85,5 +85,5 @@ class LayerCapture:
         """The captured outputs, flattened to (n, -1), in the order of ``names``."""
         missing = [n for n in self.names if n not in self.outputs]
         if missing:
-            raise RuntimeError(f"jrs_layers {missing} did not run during the forward pass.")
+            raise RuntimeError(f"JRS layers {missing} did not run during the forward pass.")
         return [self.outputs[n].flatten(1) for n in self.names]

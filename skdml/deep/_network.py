@@ -217,8 +217,8 @@ def check_aux(aux):
                 "floating torch.Tensor (a scalar, or summed if not) so that it can be trained.")
 
 
-def build_optimizer(net, loss, *, optimizer, learning_rate, head_lr_mult, weight_decay,
-                    param_groups):
+def build_optimizer(net, loss, *, optimizer, learning_rate, head_lr_mult, param_groups,
+                    **optimizer_kwargs):
     """The optimiser with skorch-style parameter groups.
 
     The backbone gets ``learning_rate``; the head and the loss's own parameters
@@ -259,10 +259,15 @@ def build_optimizer(net, loss, *, optimizer, learning_rate, head_lr_mult, weight
         raise ValueError("The network has no trainable parameters.")
     opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
                "sgd": torch.optim.SGD}.get(optimizer, optimizer)
-    kwargs = {"lr": learning_rate, "weight_decay": weight_decay}
+    kwargs = {"lr": learning_rate}
     if optimizer == "sgd":
         kwargs["momentum"] = 0.9
-    if optimizer in ("adam", "adamw") and all(
+    kwargs.update(optimizer_kwargs)  # weight_decay and the user's own (betas, momentum, ...)
+    if optimizer in ("adam", "adamw") and "fused" not in kwargs and all(
             p.is_cuda for group in groups.values() for p in group["params"]):
         kwargs["fused"] = True  # one kernel per step; fp16's GradScaler then never syncs
-    return opt_cls(list(groups.values()), **kwargs)
+    try:
+        return opt_cls(list(groups.values()), **kwargs)
+    except TypeError as exc:  # an optimizer_params key the optimiser does not take
+        raise ValueError(f"The optimizer {getattr(opt_cls, '__name__', opt_cls)} does not accept "
+                         f"these optimizer_params: {exc}") from exc

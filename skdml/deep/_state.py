@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import os
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -12,12 +14,67 @@ from torch import nn
 from .._training import CheckpointError, claim_checkpoint_path, load_checkpoint
 from ._network import place
 
-__all__ = ["ModuleStateMixin", "checkpoint_claim", "check_resumable_network",
+__all__ = ["ModuleStateMixin", "TrainingState", "checkpoint_claim", "check_resumable_network",
            "load_resume_state", "module_cpu_copy", "to_cpu"]
 
-#: What a resume state must hold (``loss``, ``average``, ``cuda_rng`` are optional).
-RESUME_KEYS = ("model", "optimizer", "scaler", "numpy_rng", "torch_rng", "epoch", "history",
-               "stopper", "classes", "input_shape", "split")
+#: The ``format`` entry of every deep checkpoint.
+FORMAT = "skdml-deep"
+
+
+@dataclass
+class TrainingState:
+    """Everything a deep fit needs to resume: the one schema of checkpoints and resume states.
+
+    Written at the end of every epoch to ``checkpoint_path`` (as a plain dict,
+    :meth:`to_dict`, read back with ``torch.load(weights_only=True)``) and kept
+    by the fitted estimator for ``warm_start``; read back by
+    :meth:`from_dict`, which names any missing entry. The fields without a
+    default must be present; the others are optional.
+    """
+
+    model: dict
+    optimizer: dict
+    scaler: dict | None
+    numpy_rng: tuple
+    torch_rng: object
+    epoch: int
+    history: list
+    stopper: dict
+    classes: object
+    input_shape: tuple
+    split: tuple
+    loss: dict | None = None
+    average: dict | None = None
+    cuda_rng: object = None
+    stopped: bool = False
+    n_components: int | None = None
+    world_size: int = 1
+    initial_score: float | None = None
+    format: str = FORMAT
+    #: where the state was read from, for messages (never saved)
+    source: str = dataclasses.field(default="the checkpoint", compare=False)
+
+    @classmethod
+    def required(cls):
+        """The entries a saved state must hold."""
+        return tuple(f.name for f in dataclasses.fields(cls)
+                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+
+    def to_dict(self):
+        """The state as a plain dict of tensors, arrays and numbers (what is saved)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "source"}
+
+    @classmethod
+    def from_dict(cls, state, source):
+        """The state saved as ``state`` (a dict); a missing entry raises a :class:`CheckpointError`."""
+        missing = [key for key in cls.required() if key not in state]
+        if missing:
+            raise CheckpointError(
+                f"warm_start cannot resume from {source}: it lacks {missing} (it was not written "
+                "by this version of DeepMetricTransformer, or was edited). Remove it, or choose "
+                "another checkpoint_path, and fit with warm_start=False to start afresh.")
+        names = {f.name for f in dataclasses.fields(cls)} - {"source"}
+        return cls(**{k: v for k, v in state.items() if k in names}, source=source)
 
 
 def to_cpu(obj):
@@ -90,21 +147,20 @@ def load_resume_state(estimator, classes, input_shape):
     source = "the previous fit"
     if path is not None and os.path.exists(path):
         saved = load_checkpoint(path)
-        if not isinstance(saved, dict) or saved.get("format") != "skdml-deep":
+        if not isinstance(saved, dict) or saved.get("format") != FORMAT:
             raise ValueError(f"The checkpoint {os.fspath(path)!r} was not written by "
                              "DeepMetricTransformer.")
-        _check_keys(saved, f"the checkpoint {os.fspath(path)!r}")
+        TrainingState.from_dict(saved, f"the checkpoint {os.fspath(path)!r}")  # complete?
         if not _continues(state, saved):
             state, source = saved, f"the checkpoint {os.fspath(path)!r}"
     if state is None:
         return None
-    _check_keys(state, source)
-    if len(state["classes"]) != len(classes) or any(
-            a != b for a, b in zip(state["classes"], classes)) \
-            or tuple(state["input_shape"]) != tuple(input_shape):
+    state = TrainingState.from_dict(state, source)
+    if len(state.classes) != len(classes) or any(a != b for a, b in zip(state.classes, classes)) \
+            or tuple(state.input_shape) != tuple(input_shape):
         raise ValueError("warm_start: the checkpoint was trained on other classes or input "
                          "shapes than the data passed to fit.")
-    return dict(state, _source=source)
+    return state
 
 
 def _continues(state, saved):
@@ -113,15 +169,6 @@ def _continues(state, saved):
         return False
     done = list(saved["history"])
     return list(state.get("history", []))[:len(done)] == done
-
-
-def _check_keys(state, source):
-    missing = [key for key in RESUME_KEYS if key not in state]
-    if missing:
-        raise CheckpointError(
-            f"warm_start cannot resume from {source}: it lacks {missing} (it was not written "
-            "by this version of DeepMetricTransformer, or was edited). Remove it, or choose "
-            "another checkpoint_path, and fit with warm_start=False to start afresh.")
 
 
 def _shape(value):
@@ -134,8 +181,8 @@ def check_resumable_network(resume, net, n_components):
     ``n_components`` is the estimator's; the state records the one it was
     trained with.
     """
-    source = resume.get("_source", "the checkpoint")
-    saved, here = resume["model"], net.state_dict()
+    source = resume.source
+    saved, here = resume.model, net.state_dict()
     if not isinstance(saved, dict):
         raise CheckpointError(f"warm_start cannot resume from {source}: its 'model' entry is "
                               f"a {type(saved).__name__}, not a state dict.")
@@ -145,7 +192,7 @@ def check_resumable_network(resume, net, n_components):
     if not (missing or extra or shapes):
         return
     what = []
-    old_k = resume.get("n_components")
+    old_k = resume.n_components
     if old_k is None and "head.weight" in saved and _shape(saved["head.weight"]):
         old_k = _shape(saved["head.weight"])[0]
     if old_k is not None and int(old_k) != int(n_components):

@@ -3,8 +3,8 @@
 Every backbone maps a batch to a feature tensor of shape (n, out_features); the
 embedding head of :class:`~skdml.deep.DeepMetricTransformer` is added on top.
 Sub-modules carry stable names (``"blocks.0"``, ``"pool"``...) so that they can
-be named in ``jrs_layers`` and ``param_groups``. :class:`FeatureExtractor` wraps
-a network the user already has (a pretrained torchvision or timm model, for
+be named in ``JRSRegularizer(layers=...)`` and in ``optimizer_params["param_groups"]``.
+:class:`FeatureExtractor` wraps a network the user already has (a pretrained torchvision or timm model, for
 example) with its own input normalisation and a feature layer chosen by name.
 """
 
@@ -327,7 +327,7 @@ class FeatureExtractor(nn.Module):
 
     Adds the network's own input normalisation in front of it and takes the
     features from a layer chosen by name; the layers after it are not run.
-    Freeze or fine-tune parts of it through ``param_groups`` of
+    Freeze or fine-tune parts of it through ``optimizer_params["param_groups"]`` of
     :class:`~skdml.deep.DeepMetricTransformer`, whose parameter names are
     ``backbone.module.<name in the wrapped network>``.
 

@@ -154,7 +154,7 @@ class JRD(LinearMetricLearner):
         class-disjoint from 5 classes up, stratified below (too few classes
         to hold some out). Measured on class-disjoint halves of AT&T, COIL-20,
         USPS and digits, stratified validation let JRD lose up to 0.16
-        Recall@1 against its PCA start (``benchmarks/bench_linear_unseen.py``).
+        Recall@1 against its PCA start (``benchmarks/studies/bench_linear_unseen.py``).
     n_iter_no_change : int, default=10
         Epochs without an improvement larger than ``tol`` before stopping
         (with early stopping: at least enough epochs for 300 steps).

@@ -58,6 +58,12 @@ class JRSRegularizer(MetricLoss):
         all 1). A weight of 0 removes a layer.
     reduction : {"mean", "sum"}, default="mean"
         Reduction over the ordered pairs of samples of different classes.
+    layers : str or list of str, default=None
+        For :class:`~skdml.DeepMetricTransformer` only: names (fnmatch
+        patterns allowed) of backbone sub-modules whose outputs join the joint
+        representation, captured with forward hooks during ``fit``;
+        ``None`` uses the backbone's output. The linear :class:`~skdml.JRD`
+        uses its input.
 
     Notes
     -----
@@ -90,8 +96,13 @@ class JRSRegularizer(MetricLoss):
         detach_tau: bool = True,
         layer_weights: Sequence[float] | None = None,
         reduction: str = "mean",
+        layers: str | Sequence[str] | None = None,
     ):
         super().__init__(reduction)
+        if layers is not None and not (isinstance(layers, str) or (
+                isinstance(layers, Sequence) and all(isinstance(n, str) for n in layers))):
+            raise ValueError(f"layers must be a module name or a list of them, got {layers!r}.")
+        self.layers = layers if layers is None or isinstance(layers, str) else tuple(layers)
         bandwidths = tuple(float(b) for b in bandwidths)
         if not bandwidths or any(b <= 0 for b in bandwidths):
             raise ValueError(f"bandwidths must be positive numbers, got {bandwidths}.")
@@ -106,7 +117,7 @@ class JRSRegularizer(MetricLoss):
         return (
             f"bandwidths={self.bandwidths}, single_kernel_layers={self.single_kernel_layers}, "
             f"detach_tau={self.detach_tau}, layer_weights={self.layer_weights}, "
-            f"reduction={self.reduction!r}"
+            f"reduction={self.reduction!r}" + ("" if self.layers is None else f", layers={self.layers!r}")
         )
 
     def layer_kernel(self, x: torch.Tensor, multi: bool = True) -> torch.Tensor:

@@ -212,8 +212,8 @@ def test_losses(blobs, loss):
 
 def test_amsoftmax_proxies_trained_with_head_lr(blobs):
     X, y = blobs
-    est = make(loss="amsoftmax", learning_rate=1e-3, head_lr_mult=7.0,
-               lr_schedule="constant").fit(X, y)
+    est = make(loss="amsoftmax", learning_rate=1e-3,
+               optimizer_params={"head_lr_mult": 7.0, "lr_schedule": "constant"}).fit(X, y)
     groups = est._resume_state["optimizer"]["param_groups"]
     lrs = sorted(g["lr"] for g in groups)
     assert lrs == pytest.approx([1e-3, 7e-3])
@@ -230,8 +230,9 @@ def test_ec_gradient_reaches_only_the_head(blobs):
 
     backbone = MLP(10, hidden=(8,))
     est = make(backbone=backbone, loss=zero_loss, regularizer="ec", regularizer_weight=1.0,
-               weight_decay=0.0).fit(X, y)
-    init = make(backbone=backbone, loss=zero_loss, weight_decay=0.0, learning_rate=1e-12, max_iter=1)
+               optimizer_params={"weight_decay": 0.0}).fit(X, y)
+    init = make(backbone=backbone, loss=zero_loss, optimizer_params={"weight_decay": 0.0},
+                learning_rate=1e-12, max_iter=1)
     init.fit(X, y)
     for name, p in est.module_.named_parameters():
         if name.startswith("backbone."):
@@ -251,8 +252,8 @@ def test_jrs_hooks_capture_named_layers(blobs, loss, monkeypatch):
         return original(self, representations, labels)
 
     monkeypatch.setattr(JRSRegularizer, "forward", spy)
-    est = make(loss=loss, regularizer="jrs", regularizer_weight=0.5,
-               jrs_layers=["blocks.?"], n_classes_per_batch=3, n_samples_per_class=2)
+    est = make(loss=loss, regularizer=JRSRegularizer(layers=["blocks.?"]), regularizer_weight=0.5,
+               n_classes_per_batch=3, n_samples_per_class=2)
     est.fit(X, y)
     expected = [(6, 16), (6, 8), (6, 4)] + ([(6, 6)] if loss == "amsoftmax" else [])
     assert shapes and all(s == expected for s in shapes)
@@ -270,7 +271,7 @@ def test_jrs_hooks_capture_named_layers(blobs, loss, monkeypatch):
 def test_jrs_layer_pattern_must_match(blobs):
     X, y = blobs
     with pytest.raises(ValueError, match="matches no module"):
-        make(regularizer="jrs", regularizer_weight=0.1, jrs_layers="nothing*").fit(X, y)
+        make(regularizer=JRSRegularizer(layers="nothing*"), regularizer_weight=0.1).fit(X, y)
 
 
 class AuxBackbone(nn.Module):
@@ -327,7 +328,7 @@ def test_checkpoint_resume_reaches_same_weights(blobs, tmp_path):
     # a constant rate: the runs below stop at different max_iter (see the next test for the
     # cosine schedule, whose horizon is max_iter)
     kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
-              lr_schedule="constant")
+              optimizer_params={"lr_schedule": "constant"})
     full = make(max_iter=4, **kw).fit(X, y)
     path = tmp_path / "run" / "ckpt.pt"
     make(max_iter=2, checkpoint_path=path, **kw).fit(X, y)
@@ -367,7 +368,7 @@ def test_interrupted_cosine_fit_resumes_exactly(blobs, tmp_path):
     """Ctrl-C in epoch 3 of 4; resuming the checkpoint (same max_iter) gives the same model."""
     X, y = blobs
     kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
-              max_iter=4, lr_schedule="cosine")
+              max_iter=4, optimizer_params={"lr_schedule": "cosine"})
     counting = _CountingLoss()
     full = make(loss=counting, **kw).fit(X, y)
     per_epoch = counting.calls // 4
@@ -389,7 +390,7 @@ def test_early_stopping_restores_best_weights(blobs):
     X, _ = blobs
     y = np.random.RandomState(0).randint(0, 6, len(X))  # noise labels: val score wanders
     kw = dict(validation_fraction=0.34, learning_rate=3e-2, max_iter=12, n_classes_per_batch=3,
-              lr_schedule="constant")  # the same schedule whatever max_iter
+              optimizer_params={"lr_schedule": "constant"})  # one schedule whatever max_iter
     est = make(early_stopping=True, n_iter_no_change=1, **kw).fit(X, y)
     scores = [rec["validation_score"] for rec in est.history_]
     assert est.n_iter_ == len(scores) and est.n_iter_ < 12
@@ -405,7 +406,7 @@ def test_fitted_network_is_the_weight_average(blobs):
     X, y = blobs
     kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
               max_iter=4)
-    last = make(ema_epochs=None, **kw).fit(X, y)
+    last = make(optimizer_params={"ema_epochs": None}, **kw).fit(X, y)
     averaged = make(**kw).fit(X, y)  # ema_epochs=5 by default
     for a, b in zip(last.history_, averaged.history_):
         assert {k: v for k, v in a.items() if k not in ("seconds", "validation_score")} == \
@@ -421,15 +422,22 @@ def test_fitted_network_is_the_weight_average(blobs):
         [r["validation_score"] for r in last.history_]
     assert not np.allclose(averaged.transform(X), last.transform(X))
     # ema_epochs=0 is the same as None
-    assert_same_params(params_of(make(ema_epochs=0, **kw).fit(X, y)), params_of(last))
+    assert_same_params(params_of(make(optimizer_params={"ema_epochs": 0}, **kw).fit(X, y)),
+                       params_of(last))
 
 
 def test_validation_splits(blobs):
     X, y = blobs
-    est = make(validation_fraction=0.3, validation_split="stratified", max_iter=1).fit(X, y)
+    # the one rule of every learner: whole classes from 5 classes up, samples of each below
+    est = make(validation_fraction=0.3, max_iter=1).fit(X, y)
+    train, val = est._resume_state["split"]
+    assert not set(y[train]) & set(y[val])
+    est = make(validation_fraction=0.3, max_iter=1).fit(X[y < 4], y[y < 4])
+    train, val = est._resume_state["split"]
+    assert set(y[val]) == set(y[train]) == {0, 1, 2, 3}
     assert 0.0 <= est.history_[0]["validation_score"] <= 1.0
     with pytest.raises(ValueError, match="at least 2 classes for training"):
-        make(validation_fraction=0.5).fit(X[y < 3], y[y < 3])
+        make(validation_fraction=0.7).fit(X[y < 5], y[y < 5])
 
 
 # ----------------------------------------------------------------- pickling, cloning, search
@@ -516,7 +524,7 @@ def test_non_finite_loss_stops_with_step(blobs):
         base = (z[:, 0] ** 2).mean()
         return base * float("nan") if calls["n"] == 3 else base
 
-    est = make(loss=nan_at_step_3, batches_per_epoch=4)
+    est = make(loss=nan_at_step_3, loader_params={"batches_per_epoch": 4})
     with pytest.raises(NonFiniteLossError, match=r"epoch 1, step 3/"):
         est.fit(X, y)
     assert not hasattr(est, "module_")  # a failed fit leaves the estimator unfitted
@@ -553,7 +561,7 @@ def test_amp_fp16_uses_grad_scaler(blobs, monkeypatch):
             return super().update(new_scale)
 
     monkeypatch.setattr(torch.amp, "GradScaler", Spy)
-    est = make(backbone=tiny_cnn, amp="fp16", max_iter=1, batches_per_epoch=2)
+    est = make(backbone=tiny_cnn, amp="fp16", max_iter=1, loader_params={"batches_per_epoch": 2})
     X_img = np.random.RandomState(0).rand(24, 1, 6, 6)
     est.fit(X_img, np.repeat(np.arange(3), 8))
     assert calls == ["scale", "step", "update"] * 2
@@ -570,7 +578,7 @@ def test_dataloader_gets_pin_memory_and_workers(blobs, monkeypatch):
         return Real(*args, **{**kwargs, "pin_memory": False, "num_workers": 0})
 
     monkeypatch.setattr(tmod, "DataLoader", spy)
-    make(max_iter=1, pin_memory=True, num_workers=3).fit(X, y)
+    make(max_iter=1, loader_params={"pin_memory": True, "num_workers": 3}).fit(X, y)
     assert seen and set(seen) == {(3, True)}
     seen.clear()
     make(max_iter=1).fit(X, y)
@@ -579,7 +587,7 @@ def test_dataloader_gets_pin_memory_and_workers(blobs, monkeypatch):
 
 def test_num_workers_real_run(blobs):
     X, y = blobs
-    a = make(max_iter=1, num_workers=1).fit(X, y)
+    a = make(max_iter=1, loader_params={"num_workers": 1}).fit(X, y)
     b = make(max_iter=1).fit(X, y)
     assert without_seconds(a.history_) == without_seconds(b.history_)
 
@@ -598,11 +606,12 @@ def test_verbose_table_and_progress(blobs, capsys):
 def test_param_groups_freeze_backbone(blobs):
     X, y = blobs
     backbone = MLP(10, hidden=(8,))
-    est = make(backbone=backbone, param_groups=[("backbone.*", {"lr": 0.0})]).fit(X, y)
+    est = make(backbone=backbone,
+               optimizer_params={"param_groups": [("backbone.*", {"lr": 0.0})]}).fit(X, y)
     for name, p in est.module_.backbone.named_parameters():
         assert torch.equal(p, backbone.get_parameter(name)), name
     with pytest.raises(ValueError, match="param_groups"):
-        make(param_groups=["backbone.*"]).fit(X, y)
+        make(optimizer_params={"param_groups": ["backbone.*"]}).fit(X, y)
 
 
 def test_flattened_cnn_infers_feature_size():
@@ -618,7 +627,7 @@ def test_resnet_backbone_runs():
     rng = np.random.RandomState(0)
     X, y = rng.rand(16, 3, 8, 8), np.repeat(np.arange(4), 4)
     est = make(backbone=SmallResNet(3, widths=(4, 8), blocks_per_stage=1), max_iter=1,
-               jrs_layers="stages.*", regularizer="jrs", regularizer_weight=0.1)
+               regularizer=JRSRegularizer(layers="stages.*"), regularizer_weight=0.1)
     assert est.fit(X, y).transform(X).shape == (16, 4)
 
 
@@ -634,7 +643,7 @@ def test_learning_helps_on_unseen_classes():
     X = (centers[y] + noise).astype(np.float32)
     seen = y < 10
     kw = dict(backbone=functools.partial(tiny_mlp, hidden=(64, 64)), n_components=16,
-              batches_per_epoch=30, early_stopping=False)
+              loader_params={"batches_per_epoch": 30}, early_stopping=False)
     untrained = make(learning_rate=1e-12, max_iter=1, **kw).fit(X[seen], y[seen])
     trained = make(learning_rate=3e-3, max_iter=8, **kw).fit(X[seen], y[seen])
     r_raw = recall_at_k(X[~seen], y[~seen], k=1)
@@ -668,7 +677,7 @@ def test_cuda_fit_fp16_and_cpu_unpickle(blobs, monkeypatch):
 @gpu
 def test_cuda_bf16_pinned_and_back_on_gpu(blobs):
     X, y = blobs
-    est = make(device="cuda", amp="bf16", pin_memory="auto").fit(X, y)
+    est = make(device="cuda", amp="bf16", loader_params={"pin_memory": "auto"}).fit(X, y)
     back = pickle.loads(pickle.dumps(est))
     assert back.device_.type == "cuda" and next(back.module_.parameters()).is_cuda
     np.testing.assert_allclose(back.transform(X), est.transform(X), atol=1e-6)
@@ -687,7 +696,7 @@ def test_cuda_training_steps_never_wait_for_the_device(amp):
     counts = []  # after a warm-up fit: lazy CUDA initialisation synchronises once per process
     for n_batches in (3, 12):
         est = make(device="cuda", amp=amp, backbone=tiny_cnn, max_iter=1, early_stopping=False,
-                   batches_per_epoch=n_batches)
+                   loader_params={"batches_per_epoch": n_batches})
         with cuda_syncs() as where:
             est.fit(X, y)
         counts.append(len(where))
@@ -696,7 +705,7 @@ def test_cuda_training_steps_never_wait_for_the_device(amp):
 
 def test_adam_is_not_fused_on_cpu():
     opt = build_optimizer(nn.Linear(3, 2), None, optimizer="adam", learning_rate=1e-3,
-                          head_lr_mult=1.0, weight_decay=0.0, param_groups=None)
+                          head_lr_mult=1.0, param_groups=None, weight_decay=0.0)
     assert not opt.defaults.get("fused")  # CPU results stay those of the default Adam
 
 
@@ -705,7 +714,7 @@ def test_adam_is_not_fused_on_cpu():
 @pytest.mark.parametrize("name", ["adam", "adamw"])
 def test_adam_is_fused_on_cuda(name):
     opt = build_optimizer(nn.Linear(3, 2).cuda(), None, optimizer=name, learning_rate=1e-3,
-                          head_lr_mult=1.0, weight_decay=0.0, param_groups=None)
+                          head_lr_mult=1.0, param_groups=None, weight_decay=0.0)
     assert opt.defaults["fused"] is True
 
 

@@ -310,7 +310,7 @@ def test_training_that_does_not_improve_says_so():
     X, y = zero_shot_vectors(n_classes=4, per_class=8)
     with pytest.warns(UserWarning, match="did not lower the loss after its first epoch"):
         fast(learning_rate=1e-12, max_iter=3, n_classes_per_batch=4, n_samples_per_class=8,
-             batches_per_epoch=1).fit(X, y)
+             loader_params={"batches_per_epoch": 1}).fit(X, y)
     X, y = zero_shot_vectors(per_class=20)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
@@ -374,7 +374,7 @@ def test_cosine_schedule_and_constant():
     rates = [r["learning_rate"] for r in est.history_]
     assert rates[0] <= 2e-3 and rates == sorted(rates, reverse=True) and rates[-1] == 0.0
     const = fast(max_iter=3, early_stopping=False, learning_rate=2e-3,
-                 lr_schedule="constant").fit(X, y)
+                 optimizer_params={"lr_schedule": "constant"}).fit(X, y)
     assert all("learning_rate" not in r for r in const.history_)
     groups = const._resume_state["optimizer"]["param_groups"]
     assert all(g["lr"] == pytest.approx(2e-3) for g in groups)
@@ -409,7 +409,8 @@ def test_pretrained_network_wrapped_frozen_and_partly_fine_tuned():
     rng = np.random.RandomState(0)
     X, y = rng.rand(32, 3, 8, 8).astype(np.float32), np.repeat(np.arange(4), 8)
     est = fast(backbone=backbone, max_iter=2, learning_rate=1e-2,
-               param_groups=[("backbone.module.features.0.*", {"lr": 0.0, "weight_decay": 0.0})])
+               optimizer_params={"param_groups": [("backbone.module.features.0.*",
+                                                   {"lr": 0.0, "weight_decay": 0.0})]})
     est.fit(X, y)
     net = est.module_
     assert net.standardize is None  # "auto": the wrapper normalises its own input
@@ -444,22 +445,22 @@ def test_feature_extractor_errors():
 def test_thread_policy_follows_the_default_backbones(monkeypatch):
     """The flops of one step decide: a small MLP step runs on one thread, a ConvNet step on
     28x28 images with batches of 64 on the whole budget."""
-    from skdml.deep import _fitting
+    from skdml.deep import _trainer
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     seen = []
-    real = _fitting.thread_limits
+    real = _trainer.thread_limits
 
     def spy(n_threads=None, *, flops_per_step=None):
         seen.append(flops_per_step)
         return real(n_threads, flops_per_step=flops_per_step)
 
-    monkeypatch.setattr(_fitting, "thread_limits", spy)
+    monkeypatch.setattr(_trainer, "thread_limits", spy)
     X, y = zero_shot_vectors(per_class=4)
     fast(max_iter=1).fit(X, y)
     rng = np.random.RandomState(0)
     Xi, yi = rng.rand(64, 1, 28, 28).astype(np.float32), np.repeat(np.arange(16), 4)
-    fast(max_iter=1, batches_per_epoch=1).fit(Xi, yi)
+    fast(max_iter=1, loader_params={"batches_per_epoch": 1}).fit(Xi, yi)
     small, large = seen
     assert small < 1e9 < large  # SMALL_STEP_FLOPS
 

@@ -162,7 +162,7 @@ def test_embedding_net_hook_drops_the_head_and_gives_learners_the_head_rate():
     with pytest.raises(ValueError, match="set n_components=16"):
         EmbeddingNet(net, 16, 32, normalize=True)
     opt = build_optimizer(emb, None, optimizer="adam", learning_rate=1e-3, head_lr_mult=10.0,
-                          weight_decay=0.0, param_groups=None)
+                          param_groups=None, weight_decay=0.0)
     rate = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
     for name, p in emb.named_parameters():
         expected = 1e-2 if ".learners." in name else 1e-3
@@ -202,7 +202,7 @@ def patterns():
 
 def fast_deml(**kw):
     params = dict(n_components=16, widths=(8, 16, 16), deml_params={"crop_min_size": 8},
-                  max_iter=2, batches_per_epoch=4, device="cpu", random_state=0,
+                  max_iter=2, loader_params={"batches_per_epoch": 4}, device="cpu", random_state=0,
                   learning_rate=1e-3, early_stopping=False)
     params.update(kw)
     return make_deml(**params)
@@ -212,8 +212,9 @@ def test_preset_fits_transforms_pickles_and_clones(patterns):
     X, y = patterns
     est = fast_deml(n_scales=2, n_cams=2).fit(X[:96], y[:96])
     assert isinstance(est.loss_, DecoupledLoss) and est.loss_.n_learners == 4
-    assert est.head_lr_mult == 10.0  # the paper's 10x for the learners, set by the preset
-    assert est.augment is False and est.lr_schedule == "constant"  # the paper's training
+    # the paper's training: 10x for the learners, no augmentation, a constant rate
+    assert est.optimizer_params == {"head_lr_mult": 10.0, "lr_schedule": "constant"}
+    assert est.augment is False
     assert isinstance(est.module_.head, nn.Identity)
     Z = est.transform(X[96:])
     assert Z.shape == (96, 16) and Z.dtype == np.float32
@@ -247,8 +248,9 @@ def test_deml_learns_better_than_its_start(patterns):
         # the start is scored on raw inputs: train on raw inputs too (no learned
         # standardisation, augmentation, schedule or weight average), so that only DeML's
         # learning differs
-        est = fast_deml(n_components=32, max_iter=6, batches_per_epoch=10, random_state=seed,
-                        standardize=False, augment=False, lr_schedule="constant", ema_epochs=None)
+        est = fast_deml(n_components=32, max_iter=6, loader_params={"batches_per_epoch": 10},
+                        random_state=seed, standardize=False, augment=False,
+                        optimizer_params={"lr_schedule": "constant", "ema_epochs": None})
         est.set_params(backbone=start, loss=DecoupledLoss(4)).fit(X[train], y[train])
         after.append(recall_at_k(est.transform(X[~train]), y[~train], k=1))
     assert min(a - b for a, b in zip(after, before)) > 0.05, (before, after)

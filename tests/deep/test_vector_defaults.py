@@ -11,7 +11,7 @@ from sklearn.datasets import make_classification
 
 from skdml import DeepMetricTransformer
 from skdml.deep._inputs import fit_standardize
-from skdml.deep._plan import batch_plan
+from skdml.deep._config import resolve_config
 from skdml.metrics import recall_at_k
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -48,7 +48,8 @@ def test_the_untrained_default_embedding_is_the_inputs_principal_components():
     """Identity-preserving start: before training the embedding is PCA of the scaled input."""
     X, y = many_classes(0)
     est = DeepMetricTransformer(random_state=0, device="cpu", learning_rate=1e-12,
-                                max_iter=1, normalize=False, ema_epochs=None).fit(X, y)
+                                max_iter=1, normalize=False,
+                                optimizer_params={"ema_epochs": None}).fit(X, y)
     layer = est.module_.standardize
     Xs = (X - X.mean(axis=0)) / layer.scale.numpy()[0]
     _, _, vt = np.linalg.svd(Xs, full_matrices=False)
@@ -85,19 +86,35 @@ def test_features_of_one_unit_share_one_scale_and_other_features_get_their_own()
     np.testing.assert_allclose(own.scale.numpy()[0], tabular.std(0), rtol=1e-4)
 
 
+def config(est, y, input_shape, in_memory=True):
+    """The resolved settings of a fit of ``est`` on labels ``y`` and samples of ``input_shape``."""
+    backbone = est.backbone if isinstance(est.backbone, torch.nn.Module) else None
+    return resolve_config(est, y_enc=np.unique(y, return_inverse=True)[1],
+                          input_shape=input_shape, in_memory=in_memory,
+                          device=torch.device("cpu"), backbone=backbone,
+                          rng=np.random.RandomState(0))
+
+
+def plan(est, y, input_shape):
+    cfg = config(est, y, input_shape)
+    return cfg.n_classes_per_batch, cfg.n_samples_per_class
+
+
 def test_vector_batches_grow_so_that_an_epoch_takes_at_most_32_batches():
     est = DeepMetricTransformer()
     y = np.repeat(np.arange(40), 250)  # 10000 samples
-    P, K = batch_plan(est, y, (4096,))
+    P, K = plan(est, y, (4096,))
     assert P == 16 and -(-len(y) // (P * K)) <= 32
-    assert batch_plan(est, y, (1, 28, 28)) == (16, 4)  # images keep batches of 64
-    assert batch_plan(est, np.repeat(np.arange(40), 15), (4096,)) == (16, 4)  # small data too
+    assert plan(est, y, (1, 28, 28)) == (16, 4)  # images keep batches of 64
+    assert plan(est, np.repeat(np.arange(40), 15), (4096,)) == (16, 4)  # small data too
 
 
 def test_auto_max_iter_is_30_epochs_for_vectors_and_90_for_images():
-    from skdml.deep._plan import max_epochs
     est = DeepMetricTransformer()
+    y = np.repeat(np.arange(4), 5)
     assert est.max_iter == "auto"
-    assert max_epochs(est, (20,)) == 30 and max_epochs(est, (1, 8, 8)) == 90
-    assert max_epochs(DeepMetricTransformer(max_iter=7), (20,)) == 7
-    assert max_epochs(DeepMetricTransformer(backbone=torch.nn.Linear(20, 4)), (20,)) == 90
+    assert config(est, y, (20,)).max_iter == 30 and config(est, y, (1, 8, 8)).max_iter == 90
+    assert config(est, y, (20,), in_memory=False).max_iter == 90  # a Dataset of vectors
+    assert config(DeepMetricTransformer(max_iter=7), y, (20,)).max_iter == 7
+    assert config(DeepMetricTransformer(backbone=torch.nn.Linear(20, 4)), y,
+                  (20,)).max_iter == 90

@@ -2,7 +2,7 @@
 
 ``n_components=None`` is capped at 128, the PCA start of large data is a randomised
 SVD (same leading subspace), and float32 input stays float32 in the working space.
-The full 10000 x 4096 default fits are timed by ``benchmarks/bench_linear_speed.py``
+The full 10000 x 4096 default fits are timed by ``benchmarks/studies/bench_linear_speed.py``
 and the audit's slow cases (``tests/_robustness_cases_speed_linear.py``).
 """
 

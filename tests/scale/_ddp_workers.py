@@ -26,7 +26,7 @@ def backbone(input_shape):
 
 
 def estimator(**kw):
-    params = dict(backbone=backbone, n_components=4, max_iter=1, batches_per_epoch=2,
+    params = dict(backbone=backbone, n_components=4, max_iter=1, loader_params={"batches_per_epoch": 2},
                   n_classes_per_batch=4, n_samples_per_class=3, loss="binomial",
                   regularizer="ec", regularizer_weight=0.1,
                   early_stopping=False, optimizer="sgd", learning_rate=0.05, device="cpu",

@@ -41,13 +41,14 @@ def _searches():
         "ECAML+kNN": GridSearchCV(
             make_pipeline(ECAML(n_components=8, max_iter=3, random_state=0),
                           KNeighborsClassifier(3)),
-            {"ecaml__ec_weight": [0.0, 0.1]}, cv=CV),
+            {"ecaml__regularizer_weight": [0.0, 0.1]}, cv=CV),
         "SUML": GridSearchCV(SUML(n_components=8, n_triplets=200, max_iter=5, random_state=0),
                              {"n_components": [4, 8]}, cv=CV, scoring=recall_at_k_scorer(1)),
         "JRD": GridSearchCV(JRD(n_components=8, max_iter=3, random_state=0),
                             {"n_components": [4, 8]}, cv=CV, scoring=map_at_r_scorer()),
         "Deep": GridSearchCV(DeepMetricTransformer(n_components=4, max_iter=1,
-                                                   batches_per_epoch=2, device="cpu",
+                                                   loader_params={"batches_per_epoch": 2},
+                                                   device="cpu",
                                                    random_state=0),
                              {"n_components": [3, 4]}, cv=CV,
                              scoring={"r1": recall_at_k_scorer(1), "nmi": nmi_scorer()},
@@ -170,7 +171,7 @@ def test_data_are_scattered_once_per_search(client, monkeypatch):
 def _slow_search():
     return GridSearchCV(make_pipeline(ECAML(n_components=8, max_iter=10, random_state=0),
                                       KNeighborsClassifier(3)),
-                        {"ecaml__ec_weight": [0.0, 0.05, 0.1, 0.2]}, cv=CV, n_jobs=-1)
+                        {"ecaml__regularizer_weight": [0.0, 0.05, 0.1, 0.2]}, cv=CV, n_jobs=-1)
 
 
 def _kill_one_worker(client, delay, record):

@@ -60,7 +60,8 @@ class Counting(torch.nn.Module):
 
 def deep(**kw):
     params = dict(backbone=Counting(), n_components=8, max_iter=1, device="cpu",
-                  random_state=0, early_stopping=False, lr_schedule="constant")
+                  random_state=0, early_stopping=False,
+                  optimizer_params={"lr_schedule": "constant"})
     params.update(kw)
     return DeepMetricTransformer(**params)
 

@@ -114,7 +114,7 @@ class DeML(nn.Module):
     (Eq. 6, :math:`\lambda_1`, :math:`\lambda_2`). The metric loss over the
     learners (Eq. 5) is :class:`skdml.losses.DecoupledLoss`. DeML provides the
     final embedding, so :class:`~skdml.deep.EmbeddingNet` puts no head after
-    it, and its learners take the head's learning rate (``head_lr_mult``, the
+    it, and its learners take the head's learning rate (``optimizer_params["head_lr_mult"]``, the
     paper's 10x). :func:`~skdml.deep.make_deml` wires it all.
 
     Read more in the :doc:`User Guide </deml>`.

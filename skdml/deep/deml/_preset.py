@@ -83,7 +83,7 @@ def make_deml(n_scales=2, n_cams=2, *, n_components=128, backbone="small_cnn", w
     :class:`~skdml.losses.DecoupledLoss` (Eq. 5 over the I x J learners), and
     its ``n_components`` the width DeML gives (``I * J * (n_components // (I
     * J))``, the paper's floor). The learners take ``learning_rate *
-    head_lr_mult`` (10x by default, as in the paper). ``transform`` returns
+    optimizer_params["head_lr_mult"]`` (10x by default, as in the paper). ``transform`` returns
     the concatenated, L2-normalised learner outputs (scaled to unit norm
     overall, which leaves cosine and Euclidean rankings unchanged). The
     learners' 10x rate is set here (``head_lr_mult=10``), not inherited from
@@ -104,10 +104,11 @@ def make_deml(n_scales=2, n_cams=2, *, n_components=128, backbone="small_cnn", w
         ``activation_decay``, ``crop_min_size``...).
     **estimator_params
         Parameters of :class:`~skdml.DeepMetricTransformer` (``max_iter``,
-        ``learning_rate``, ``random_state``...); ``loss``, ``head_lr_mult``,
-        ``augment`` and ``lr_schedule`` override the preset's
-        (:class:`~skdml.losses.DecoupledLoss`, 10, ``False``, ``"constant"``: the
-        paper trains without random-affine augmentation and at a constant rate).
+        ``learning_rate``, ``random_state``...); ``loss``, ``augment`` and the
+        ``optimizer_params`` keys ``head_lr_mult`` and ``lr_schedule`` override
+        the preset's (:class:`~skdml.losses.DecoupledLoss`, ``False``, 10,
+        ``"constant"``: the paper trains without random-affine augmentation and
+        at a constant rate).
 
     Returns
     -------
@@ -137,11 +138,11 @@ def make_deml(n_scales=2, n_cams=2, *, n_components=128, backbone="small_cnn", w
     builder = DeMLBuilder(backbone, widths=widths, split=split, n_scales=n_scales,
                           n_cams=n_cams, n_components=dim, **(deml_params or {}))
     estimator_params.setdefault("loss", DecoupledLoss(learners))
-    estimator_params.setdefault("head_lr_mult", 10.0)  # the paper's 10x for the learners
-    # the paper's training: no random-affine augmentation (DeML's attention crops are its
-    # own zoom) and a constant learning rate; both stay overridable
+    # the paper's training: 10x the rate for the learners, no random-affine augmentation
+    # (DeML's attention crops are its own zoom) and a constant learning rate; all overridable
     estimator_params.setdefault("augment", False)
-    estimator_params.setdefault("lr_schedule", "constant")
+    estimator_params["optimizer_params"] = {"head_lr_mult": 10.0, "lr_schedule": "constant",
+                                            **(estimator_params.get("optimizer_params") or {})}
     return DeepMetricTransformer(backbone=builder, n_components=dim, **estimator_params)
 
 

@@ -29,9 +29,9 @@ seed 0, three splits (``digits_input_size.*``).
 
 Usage::
 
-    python benchmarks/bench_digits_zero_shot.py [--seeds 0 1 2]
-    python benchmarks/bench_digits_zero_shot.py --input-size [--sides 8 16 24 28 32]
-    python benchmarks/bench_digits_zero_shot.py --quick     # one seed, 3 epochs, own files
+    python benchmarks/studies/bench_digits_zero_shot.py [--seeds 0 1 2]
+    python benchmarks/studies/bench_digits_zero_shot.py --input-size [--sides 8 16 24 28 32]
+    python benchmarks/studies/bench_digits_zero_shot.py --quick     # one seed, 3 epochs, own files
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks._common import markdown_table, save  # noqa: E402
 from skdml import ECAML, JRD, DeepMetricTransformer  # noqa: E402
 from skdml.deep import backbones  # noqa: E402
@@ -197,7 +197,7 @@ def input_size_study(X, y, sides, seed=0):
         rows.append([f"{side} x {side}" + (" (native)" if side == "8" else "")] + [
             " / ".join(f"{100 * r[k]:.2f}" for k in ("R@1", "NMI", "MAP@R"))
             + f" ({r['epochs']}, {r['fit_s']:.0f})" for r in per_split.values()])
-    command = "python benchmarks/bench_digits_zero_shot.py --input-size" + (
+    command = "python benchmarks/studies/bench_digits_zero_shot.py --input-size" + (
         "" if sides == DEFAULT_SIDES else " --sides " + " ".join(map(str, sides)))
     md = ("### scikit-learn digits: the defaults with the 8x8 images upsampled (%)\n\n"
           f"Command: `{command}`. `DeepMetricTransformer(random_state={seed})` on the 8x8 "
@@ -258,7 +258,7 @@ def main(argv=None):
         rows.append(row)
     fail_fig, n_wrong, n_test = failure_figure(X, y)
     seeds = " ".join(map(str, args.seeds))
-    command = "python benchmarks/bench_digits_zero_shot.py" + (
+    command = "python benchmarks/studies/bench_digits_zero_shot.py" + (
         " --quick" if args.quick else "" if args.seeds == [0, 1, 2] else f" --seeds {seeds}")
     md = ("### scikit-learn digits: retrieval among unseen digits (%)\n\n"
           f"Command: `{command}`. Learners fit on the training digits with their labels; "

@@ -14,8 +14,8 @@ looked at while choosing the validation, ``synth2`` and USPS were not).
 
 Usage::
 
-    python benchmarks/bench_linear_unseen.py --baseline /tmp/orig
-    python benchmarks/bench_linear_unseen.py --data digits synth2 --quick
+    python benchmarks/studies/bench_linear_unseen.py --baseline /tmp/orig
+    python benchmarks/studies/bench_linear_unseen.py --data digits synth2 --quick
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks._common import ROOT, SHARED_DATA, markdown_table, save  # noqa: E402
 
 DATA = ("att", "coil20", "usps", "digits", "synth", "synth2")

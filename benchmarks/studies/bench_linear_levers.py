@@ -17,10 +17,10 @@ the input).
 
 Usage::
 
-    python benchmarks/bench_linear_levers.py --levers [NAME ...]
-    python benchmarks/bench_linear_levers.py --held-back
-    python benchmarks/bench_linear_levers.py --suml
-    python benchmarks/bench_linear_levers.py --quick      # smoke run, own files
+    python benchmarks/studies/bench_linear_levers.py --levers [NAME ...]
+    python benchmarks/studies/bench_linear_levers.py --held-back
+    python benchmarks/studies/bench_linear_levers.py --suml
+    python benchmarks/studies/bench_linear_levers.py --quick      # smoke run, own files
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from sklearn.neighbors import NeighborhoodComponentsAnalysis  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks._common import markdown_table, save  # noqa: E402
 from benchmarks.compare_linear import NAMES, knn_scores, prepare  # noqa: E402
 from skdml import ECAML, JRD, SUML  # noqa: E402
@@ -128,8 +128,9 @@ def levers(names, datasets=("att", "coil20", "usps"), n_splits=3):
         print(" | ".join(row), flush=True)
         rows.append(row)
     md = (f"### ECAML / JRD levers, mean of {n_splits} splits, k=1 / k=10 accuracy %, median "
-          "CPU s\n\nCommand: `python benchmarks/bench_linear_levers.py --levers`. One thread."
-          "\n\n" + markdown_table(["setting"] + [NAMES[name] for name in datasets], rows))
+          "CPU s\n\nCommand: `python benchmarks/studies/bench_linear_levers.py --levers`. "
+          "One thread.\n\n"
+          + markdown_table(["setting"] + [NAMES[name] for name in datasets], rows))
     save("linear_levers", md, {"results": data})
 
 
@@ -155,7 +156,7 @@ def held_back():
         rows.append(row)
     md = ("### Held-back data sets (not used to choose the defaults), mean of 3 splits, "
           "k=1 / k=10 accuracy %\n\n"
-          "Command: `python benchmarks/bench_linear_levers.py --held-back`. One thread.\n\n"
+          "Command: `python benchmarks/studies/bench_linear_levers.py --held-back`. One thread.\n\n"
           + markdown_table(["method"] + list(sets), rows))
     save("linear_held_back", md, {"results": data})
 
@@ -203,7 +204,7 @@ def suml_levers():
         rows.append(row)
     md = ("### SUML levers against PCA at the same dimension, mean of 3 splits, k=1 / k=10 "
           "accuracy % (USPS: and the median CPU s of a fit)\n\n"
-          "Command: `python benchmarks/bench_linear_levers.py --suml`. One thread. "
+          "Command: `python benchmarks/studies/bench_linear_levers.py --suml`. One thread. "
           "Components: 64 on AT&T, COIL-20 and USPS (the issue's protocol); digits 32, wine "
           "6, breast cancer 10, iris 2 (standardised features, digits' pixels in [0, 1]).\n\n"
           + markdown_table(["method"] + [f"{name} ({n})" for name, (_, n) in sets.items()],

@@ -4,11 +4,12 @@ The skip connection was chosen on digits 0-4 -> 5-9 and on wine / breast-cancer 
 digits k-NN (``benchmarks/reports/deep.md``); this script checks it on two other zero-shot splits of
 scikit-learn's digits: 5-9 -> 0-4 and even -> odd. ``n_components=16``, 2 seeds.
 
-    python benchmarks/check_vector_backbone.py
+    python benchmarks/studies/check_vector_backbone.py
 
 Writes ``benchmarks/results/vector_backbone_check.md``.
 """
 
+import argparse
 import os
 import platform
 import sys
@@ -17,16 +18,17 @@ from pathlib import Path
 import numpy as np
 from sklearn.datasets import load_digits
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from skdml.deep import MLP, DeepMetricTransformer  # noqa: E402
 from skdml.metrics import nmi_score, recall_at_k  # noqa: E402
 
 
-def main():
+def main(argv=None):
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     X, y = load_digits(return_X_y=True)
     X = X.astype(np.float32)
     lines = ["## Vector backbone on digit splits not used to choose it", "",
-             "Command: `python benchmarks/check_vector_backbone.py`; machine "
+             "Command: `python benchmarks/studies/check_vector_backbone.py`; machine "
              f"{platform.machine()}, {os.cpu_count()} CPUs; n_components=16, seeds 0 and 1 "
              "(mean).", "", "| split | backbone | R@1 | NMI |", "|---|---|---|---|"]
     for name, train in {"5-9 -> 0-4": y >= 5, "even -> odd": y % 2 == 0}.items():
@@ -42,7 +44,7 @@ def main():
                 scores.append((recall_at_k(Z, y[test]), nmi_score(Z, y[test], random_state=0)))
             r1, nmi = np.mean(scores, axis=0)
             lines.append(f"| {name} | {label} | {r1:.3f} | {nmi:.3f} |")
-    out = Path(__file__).resolve().parent / "results" / "vector_backbone_check.md"
+    out = Path(__file__).resolve().parents[1] / "results" / "vector_backbone_check.md"
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -10,8 +10,8 @@ and the ratio old / new of fits run back to back.
 
 Usage::
 
-    python benchmarks/bench_linear_speed.py --baseline /tmp/orig [--n-components None 64]
-    python benchmarks/bench_linear_speed.py --quick     # 2000 x 1024, own results files
+    python benchmarks/studies/bench_linear_speed.py --baseline /tmp/orig [--n-components None 64]
+    python benchmarks/studies/bench_linear_speed.py --quick     # 2000 x 1024, own results files
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks._common import ROOT, is_quick, markdown_table, save  # noqa: E402
 
 LEARNERS = ("SUML", "ECAML", "JRD")

@@ -39,12 +39,12 @@ stopping is the default since).
 
 Usage::
 
-    python benchmarks/bench_deep_levers.py --max-iter 3
-    python benchmarks/bench_deep_levers.py --max-iter 100     # the whole default budget
-    python benchmarks/bench_deep_levers.py --preserve --max-iter 10
-    python benchmarks/bench_deep_levers.py --plateau
-    python benchmarks/bench_deep_levers.py --held-back
-    python benchmarks/bench_deep_levers.py --budget 60
+    python benchmarks/studies/bench_deep_levers.py --max-iter 3
+    python benchmarks/studies/bench_deep_levers.py --max-iter 100     # the whole default budget
+    python benchmarks/studies/bench_deep_levers.py --preserve --max-iter 10
+    python benchmarks/studies/bench_deep_levers.py --plateau
+    python benchmarks/studies/bench_deep_levers.py --held-back
+    python benchmarks/studies/bench_deep_levers.py --budget 60
 
 ``--budget N`` runs the defaults with ``max_iter=N`` (the cosine schedule follows it) on
 the three Omniglot runs of the lever table and the held-back check.
@@ -53,7 +53,6 @@ the three Omniglot runs of the lever table and the held-back check.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import sys
 import time
@@ -63,14 +62,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks._common import markdown_table, save  # noqa: E402
-from benchmarks.bench_digits_zero_shot import load as load_digits_01  # noqa: E402
-from benchmarks.bench_digits_zero_shot import splits as digit_splits  # noqa: E402
+from benchmarks.studies.bench_digits_zero_shot import load as load_digits_01  # noqa: E402
+from benchmarks.studies.bench_digits_zero_shot import splits as digit_splits  # noqa: E402
 from benchmarks.bench_omniglot import zero_shot  # noqa: E402
 from skdml import DeepMetricTransformer  # noqa: E402
-from skdml._training import LRSchedule  # noqa: E402
-from skdml.deep import _fitting as deep_fitting  # noqa: E402
+from skdml.callbacks import Callback  # noqa: E402
 from skdml.deep import SmallCNN  # noqa: E402
 from skdml.metrics import clustering_scores, recall_at_k  # noqa: E402
 
@@ -83,7 +81,7 @@ LEVERS = {
     "defaults": {},
     "standardize=False": dict(standardize=False),
     "augment=False": dict(augment=False),
-    "lr_schedule='constant'": dict(lr_schedule="constant"),
+    "lr_schedule='constant'": dict(optimizer_params={"lr_schedule": "constant"}),
     "loss='binomial' (former default)": dict(loss="binomial"),
     "SmallCNN (former default backbone)": dict(backbone=small_cnn),
     "batches of 16 samples per class": dict(n_samples_per_class=16),
@@ -148,7 +146,7 @@ def preserve_study(max_iter, quick=False):
         rows.append(row)
     header = ["task (unseen classes)", "raw input", "PCA"] + [
         f"preserve_input={w!r}" for w in PRESERVE_WEIGHTS]
-    command = f"python benchmarks/bench_deep_levers.py --preserve --max-iter {max_iter}"
+    command = f"python benchmarks/studies/bench_deep_levers.py --preserve --max-iter {max_iter}"
     md = ("### `preserve_input`: unseen-class Recall@1 / NMI (%) against its weight\n\n"
           f"Command: `{command}`. `DeepMetricTransformer(random_state=0, preserve_input=w)`; "
           "digits as 64-d vectors with `n_components=16` and the default budget, Omniglot "
@@ -198,7 +196,8 @@ def held_back_study(quick=False):
         rows.append(row)
     header = ["setting"] + [f"{source}->{target}, random_state={seed}: R@1 / NMI"
                             for source, target, seed in runs]
-    command = "python benchmarks/bench_deep_levers.py --held-back" + (" --quick" if quick else "")
+    command = ("python benchmarks/studies/bench_deep_levers.py --held-back"
+               + (" --quick" if quick else ""))
     md = ("### Omniglot, whole default budget: the winning levers, held-back check\n\n"
           f"Command: `{command}`. `DeepMetricTransformer(random_state=seed)` with its defaults, "
           "with batches of 16 classes x 16 samples (16 x 4 by default) and with early "
@@ -222,7 +221,7 @@ def budget_study(max_iter, quick=False):
         rows.append([f"{source} -> {target}", str(seed), f"{100 * r['R@1']:.2f}",
                      f"{100 * r['NMI']:.2f}", str(r["n_iter"]), f"{r['fit_s']:.0f}"])
         print(rows[-1], flush=True)
-    command = f"python benchmarks/bench_deep_levers.py --budget {max_iter}" + (
+    command = f"python benchmarks/studies/bench_deep_levers.py --budget {max_iter}" + (
         " --quick" if quick else "")
     md = (f"### Omniglot: the defaults with max_iter={max_iter}\n\n"
           f"Command: `{command}`. `DeepMetricTransformer(random_state=seed, "
@@ -234,40 +233,38 @@ def budget_study(max_iter, quick=False):
     save(f"deep_budget_{max_iter}ep", md, {"command": command, "results": data}, quick=quick)
 
 
-class DecayOnPlateau(LRSchedule):
-    """The default schedule, its rates divided by 10 after ``patience`` epochs without gain."""
+class DecayOnPlateau(Callback):
+    """The default schedule's rates divided by 10 after ``patience`` epochs without gain.
 
-    def __init__(self, scheduler, patience=5, max_decays=2, tol=1e-4):
-        super().__init__(scheduler)
+    A public callback: the learner's cosine schedule sets each step's rate, then this
+    hook scales it (``info.optimizer``), so the decays compound with the schedule.
+    """
+
+    def __init__(self, patience=5, max_decays=2, tol=1e-4):
         self.patience, self.max_decays, self.tol = patience, max_decays, tol
-        self.best, self.stale, self.decays = -math.inf, 0, []
+        self.best, self.stale, self.decays, self.factor = -math.inf, 0, [], 1.0
 
-    def on_epoch_end(self, loop, record):
-        value = record.get("validation_score")
-        if value is not None:
-            self.best, self.stale = (value, 0) if value > self.best + self.tol else \
-                (self.best, self.stale + 1)
-            if self.stale >= self.patience and len(self.decays) < self.max_decays:
-                self.scheduler.base_lrs = [rate / 10 for rate in self.scheduler.base_lrs]
-                self.stale = 0
-                self.decays.append(loop.epoch)
-        super().on_epoch_end(loop, record)
+    def _scale(self, info):
+        if self.factor != 1.0:
+            for group in info.optimizer.param_groups:
+                group["lr"] *= self.factor
 
+    def on_batch_end(self, estimator, info):
+        self._scale(info)  # after the schedule's step: the rate of the next step
 
-@contextlib.contextmanager
-def decay_on_plateau(decays):
-    """Fits in this context use :class:`DecayOnPlateau`; ``decays`` receives its epochs."""
-
-    def schedule(scheduler):
-        callback = DecayOnPlateau(scheduler)
-        decays.append(callback.decays)
-        return callback
-
-    deep_fitting.LRSchedule = schedule
-    try:
-        yield
-    finally:
-        deep_fitting.LRSchedule = LRSchedule
+    def on_epoch_end(self, estimator, info):
+        value = info.record.get("validation_score")
+        if value is None:
+            return
+        self.best, self.stale = (value, 0) if value > self.best + self.tol else \
+            (self.best, self.stale + 1)
+        if self.stale >= self.patience and len(self.decays) < self.max_decays:
+            for group in info.optimizer.param_groups:  # undo this epoch's scale, rescale
+                group["lr"] /= self.factor
+            self.factor /= 10
+            self._scale(info)
+            self.stale = 0
+            self.decays.append(info.epoch)
 
 
 def plateau_study(max_iter=None):
@@ -277,20 +274,20 @@ def plateau_study(max_iter=None):
     budget = DeepMetricTransformer().max_iter if max_iter is None else max_iter
     for name in (f"warm-up + cosine over {budget} epochs, early stopping (former defaults)",
                  "+ rate / 10 after 5 epochs without gain (twice at most)"):
-        decays = []
-        context = decay_on_plateau(decays) if name.startswith("+") else contextlib.nullcontext()
+        plateau = DecayOnPlateau() if name.startswith("+") else None
         est = DeepMetricTransformer(random_state=0, early_stopping=True,
+                                    callbacks=None if plateau is None else [plateau],
                                     **({} if max_iter is None else {"max_iter": max_iter}))
-        with context:
-            r = score(est, Xo, yo, Xt, yt)
-        r.update(best_iteration=est.best_iteration_, decays=decays[0] if decays else [])
+        r = score(est, Xo, yo, Xt, yt)
+        r.update(best_iteration=est.best_iteration_,
+                 decays=plateau.decays if plateau is not None else [])
         data[name] = r
         rows.append([name, f"{100 * r['R@1']:.2f}", f"{100 * r['NMI']:.2f}",
                      f"{100 * r['F1']:.2f}", f"{r['fit_s']:.0f}",
                      f"{r['n_iter']} (best {r['best_iteration']})",
                      ", ".join(map(str, r["decays"])) or "-"])
         print(rows[-1], flush=True)
-    command = "python benchmarks/bench_deep_levers.py --plateau"
+    command = "python benchmarks/studies/bench_deep_levers.py --plateau"
     md = ("### Omniglot small1 -> small2, whole default budget: the rate schedule\n\n"
           f"Command: `{command}`. `DeepMetricTransformer(random_state=0, "
           "early_stopping=True)`, 28x28; unseen-character scores (%). "
@@ -353,7 +350,7 @@ def main(argv=None):
     header = ["setting"]
     for task in all_tasks:
         header += [f"{task} R@1", "NMI", "fit s"]
-    command = f"python benchmarks/bench_deep_levers.py --max-iter {args.max_iter}"
+    command = f"python benchmarks/studies/bench_deep_levers.py --max-iter {args.max_iter}"
     md = (f"### Levers of the deep defaults, one at a time, budget {args.max_iter} epochs\n\n"
           f"Command: `{command}`. CPU, {torch.get_num_threads()} torch threads, loaded 2-core "
           f"machine (fit times are indicative only); NMI of k-means with {n_init} "

@@ -16,9 +16,9 @@ in the same run, on the same loaded machine, and the ratio reported):
   ``--data-home`` (``../shared/datasets`` by default), a synthetic high-dimensional
   Gaussian-class set and ``make_classification`` with 30 classes.
 
-    python benchmarks/bench_deep_vector.py --baseline /tmp/orig
-    python benchmarks/bench_deep_vector.py --speed --baseline /tmp/orig
-    python benchmarks/bench_deep_vector.py --held-out --baseline /tmp/orig
+    python benchmarks/studies/bench_deep_vector.py --baseline /tmp/orig
+    python benchmarks/studies/bench_deep_vector.py --speed --baseline /tmp/orig
+    python benchmarks/studies/bench_deep_vector.py --held-out --baseline /tmp/orig
 
 ``--held-out`` scores splits not used to choose the vector defaults (digits even -> odd,
 USPS and COIL-20 halves of other seeds, a 40-class ``make_classification`` set)
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 DATASETS = ["digits", "usps", "coil20", "att", "gauss", "mkclass"]
 
@@ -191,7 +191,7 @@ def _cpu_seconds(pid):
 # ---------------------------------------------------------------------------- tables
 def header(args):
     import torch
-    cmd = "python benchmarks/bench_deep_vector.py " + " ".join(sys.argv[1:])
+    cmd = "python benchmarks/studies/bench_deep_vector.py " + " ".join(sys.argv[1:])
     return [f"Command: `{cmd}`", "",
             f"Machine: {platform.machine()}, {os.cpu_count()} CPUs (shared with other jobs), "
             f"torch {torch.__version__}, {torch.get_num_threads()} torch threads by default; "

@@ -2,8 +2,8 @@
 
 Usage::
 
-    python benchmarks/audit_robustness.py                     # this checkout
-    python benchmarks/audit_robustness.py --checkout ../old --name before
+    python benchmarks/studies/audit_robustness.py                     # this checkout
+    python benchmarks/studies/audit_robustness.py --checkout ../old --name before
 
 Each case of ``tests/_robustness_cases.py`` is classified as ok / standard /
 clear / silent-wrong / obscure / slow (see that module). Writes
@@ -21,7 +21,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLASSES = ["ok", "standard", "clear", "silent-wrong", "obscure", "slow", "skipped"]
 
 WORKER = r"""
@@ -65,7 +65,8 @@ def main(argv=None):
                             capture_output=True, text=True).stdout.strip()
     result.update(commit=commit, counts=dict(counts), machine=platform.processor() or
                   platform.machine(), cpus=os.cpu_count(),
-                  command="python benchmarks/audit_robustness.py " + " ".join(argv or sys.argv[1:]))
+                  command="python benchmarks/studies/audit_robustness.py "
+                  + " ".join(argv or sys.argv[1:]))
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"robustness_{args.name}.json").write_text(json.dumps(result, indent=1))

@@ -10,9 +10,9 @@ reduced, which is then said in the table). Omniglot has its own script
 
 Usage::
 
-    python benchmarks/bench_deep_defaults.py --quick            # digits only, own files
-    python benchmarks/bench_deep_defaults.py --datasets digits usps att coil20 --seeds 0 1 2
-    python benchmarks/bench_deep_defaults.py --early-stopping --datasets att --seeds 0 1 2
+    python benchmarks/studies/bench_deep_defaults.py --quick            # digits only, own files
+    python benchmarks/studies/bench_deep_defaults.py --datasets digits usps att coil20 --seeds 0 1 2
+    python benchmarks/studies/bench_deep_defaults.py --early-stopping --datasets att --seeds 0 1 2
 
 ``--seeds`` refits every learned row (ECAML, JRD, deep) with each ``random_state``;
 with more than one seed it adds, per data set, the mean and spread over the seeds
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks._common import load, markdown_table, save  # noqa: E402
 from skdml import ECAML, JRD, DeepMetricTransformer  # noqa: E402
 from skdml.metrics import clustering_scores, retrieval_scores  # noqa: E402
@@ -165,7 +165,7 @@ def early_stopping_study(datasets, seeds):
             rows.append([name, label, *cells, f"{100 * mean['R@1']:.2f} / "
                          f"{100 * mean['NMI']:.2f} / {100 * mean['F1']:.2f}",
                          f"{mean['fit_s']:.0f}", epochs])
-    command = ("python benchmarks/bench_deep_defaults.py --early-stopping --datasets "
+    command = ("python benchmarks/studies/bench_deep_defaults.py --early-stopping --datasets "
                + " ".join(datasets) + " --seeds " + " ".join(map(str, seeds)))
     md = ("### Early stopping on small data sets: the defaults against the former default\n\n"
           f"Command: `{command}`. First half of the classes train, the other half is "
@@ -201,7 +201,7 @@ def main(argv=None):
     seeds = args.seeds or [0]
     datasets = ["digits"] if args.quick else args.datasets
     max_iter = 3 if args.quick else args.max_iter
-    command = "python benchmarks/bench_deep_defaults.py" + (
+    command = "python benchmarks/studies/bench_deep_defaults.py" + (
         " --quick" if args.quick else
         (f" --max-iter {max_iter}" if max_iter else "") + " --datasets " + " ".join(datasets)
         + ("" if seeds == [0] else " --seeds " + " ".join(map(str, seeds))))

@@ -30,9 +30,9 @@ input), attention at scale 2, for test images, from the seed-0 DeML(2, 2).
 
 Usage::
 
-    python benchmarks/bench_deml.py --quick                 # smoke run, a few minutes
-    python benchmarks/bench_deml.py --seeds 0 1 2           # the published tables
-    python benchmarks/bench_deml.py --gpu --device cuda     # on a CUDA machine
+    python benchmarks/studies/bench_deml.py --quick                 # smoke run, a few minutes
+    python benchmarks/studies/bench_deml.py --seeds 0 1 2           # the published tables
+    python benchmarks/studies/bench_deml.py --gpu --device cuda     # on a CUDA machine
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks._common import load, markdown_table, save  # noqa: E402
 from skdml.deep import make_deml  # noqa: E402
 from skdml.deep.deml import learner_similarity  # noqa: E402
@@ -109,7 +109,7 @@ def build(row, args, seed, n_classes):
     return make_deml(I, J, n_components=args.dim, backbone=args.backbone,
                      widths=tuple(args.widths), deml_params=deml_params,
                      learning_rate=args.lr, max_iter=args.epochs,
-                     batches_per_epoch=args.batches, n_classes_per_batch=P,
+                     loader_params={"batches_per_epoch": args.batches}, n_classes_per_batch=P,
                      n_samples_per_class=K, early_stopping=False, device=args.device,
                      amp=args.amp or False, random_state=seed)
 
@@ -136,7 +136,8 @@ def run_dataset(name, args):
     runs, keep = {row: [] for row in args.rows}, {}
     warm = build(args.rows[0], args, 0, len(np.unique(ytr)))  # first-fit imports, not timed
     few = np.random.RandomState(0).permutation(len(ytr))[:200]  # several classes
-    warm.set_params(max_iter=1, batches_per_epoch=1, n_classes_per_batch=2).fit(Xtr[few], ytr[few])
+    warm.set_params(max_iter=1, loader_params={"batches_per_epoch": 1},
+                    n_classes_per_batch=2).fit(Xtr[few], ytr[few])
     for seed in args.seeds:
         for row in args.rows:  # interleaved: every row of a seed before the next seed
             est = build(row, args, seed, len(np.unique(ytr)))
@@ -292,7 +293,7 @@ def main(argv=None):
                             attention_figure(keep["DeML(2,2)"], Xte, yte,
                                              f"DeML(2,2), {what.split(':')[0]}, unseen classes")))
     figures.append((f"{stem}_recall", ablation_figure({n: d for n, d in data.items()})))
-    header = ("Command: `python benchmarks/bench_deml.py "
+    header = ("Command: `python benchmarks/studies/bench_deml.py "
               + " ".join(argv if argv is not None else sys.argv[1:]) + "`. Machine: "
               f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores shared with "
               "other jobs (loaded), torch " + torch.__version__ + f", {args.threads} thread(s) "

@@ -20,8 +20,8 @@ per-epoch seconds after the first epoch.
 
 Usage::
 
-    python benchmarks/bench_cpu_allocator.py             # 3 repeats, about 5 minutes
-    python benchmarks/bench_cpu_allocator.py --repeats 1 --quick
+    python benchmarks/studies/bench_cpu_allocator.py             # 3 repeats, about 5 minutes
+    python benchmarks/studies/bench_cpu_allocator.py --repeats 1 --quick
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks._common import markdown_table, save  # noqa: E402
 
 #: The environment variables: keep buffers of up to 32 MB (glibc's upper limit for the
@@ -57,9 +57,8 @@ def worker(loop, epochs):
     from skdml import DeepMetricTransformer
 
     X, y = omniglot("small1", 28)
-    if loop == LOOPS[1]:
-        from skdml.deep import _fitting
-        _fitting.keep_freed_buffers = lambda: False
+    if loop == LOOPS[1]:  # skdml's documented switch, read when the fit starts
+        os.environ["SKDML_KEEP_FREED_BUFFERS"] = "0"
     if loop in LOOPS[:2]:
         est = DeepMetricTransformer(random_state=0, max_iter=epochs).fit(X, y)
         seconds = [record["seconds"] for record in est.history_]
@@ -111,7 +110,8 @@ def main(argv=None):
         rows.append([f"{loop} / anchor", f"{med[loop, False] / med[LOOPS[2], False]:.2f}",
                      f"{med[loop, True] / med[LOOPS[2], True]:.2f}", ""])
     env_line = " ".join(f"{k}={v}" for k, v in TUNED.items())
-    command = "python benchmarks/bench_cpu_allocator.py" + (" --quick" if args.quick else "")
+    command = ("python benchmarks/studies/bench_cpu_allocator.py"
+               + (" --quick" if args.quick else ""))
     md = ("### CPU epoch time with glibc's start-up settings and with "
           f"`{env_line}`\n\n"
           f"Command: `{command}`. Omniglot small1 28x28, {threads} torch threads, each "

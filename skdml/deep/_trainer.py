@@ -1,0 +1,300 @@
+"""One deep fit: :class:`DeepTrainer` owns the device, the input pipeline, the network,
+the objective and the :class:`~skdml.deep._state.TrainingState`, and runs the shared loop.
+
+It reads its settings from a frozen :class:`~skdml.deep._config.FitConfig` only
+(never from the estimator), and returns the fitted attributes; the estimator
+sets them once the fit has finished.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from .._training import (Checkpoint, CheckpointError, EarlyStopping, LRSchedule, Progress,
+                         Validation, WeightAverage, train_epochs, warmup_cosine)
+from .._training._distributed import distributed_context
+from .._utils import keep_freed_buffers, thread_limits
+from ._config import VECTOR_MAX_FEATURES
+from ._data import MappedSampler, first_items, make_loader, prepare_source, to_model_input
+from ._hooks import LayerCapture, match_modules
+from ._inputs import fit_standardize, resize_for
+from ._network import (EmbeddingNet, build_backbone, build_optimizer, identity_start, place,
+                       probe_backbone)
+from ._state import TrainingState, check_resumable_network, to_cpu
+from ._trainable import DeepTrainable, embed
+
+__all__ = ["DeepTrainer", "embed_with"]
+
+#: ``lr_schedule="cosine"`` warms up over one epoch, but at most this fraction of the steps.
+WARMUP_FRACTION = 0.1
+#: The validation MAP@R must rise by more than this for training to count as an improvement
+#: (batch-norm statistics alone move it by about 1e-3 at a learning rate of 1e-12).
+NO_GAIN_MARGIN = 0.01
+#: Without validation, the epoch loss must fall by more than this fraction of the first
+#: epoch's (the same batches summed in another order differ by about 1e-7).
+NO_GAIN_LOSS_RTOL = 1e-3
+#: Without validation, a fit embeds this many training samples in evaluation mode at its
+#: end, so that a network that is non-finite only in eval mode fails ``fit``, not
+#: ``transform``.
+EVAL_CHECK_SIZE = 64
+
+
+def embed_with(net, source, indices, *, loader, n_components, device, input_shape, amp):
+    """Embeddings of ``source[indices]`` in eval mode, no grad, float32 numpy."""
+    batches = make_loader(source, indices, batch_size=loader.batch_size,
+                          num_workers=loader.num_workers, pin_memory=loader.pin_memory)
+    return embed(net, batches, n_components=n_components, device=device,
+                 input_shape=input_shape, amp=amp)
+
+
+def no_gain(history, initial_score, validating):
+    """Why training did not improve on its start (a message), or ``None``."""
+    if validating and initial_score is not None:
+        scores = [r["validation_score"] for r in history if "validation_score" in r]
+        if scores and initial_score < 1.0 - NO_GAIN_MARGIN and \
+                not max(scores) > initial_score + NO_GAIN_MARGIN:
+            return (f"training did not improve on the untrained network by more than "
+                    f"{NO_GAIN_MARGIN}: validation MAP@R {initial_score:.4f} before training, "
+                    f"at best {max(scores):.4f} after. "
+                    "Check the learning rate, the loss and the data.")
+    elif not validating and len(history) > 1:
+        first, best = history[0]["loss"], min(r["loss"] for r in history[1:])
+        if not best < first - NO_GAIN_LOSS_RTOL * abs(first):
+            return (f"training did not lower the loss after its first epoch by more than "
+                    f"{NO_GAIN_LOSS_RTOL:.1%} ({first:.6g}, at best {best:.6g} after). Check "
+                    "the learning rate, the loss and the data.")
+    return None
+
+
+class DeepTrainer:
+    """Train one network from a :class:`~skdml.deep._config.FitConfig`.
+
+    Parameters
+    ----------
+    config : FitConfig
+        The resolved settings (and the validation split).
+    backbone : nn.Module or None
+        The built backbone; ``None`` builds the default one for the input.
+    objective : MetricObjective
+        The loss and regulariser (built by the estimator, the same wiring as ECAML and JRD).
+    source, y_enc, classes, input_shape
+        The training data: a float32 tensor or a Dataset, encoded labels, the
+        class labels, the model input shape of one sample.
+    rng : RandomState
+        Draws the batch plans (its state is saved with the checkpoints).
+    callbacks : sequence
+        Further loop callbacks (the user's, wrapped).
+    """
+
+    def __init__(self, config, backbone, objective, source, y_enc, classes, input_shape, rng,
+                 callbacks=()):
+        self.config, self.objective = config, objective
+        self.source, self.y_enc, self.classes = source, y_enc, classes
+        self.input_shape, self.rng = tuple(input_shape), rng
+        self.device = config.device
+        self.ddp = distributed_context(self.device)  # world size 1 unless launched by torchrun
+        self.net, self.flops = self._network(backbone)
+        for part in (objective.loss, objective.regularizer):
+            if isinstance(part, nn.Module):
+                part.to(self.device)
+        self._pipeline()
+        self._optimisation()
+        self.extra_callbacks = list(callbacks)
+        self.initial_score = None
+
+    # ------------------------------------------------------------------ set-up
+    def _network(self, backbone):
+        """The embedding network on the device: input layers, backbone, head (identity start)."""
+        cfg, train_idx = self.config, self.config.train_idx
+        if backbone is None and cfg.default_vector_backbone and cfg.standardize:
+            # the default vector backbone works on the leading principal axes of the input
+            standardize = fit_standardize(self.source, train_idx, self.input_shape,
+                                          scale="auto", n_axes=VECTOR_MAX_FEATURES)
+            width = standardize.out_features
+            backbone = build_backbone(None, self.input_shape if width is None else (width,))
+        else:
+            backbone = build_backbone(None, self.input_shape) if backbone is None else backbone
+            standardize = fit_standardize(self.source, train_idx, self.input_shape) \
+                if cfg.standardize else None
+        resize = resize_for(backbone, self.input_shape)
+        probe = to_model_input(first_items(self.source), torch.device("cpu"), self.input_shape)
+        for layer in (resize, standardize):
+            if layer is not None:
+                probe = layer(probe)
+        n_features, flops = probe_backbone(backbone, probe)
+        net = EmbeddingNet(backbone, n_features, cfg.n_components, cfg.normalize,
+                           standardize=standardize, resize=resize)
+        return place(identity_start(net), self.device), flops
+
+    def _pipeline(self):
+        """The batch plan, the training loader and the trainable (loss of a batch)."""
+        cfg, y_train = self.config, self.y_enc[self.config.train_idx]
+        P, K = cfg.n_classes_per_batch, cfg.n_samples_per_class
+        self._check_positive_pairs(K, y_train)
+        self.sampler = self.ddp.batch_sampler(y_train, P, K, self.rng,
+                                              n_batches=cfg.batches_per_epoch)
+        train_source, prepared = prepare_source(self.net, self.source, self.input_shape,
+                                                cfg.augment)
+        self.loader = make_loader(train_source,
+                                  batch_sampler=MappedSampler(self.sampler, cfg.train_idx),
+                                  num_workers=cfg.loader.num_workers,
+                                  pin_memory=cfg.loader.pin_memory)
+        hooked = match_modules(self.net.backbone, cfg.jrs_layers) \
+            if cfg.jrs_layers and self.objective.regularized else []
+        self.capture = LayerCapture(self.net.backbone, hooked)
+        # built before the hooks are registered, so the average's copy of the network has none
+        average = WeightAverage(self.net, max(1.0, cfg.ema_epochs * len(self.sampler))) \
+            if cfg.ema_epochs else None
+        self.trainable = DeepTrainable(
+            self.net, self.ddp.objective(self.objective),
+            torch.as_tensor(self.y_enc, dtype=torch.long), input_shape=self.input_shape,
+            device=self.device, amp=cfg.amp, capture=self.capture if hooked else None,
+            augment=cfg.augment, forward=self.ddp.forward(self.net), prepared=prepared,
+            preserve_input=cfg.preserve_input, average=average)
+
+    def _check_positive_pairs(self, K, y_train):
+        """Refuse a batch plan without positive pairs, unless the loss learns from proxies."""
+        if K >= 2 or isinstance(getattr(self.objective.loss, "proxies", None), torch.Tensor):
+            return
+        if np.bincount(y_train).max() < 2:
+            why = "every training class has a single sample" + (
+                " once the validation set is held out" if self.config.val_idx is not None else "")
+            fix = "Give classes at least 2 training samples"
+        else:
+            why = f"n_samples_per_class={K}"
+            fix = "Set n_samples_per_class >= 2"
+        raise ValueError(
+            f"No training batch can hold a positive pair (two samples of one class): {why}. "
+            f"The metric loss learns from such pairs and would train on nothing. {fix}, or use "
+            "a proxy loss (loss='amsoftmax'), which learns from single samples.")
+
+    def _build_optimizer(self):
+        cfg = self.config
+        return build_optimizer(self.net, self.objective.loss, optimizer=cfg.optimizer,
+                               learning_rate=cfg.learning_rate, head_lr_mult=cfg.head_lr_mult,
+                               param_groups=cfg.param_groups, **cfg.optimizer_kwargs)
+
+    def _optimisation(self):
+        cfg = self.config
+        self.optimizer = self._build_optimizer()
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
+        validating = cfg.val_idx is not None
+        if validating and cfg.early_stopping:
+            self.stopper = EarlyStopping(n_iter_no_change=cfg.n_iter_no_change, tol=cfg.tol,
+                                         restore_best=True)
+        else:
+            self.stopper = EarlyStopping(monitor="loss", greater_is_better=False,
+                                         n_iter_no_change=cfg.n_iter_no_change, tol=cfg.tol)
+
+    # ------------------------------------------------------------------ state
+    def embed(self, net, indices):
+        cfg = self.config
+        return embed_with(net, self.source, indices, loader=cfg.loader,
+                          n_components=cfg.n_components, device=self.device,
+                          input_shape=self.input_shape, amp=cfg.amp)
+
+    def validation_score(self):
+        """MAP@R of the held-out set (Recall@1 saturates at 1.0 on a small one)."""
+        from ..metrics import map_at_r
+
+        val_idx = self.config.val_idx
+        return map_at_r(self.embed(self.trainable.eval_net, val_idx), self.y_enc[val_idx])
+
+    def state(self, epoch, history, stopped):
+        """The :class:`TrainingState` after ``epoch`` epochs."""
+        cfg = self.config
+        return TrainingState(
+            **self.trainable.state_dict(), optimizer=self.optimizer.state_dict(),
+            scaler=self.scaler.state_dict() if self.scaler.is_enabled() else None,
+            numpy_rng=self.rng.get_state(), torch_rng=torch.get_rng_state(),
+            cuda_rng=torch.cuda.get_rng_state(self.device) if self.device.type == "cuda"
+            else None,
+            epoch=epoch, history=list(history), stopper=self.stopper.state_dict(),
+            stopped=stopped, classes=self.classes, input_shape=self.input_shape,
+            n_components=cfg.n_components, split=(cfg.train_idx, cfg.val_idx),
+            world_size=self.ddp.world_size, initial_score=self.initial_score)
+
+    def restore(self, resume):
+        """Load ``resume``; the optimiser takes the *current* learning rates (honoured)."""
+        check_resumable_network(resume, self.net, self.config.n_components)
+        self.ddp.check_resume(resume)
+        try:
+            self.trainable.load_state_dict(resume.to_dict())  # network, loss, weight average
+            self.optimizer.load_state_dict(resume.optimizer)
+            if resume.scaler:
+                self.scaler.load_state_dict(resume.scaler)
+            self.rng.set_state(resume.numpy_rng)
+            torch.set_rng_state(resume.torch_rng)
+            if self.device.type == "cuda" and resume.cuda_rng is not None:
+                torch.cuda.set_rng_state(resume.cuda_rng, self.device)
+            self.stopper.load_state_dict(resume.stopper)
+        except (KeyError, IndexError, RuntimeError, TypeError, ValueError) as exc:
+            raise CheckpointError(
+                f"warm_start cannot resume from {resume.source}: it does not match this fit "
+                f"({type(exc).__name__}: {str(exc).strip()[:300]}). Resume with the parameters "
+                "of the run that wrote it (loss, optimizer, optimizer_params, amp), or fit with "
+                "warm_start=False (after removing the checkpoint, or with another "
+                "checkpoint_path) to start afresh.") from exc
+        fresh = self._build_optimizer()
+        for group, new in zip(self.optimizer.param_groups, fresh.param_groups):
+            group["lr"], group["weight_decay"] = new["lr"], new.get("weight_decay", 0.0)
+        self.initial_score = resume.initial_score
+
+    # ------------------------------------------------------------------ training
+    def fit(self, resume=None):
+        """Train; return the fitted attributes (and ``_converged``, ``_no_gain``)."""
+        cfg = self.config
+        validating = cfg.val_idx is not None
+        callbacks = [Validation(self.validation_score)] if validating else []
+        callbacks.append(self.stopper)
+        history, start_epoch, max_iter = [], 0, cfg.max_iter
+        if resume is not None:
+            self.restore(resume)
+            history, start_epoch = list(resume.history), int(resume.epoch)
+            if resume.stopped:  # an early-stopped run stays finished
+                max_iter = start_epoch
+            max_iter = max(max_iter, start_epoch)
+        if cfg.lr_schedule == "cosine":
+            n_batches = len(self.sampler)
+            callbacks.append(LRSchedule(warmup_cosine(
+                self.optimizer, max_iter * n_batches,
+                min(n_batches, int(WARMUP_FRACTION * max_iter * n_batches)),
+                steps_done=start_epoch * n_batches)))
+        callbacks.extend(self.extra_callbacks)
+        if cfg.checkpoint_path is not None and self.ddp.is_main:
+            callbacks.append(Checkpoint(cfg.checkpoint_path, lambda loop: self.state(
+                loop.epoch, loop.history, loop.stop_reason is not None).to_dict()))
+        callbacks.append(Progress(cfg.verbose if self.ddp.is_main else 0, cfg.name))
+        P, K = cfg.n_classes_per_batch, cfg.n_samples_per_class
+        cpu = self.device.type == "cpu"
+        if cpu:
+            keep_freed_buffers()  # CPU memory policy: no page faults for each step's buffers
+        with thread_limits(flops_per_step=3.0 * self.flops * P * K if cpu else None), \
+                self.capture:
+            if validating and resume is None:
+                self.initial_score = self.validation_score()
+            result = train_epochs(self.trainable, self.optimizer, lambda epoch: self.loader,
+                                  max_iter=max_iter, callbacks=callbacks,
+                                  start_epoch=start_epoch, history=history,
+                                  grad_scaler=self.scaler, device=self.device)
+        if not validating:  # the eval-mode network, checked once before it is called fitted
+            self.embed(self.trainable.eval_net, cfg.train_idx[:EVAL_CHECK_SIZE])
+        stopped = result.stop_reason if result.stop_reason != "max_iter" else None
+        if resume is not None and resume.stopped:
+            stopped = "no_improvement"
+        final = self.state(result.n_iter, result.history, stopped is not None)
+        fitted = {"module_": self.trainable.eval_net.eval(), "loss_": self.objective.loss,
+                  "classes_": self.classes, "input_shape_": self.input_shape,
+                  "device_": self.device, "history_": result.history, "n_iter_": result.n_iter,
+                  "_resume_state": to_cpu(final.to_dict()),
+                  # a finished cosine schedule (rate 0) is a planned end, not a cut-short run
+                  "_converged": stopped is not None or cfg.lr_schedule == "cosine",
+                  "_no_gain": no_gain(result.history, self.initial_score, validating)}
+        if validating:
+            fitted["validation_split_"] = cfg.validation_split
+        if validating and cfg.early_stopping:
+            fitted["best_iteration_"] = self.stopper.best_epoch
+            fitted["best_validation_score_"] = self.stopper.best_value
+        return fitted
