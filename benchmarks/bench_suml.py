@@ -4,11 +4,22 @@ Usage::
 
     python benchmarks/bench_suml.py                 # full run (10 splits; NCA on --nca-splits)
     python benchmarks/bench_suml.py --quick         # smoke run (1 split, small settings)
-    python benchmarks/bench_suml.py --only timing   # one section: table, timing, plots
+    python benchmarks/bench_suml.py --only timing   # one section: table, timing, plots,
+                                                    # diagnosis
 
 Writes ``benchmarks/results/suml_table1.{md,json}``, ``suml_timing.{md,json}``,
-``suml_ablation.{md,json}`` and the PNG plots ``suml_convergence``,
-``suml_sensitivity`` and ``suml_probability``.
+``suml_ablation.{md,json}``, ``suml_diagnosis.{md,json}`` and the PNG plots
+``suml_convergence``, ``suml_sensitivity`` and ``suml_probability``.
+
+The diagnosis section asks what SUML's map changes from its PCA start and whether
+its objective, Eq. (1), can tell a better map from a worse one: on the linear study's
+protocol (3 splits; AT&T and COIL-20 reduced by PCA-100; 64 components; scikit-learn's
+digits, wine, breast cancer and iris at about half their dimensions) it reports the
+k-NN accuracy of PCA, of SUML (three seeds), of SUML with its synthesis map fitted
+before the metric moves, and of PCA with its two leading components scaled by 0.75;
+where the learned map puts its weight among the principal directions; the objective
+that the synthesis map alone reaches with the metric frozen at several maps; and how
+often a held-out-triplet check would keep the learned map rather than the start.
 """
 
 from __future__ import annotations
@@ -209,6 +220,188 @@ def timing(args):
     save("suml_timing", md, results)
 
 
+# --------------------------------------------------------------------------- diagnosis
+def _diagnosis_sets(quick):
+    """The linear study's protocol: ``{name: (splits, n_components)}``."""
+    from sklearn import datasets as D
+    from sklearn.model_selection import StratifiedShuffleSplit
+    from sklearn.preprocessing import StandardScaler
+
+    from compare_linear import prepare
+
+    n_splits = 1 if quick else 3
+    sets = {NAMES[name]: (prepare(name, n_splits, 100), 64) for name in ("att", "coil20", "usps")}
+    digits = D.load_digits()
+    bundled = {"digits": (digits.data / 16.0, digits.target, 32)}
+    for name, loader, n in (("wine", D.load_wine, 6), ("breast cancer", D.load_breast_cancer, 10),
+                            ("iris", D.load_iris, 2)):
+        X, y = loader(return_X_y=True)
+        bundled[name] = (StandardScaler().fit_transform(X), y, n)
+    for name, (X, y, n) in bundled.items():
+        cut = StratifiedShuffleSplit(n_splits, test_size=0.3, random_state=0).split(X, y)
+        sets[name] = ([(X[a], y[a], X[b], y[b]) for a, b in cut], n)
+    return sets
+
+
+def _knn(Z_train, y_train, Z_test, y_test):
+    return [float(KNeighborsClassifier(k).fit(Z_train, y_train).score(Z_test, y_test))
+            for k in (1, 10)]
+
+
+def _descend(objective, L, S, *, freeze_L, max_iter=300, tol=0.05, window=10):
+    """SUML's descent (conjugate gradient, restarted every ``window`` iterations, stopped
+    at the end of the fast descent as in :class:`~skdml.SUML`) with ``L`` optionally
+    frozen (its gradient set to zero). ``tol=0`` runs ``max_iter`` iterations."""
+    from pymanopt.manifolds import Euclidean, Product
+
+    from skdml._training import run_manopt
+
+    d, n_components = L.shape
+    manifold = Product([Euclidean(d, n_components), Euclidean(2 * d, d)])
+
+    def gradient(L_, S_):
+        _, grad_L, grad_S = objective.cost_grad(L_, S_)
+        return (np.zeros_like(grad_L) if freeze_L else grad_L), grad_S
+
+    point, n_iter, converged, descended = [L, S], 0, False, False
+    cost = start = objective.cost(*point)
+    while n_iter < max_iter and not converged:
+        run = run_manopt(manifold, objective.cost, gradient, point, tol=1e-8,
+                         max_iter=min(window, max_iter - n_iter))
+        point = [np.asarray(p, dtype=objective.dtype) for p in run.point]
+        new = objective.cost(*point)
+        n_iter += max(run.n_iter, 1)
+        fast = cost - new > tol * abs(start)
+        converged = run.converged or (descended and not fast)
+        descended, cost = descended or fast, new
+    return point
+
+
+def _triplets(n_samples, n_triplets, seed):
+    """SUML's draw: among ``n_triplets`` random samples of larger data."""
+    rng = np.random.RandomState(seed)
+    if n_samples <= n_triplets:
+        return sample_triplets(n_samples, n_triplets, rng)
+    pool = rng.choice(n_samples, n_triplets, replace=False)
+    return pool[sample_triplets(n_triplets, n_triplets, rng)]
+
+
+def diagnosis(args):
+    import os
+
+    os.environ["SKDML_NUM_THREADS"] = "1"  # every fit on one thread (skdml's policy, BLAS)
+    with threadpool_limits(1), warnings.catch_warnings():
+        # pymanopt's conjugate-gradient coefficient is 0/0 once S alone has saturated Eq. (1)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _diagnosis(args)
+
+
+def _diagnosis(args):
+    sets = _diagnosis_sets(args.quick)
+    seeds = (0,) if args.quick else (0, 1, 2)
+    n_check = 2 if args.quick else 6  # held-out triplet draws of the safeguard check
+    frozen_iter = 40 if args.quick else 200
+    rows = {"PCA": {}, **{f"SUML, random_state={s}": {} for s in seeds},
+            "SUML, synthesis map fitted first": {}, "PCA, two leading components x 0.75": {}}
+    weights, objective_rows, check_rows, data = [], [], [], {}
+    for name, (splits, n_comp) in sets.items():
+        acc = {row: [] for row in rows}
+        for s, (X_tr, y_tr, X_te, y_te) in enumerate(splits):
+            pca = PCA(n_comp, random_state=0).fit(X_tr)
+            Z_tr, Z_te = pca.transform(X_tr), pca.transform(X_te)
+            acc["PCA"].append(_knn(Z_tr, y_tr, Z_te, y_te))
+            scale = np.ones(n_comp)
+            scale[:2] = 0.75
+            acc["PCA, two leading components x 0.75"].append(
+                _knn(Z_tr * scale, y_tr, Z_te * scale, y_te))
+            fits = {}
+            for seed in seeds:
+                fits[seed] = SUML(n_comp, random_state=seed).fit(X_tr)
+                acc[f"SUML, random_state={seed}"].append(
+                    _knn(fits[seed].transform(X_tr), y_tr, fits[seed].transform(X_te), y_te))
+            # the working space, the start and the learned map of the seed-0 fit
+            state = fits[seeds[0]]._state
+            X_w = state["X"]
+            X_te_w = state["space"].transform(X_te).astype(X_w.dtype)
+            start = SUML(n_comp, random_state=seeds[0], max_iter=0).fit(X_tr)._state
+            L0, S0, L1 = start["L"], start["S"], state["L"]
+            objective = SUMLObjective(X_w, _triplets(len(X_w), 3000, seeds[0]))
+            L_s, S_s = _descend(objective, L0.copy(), S0.copy(), freeze_L=True)
+            L_w, _ = _descend(objective, L_s, S_s, freeze_L=False)
+            acc["SUML, synthesis map fitted first"].append(_knn(X_w @ L_w, y_tr, X_te_w @ L_w, y_te))
+            _, V = np.linalg.eigh(X_w.T.astype(np.float64) @ X_w)
+            V = V[:, ::-1]
+            if s == 0:  # where the learned map puts its weight among the principal directions
+                energy = np.sum((V.T @ L1.astype(np.float64)) ** 2, axis=1)
+                kept = np.sum((X_w @ L1) ** 2) / np.sum((X_w @ L0) ** 2)
+                weights.append([name, f"{energy[0]:.2f}", f"{energy[1]:.2f}",
+                                f"{energy[n_comp:].sum():.2f}", f"{kept:.2f}"])
+                data.setdefault(name, {})["energy"] = energy.tolist()
+            if name in ("AT&T", "COIL-20") and s == 0:
+                # with L frozen, how low does the synthesis map alone take Eq. (1)?
+                d = X_w.shape[1]
+                maps = {"PCA (the start)": L0, "SUML's learned map": L1,
+                        f"the {n_comp} minor components": V[:, -n_comp:].astype(L0.dtype),
+                        "a random orthonormal map": np.linalg.qr(np.random.RandomState(1).randn(
+                            d, n_comp))[0].astype(L0.dtype)}
+                joint = objective.cost(L1, state["S"])
+                for label, L in maps.items():
+                    _, S_f = _descend(objective, L.copy(), S0.copy(), freeze_L=True,
+                                      max_iter=frozen_iter, tol=0.0)
+                    k1, k10 = _knn(X_w @ L, y_tr, X_te_w @ L, y_te)
+                    objective_rows.append([name, label, f"{objective.cost(L, S_f):.4f}",
+                                           f"{joint:.4f}", f"{100 * k1:.1f} / {100 * k10:.1f}"])
+            if name in ("AT&T", "COIL-20", "wine"):
+                # the held-out check: S refitted on new triplets, L frozen at start / learned
+                wins = 0
+                for draw in range(n_check):
+                    held_out = SUMLObjective(X_w, _triplets(len(X_w), 3000, 100 + draw))
+                    _, S_a = _descend(held_out, L0.copy(), S0.copy(), freeze_L=True)
+                    _, S_b = _descend(held_out, L1.copy(), S0.copy(), freeze_L=True)
+                    wins += held_out.cost(L1, S_b) < held_out.cost(L0, S_a)
+                check_rows.append([name, s, f"{wins} of {n_check}",
+                                   " / ".join(f"{100 * a:.1f}" for a in acc["PCA"][-1]),
+                                   " / ".join(f"{100 * a:.1f}"
+                                              for a in acc[f"SUML, random_state={seeds[0]}"][-1])])
+            print(f"  {name} split {s}: " + "; ".join(
+                f"{row} {100 * a[-1][0]:.2f}/{100 * a[-1][1]:.2f}" for row, a in acc.items()),
+                flush=True)
+        for row, a in acc.items():
+            rows[row][name] = np.mean(a, axis=0)
+        data.setdefault(name, {})["accuracy"] = {row: np.asarray(a).tolist()
+                                                 for row, a in acc.items()}
+    header = ["method"] + [f"{name} ({n})" for name, (_, n) in sets.items()]
+    table = [[row] + [f"{100 * v[0]:.2f} / {100 * v[1]:.2f}" for v in by_set.values()]
+             for row, by_set in rows.items()]
+    n_splits = len(next(iter(sets.values()))[0])
+    md = (f"### What SUML changes from its PCA start (mean of {n_splits} splits, k=1 / k=10 "
+          "test accuracy %)\n\n"
+          "The linear study's protocol (AT&T and COIL-20 reduced by PCA-100 on the training "
+          "split); components in brackets. \"Synthesis map fitted first\": Eq. (1) descended "
+          "in S alone with L frozen at the start, then in (L, S) (seed 0). \"PCA, two leading "
+          "components x 0.75\": no learning, an imitation of the change below.\n\n"
+          + markdown_table(header, table)
+          + "\n\n### Where the learned map (seed 0, split 0) puts its weight\n\n"
+          "Squared norm of L's projection on the first and second principal directions of the "
+          "working space (1 at the start), on the directions PCA discards (0 at the start), and "
+          "the variance of the embedding relative to PCA's.\n\n"
+          + markdown_table(["data set", "PC 1", "PC 2", "discarded PCs", "variance kept"],
+                           weights)
+          + f"\n\n### Eq. (1) with the metric frozen ({frozen_iter} iterations in S alone, "
+          "split 0, the fit's 3000 triplets)\n\n"
+          + markdown_table(["data set", "L frozen at", "Eq. (1), S alone",
+                            "Eq. (1) where the default fit stops", "k=1 / k=10 of L"],
+                           objective_rows)
+          + "\n\n### A held-out-triplet check: learned L kept over the start?\n\n"
+          "For each of several new draws of 3000 triplets: S refitted alone (SUML's stopping "
+          "rule) with L frozen at the start and at the learned map; the learned map is kept "
+          "when its objective is lower.\n\n"
+          + markdown_table(["data set", "split", "learned map kept", "PCA k=1 / k=10",
+                            "SUML k=1 / k=10"], check_rows))
+    save("suml_diagnosis", md, {"results": data, "seeds": list(seeds), "n_check": n_check},
+         threads="1 (BLAS, torch, SKDML_NUM_THREADS)")
+
+
 # --------------------------------------------------------------------------- ablations
 def ablation(args):
     name = args.ablation_dataset
@@ -301,7 +494,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small smoke run")
-    parser.add_argument("--only", choices=("table", "timing", "ablation"), default=None)
+    parser.add_argument("--only", choices=("table", "timing", "ablation", "diagnosis"),
+                        default=None)
     parser.add_argument("--n-splits", type=int, default=10)
     parser.add_argument("--nca-splits", type=int, default=10,
                         help="splits on which NCA runs in the table (it is slow on USPS)")
@@ -325,6 +519,8 @@ def main(argv=None):
         timing(args)
     if args.only in (None, "ablation"):
         ablation(args)
+    if args.only in (None, "diagnosis"):
+        diagnosis(args)
 
 
 if __name__ == "__main__":

@@ -62,9 +62,16 @@ def warn_if_one_dimensional(est):
             UserWarning)
 
 
-def build_objective(est, n_classes):
-    """The :class:`~skdml.losses.MetricObjective` of ``est`` (same wiring as ECAML and JRD)."""
-    loss = build_loss(est.loss, est.loss_params, n_classes=n_classes,
+def build_objective(est, n_classes, loss=None):
+    """The :class:`~skdml.losses.MetricObjective` of ``est`` (same wiring as ECAML and JRD).
+
+    ``loss`` is the resolved loss (:attr:`FitConfig.loss <skdml.deep._config.FitConfig>`);
+    ``None`` takes ``est.loss``, which must then not be ``"auto"``.
+    """
+    loss = est.loss if loss is None else loss
+    if isinstance(loss, str) and loss == "auto":
+        raise ValueError("loss='auto' is resolved by fit; pass the loss to build.")
+    loss = build_loss(loss, est.loss_params, n_classes=n_classes,
                       embedding_dim=est.n_components)
     regularizer = None
     if est.regularizer is not None and est.regularizer_weight > 0:

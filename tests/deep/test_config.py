@@ -127,3 +127,25 @@ def test_the_checkpoint_schema_lives_in_one_dataclass():
     from skdml.exceptions import CheckpointError
     with pytest.raises(CheckpointError, match="lacks \\['optimizer'\\]"):
         TrainingState.from_dict({k: v for k, v in state.items() if k != "optimizer"}, "here")
+
+
+def test_auto_loss_is_binomial_for_default_vectors_only():
+    from skdml.losses import BinomialDevianceLoss, MultiSimilarityLoss
+    y = np.repeat(np.arange(4), 5)
+    est = DeepMetricTransformer()
+    cfg = resolve_config(est, y_enc=y, input_shape=(8,), in_memory=True,
+                         device=torch.device("cpu"), backbone=None,
+                         rng=np.random.RandomState(0))
+    assert cfg.loss == "binomial"
+    for shape, in_memory, backbone in [((1, 8, 8), True, None), ((8,), False, None),
+                                       ((8,), True, torch.nn.Linear(8, 4))]:
+        est = DeepMetricTransformer(backbone=backbone)
+        cfg = resolve_config(est, y_enc=y, input_shape=shape, in_memory=in_memory,
+                             device=torch.device("cpu"), backbone=backbone,
+                             rng=np.random.RandomState(0))
+        assert cfg.loss == "multisimilarity"
+    X, y = blobs()
+    assert isinstance(fast().fit(X, y).loss_, BinomialDevianceLoss)
+    assert isinstance(fast(loss="multisimilarity").fit(X, y).loss_, MultiSimilarityLoss)
+    with pytest.raises(ValueError, match="loss_params needs a named loss"):
+        fast(loss_params={"alpha": 2.0}).fit(X, y)
