@@ -2,7 +2,8 @@
 
 Usage (after ``python -m sphinx -W -b html doc doc/_build/html``)::
 
-    python doc/check_site.py [--html doc/_build/html] [--screenshot PATH] [--no-browser]
+    python doc/check_site.py [--html doc/_build/html] [--screenshot PATH] [--guides DIR]
+                             [--no-browser]
 
 1. **Links** (always): every ``href`` and ``src`` of every built page that points
    inside the site must name an existing file, and its ``#anchor`` an existing
@@ -13,7 +14,8 @@ Usage (after ``python -m sphinx -W -b html doc doc/_build/html``)::
    headless Chromium opens the index, the SUML API page and a gallery page; each
    must have its title and main text, every ``<img>`` must have loaded
    (``naturalWidth > 0``), and the gallery page must show its figures. A
-   screenshot of the gallery page is saved with ``--screenshot``.
+   screenshot of the gallery page is saved with ``--screenshot``, and of the top of
+   each user guide (deep, linear, SUML) with ``--guides DIR``.
 
 Exits non-zero on any failure.
 """
@@ -102,8 +104,15 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def check_in_browser(html_dir, screenshot=None, pages=PAGES):
+#: The user guides whose screenshots ``--guides DIR`` saves (as ``docs_<name>_guide.png``).
+GUIDES = ("deep", "linear", "suml")
+
+
+def check_in_browser(html_dir, screenshot=None, pages=PAGES, guides_dir=None):
     """Serve ``html_dir`` on 127.0.0.1 and open ``pages`` in headless Chromium.
+
+    With ``guides_dir``, also save a screenshot of the top of each guide of
+    :data:`GUIDES` there.
 
     Returns a list of failure messages (empty when every page passed).
     """
@@ -151,6 +160,12 @@ def check_in_browser(html_dir, screenshot=None, pages=PAGES):
             Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
             driver.save_screenshot(str(screenshot))
             print(f"  screenshot: {screenshot}")
+        for name in GUIDES if guides_dir else ():
+            driver.get(base + f"{name}.html")
+            path = Path(guides_dir) / f"docs_{name}_guide.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            driver.save_screenshot(str(path))
+            print(f"  screenshot: {path}")
     finally:
         driver.quit()
         server.shutdown()
@@ -162,6 +177,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--html", default=str(HERE / "_build" / "html"))
     parser.add_argument("--screenshot", default=None)
+    parser.add_argument("--guides", default=None, metavar="DIR",
+                        help="also save screenshots of the user guides in DIR")
     parser.add_argument("--no-browser", action="store_true")
     args = parser.parse_args(argv)
     html = Path(args.html)
@@ -178,7 +195,7 @@ def main(argv=None):
         pass
     elif browser_available():
         print("browser: headless Chromium on 127.0.0.1")
-        failures += check_in_browser(html, screenshot=args.screenshot)
+        failures += check_in_browser(html, screenshot=args.screenshot, guides_dir=args.guides)
     else:
         print("browser: skipped (needs Debian's chromium and chromium-driver and selenium)")
     if failures:

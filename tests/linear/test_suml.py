@@ -340,3 +340,29 @@ def test_verbose_prints_table(digits, capsys):
         SUML(n_components=3, n_triplets=100, max_iter=2, verbose=2, random_state=0).fit(X)
     out = capsys.readouterr().out
     assert "Iteration" in out and "Cost" in out  # pymanopt's own table
+
+
+def test_synthesis_alone_saturates_the_objective_whatever_the_metric(digits):
+    # SUML's Notes: with L frozen, S alone takes Eq. (1) far below where a fit stops, at the
+    # PCA start as at a random orthonormal map, so the objective does not single out L
+    from scipy.optimize import minimize
+
+    X, _ = digits
+    fit = SUML(n_components=8, n_triplets=1000, random_state=0).fit(X)
+    X_w = fit._state["X"].astype(np.float64)
+    d = X_w.shape[1]
+    objective = SUMLObjective(X_w, sample_triplets(len(X_w), 1000, np.random.RandomState(1)),
+                              angle=fit.angle, ortho_weight=fit.ortho_weight)
+    where_fit_stops = objective.cost(fit._state["L"].astype(np.float64),
+                                     fit._state["S"].astype(np.float64))
+    start = SUML(n_components=8, max_iter=0, random_state=0).fit(X)._state["L"]
+    random_map = np.linalg.qr(np.random.RandomState(2).randn(d, 8))[0]
+    for L in (start.astype(np.float64), random_map):
+        def cost_and_gradient(s2, L=L):
+            cost, _, grad_S = objective.cost_grad(L, np.vstack([np.eye(d) / 2, s2.reshape(d, d)]))
+            return cost, grad_S[d:].ravel()
+
+        synthesis_alone = minimize(cost_and_gradient, (np.eye(d) / 2).ravel(), jac=True,
+                                   method="L-BFGS-B", options={"maxiter": 50})
+        assert synthesis_alone.fun < 0.25 * where_fit_stops, (synthesis_alone.fun,
+                                                              where_fit_stops)
