@@ -92,3 +92,60 @@ def test_jrs_is_one_regulariser():
     cos = E @ torch.nn.functional.normalize(linear.am.proxies.detach(), dim=1).T
     expected = JRSRegularizer()([X, E, cos], y).item()
     assert terms_lin["regularizer"].item() == pytest.approx(expected, rel=1e-5)
+
+
+# ----------------------------------------------------------------- one name, one meaning
+def test_shared_names_across_learners():
+    import inspect
+
+    from skdml import SUML
+
+    names = {cls: set(inspect.signature(cls).parameters)
+             for cls in (ECAML, JRD, DeepMetricTransformer, SUML)}
+    for cls in (ECAML, JRD, DeepMetricTransformer):
+        assert {"regularizer_weight", "learning_rate", "max_iter", "tol", "early_stopping",
+                "validation_fraction", "n_iter_no_change", "n_classes_per_batch",
+                "n_samples_per_class", "callbacks"} <= names[cls], cls
+    for old in ("ec_weight", "jrs_weight"):
+        assert not any(old in n for n in names.values())
+    # ``solver`` names the algorithm wherever it exists
+    assert ECAML().solver == JRD().solver == "adam"
+    assert SUML().solver == "conjugate_gradient"
+    ECAML(solver="conjugate_gradient")._validate_params()
+
+
+def test_history_records_share_one_layout():
+    from sklearn.datasets import load_digits
+
+    from skdml import SUML
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:200], y[:200]
+    epoch_based = [ECAML(n_components=4, max_iter=2, early_stopping=False),
+                   JRD(n_components=4, max_iter=2, early_stopping=False),
+                   DeepMetricTransformer(n_components=4, max_iter=2, device="cpu")]
+    for est in epoch_based:
+        records = est.fit(X, y).history_
+        assert [r["epoch"] for r in records] == [1, 2]
+        assert {"epoch", "loss", "metric_loss", "seconds"} <= set(records[0]), est
+    iterations = [SUML(n_components=4, max_iter=2),
+                  ECAML(n_components=4, max_iter=2, solver="conjugate_gradient")]
+    for est in iterations:
+        records = est.fit(X, y).history_
+        assert {"iteration", "loss", "gradient_norm"} <= set(records[0]), est
+
+
+def test_one_validation_rule():
+    """The deep learner holds out what ECAML holds out: whole classes from 5 classes up."""
+    from skdml._training import validation_holdout
+
+    y = np.repeat(np.arange(10), 6)
+    train, val, kind = validation_holdout(y, None, "auto", np.random.RandomState(0))
+    assert kind == "class_disjoint" and len(np.unique(y[val])) == 2
+    train, val, kind = validation_holdout(y[y < 4], None, "auto", np.random.RandomState(0))
+    assert kind == "stratified" and set(y[val]) <= set(y[train])
+    X = np.random.RandomState(0).randn(len(y), 5) + y[:, None]
+    deep = DeepMetricTransformer(n_components=3, max_iter=1, early_stopping=True,
+                                 device="cpu", random_state=0).fit(X, y)
+    linear = ECAML(n_components=3, max_iter=2, early_stopping=True, random_state=0).fit(X, y)
+    assert deep.validation_split_ == linear.validation_split_ == "class_disjoint"
