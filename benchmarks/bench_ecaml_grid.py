@@ -47,20 +47,23 @@ from pathlib import Path
 os.environ.setdefault("SKDML_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
-from sklearn.base import clone  # noqa: E402
-from sklearn.decomposition import PCA  # noqa: E402
-from sklearn.model_selection import (GridSearchCV, StratifiedKFold,  # noqa: E402
-                                     StratifiedShuffleSplit)
-from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
-from sklearn.pipeline import Pipeline  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
+import numpy as np
+from sklearn.base import clone
+from sklearn.decomposition import PCA
+from sklearn.model_selection import (
+    GridSearchCV,
+    StratifiedKFold,
+    StratifiedShuffleSplit,
+)
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import Pipeline
+from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, load, markdown_table, save  # noqa: E402
+from _common import RESULTS, load, markdown_table, save
 
-from skdml import ECAML  # noqa: E402
+from skdml import ECAML
 
 NAMES = {"att": "AT&T", "coil20": "COIL-20", "usps": "USPS"}
 KS = (1, 10)
@@ -71,10 +74,10 @@ GRID = {
     "ecaml__loss": ["lmnn", "npair", "multisimilarity", "binomial", "triplet"],
     "ecaml__early_stopping": [True, False],
 }
-FIXED = dict(n_classes_per_batch=8, n_samples_per_class=16, validation_split="stratified")
+FIXED = {"n_classes_per_batch": 8, "n_samples_per_class": 16, "validation_split": "stratified"}
 #: The smoke run's grid and budget.
 QUICK_GRID = {"ecaml__loss": ["lmnn", "binomial"], "ecaml__early_stopping": [False]}
-QUICK_FIXED = dict(FIXED, max_iter=5)
+QUICK_FIXED = {**FIXED, "max_iter": 5}
 
 
 def knn_scorer(k):
@@ -292,15 +295,15 @@ def main(argv=None):
         for k in KS:
             rival, method = best.get(k, (np.nan, "none"))
             tuned = float(np.mean(r["tuned"]["acc"][k]))
-            # the means as printed (one decimal), as the issue compares them
+            # the means as printed (one decimal), as the tables compare them
             ok = round(tuned * 100, 1) >= round(rival * 100, 1)
             verdicts.append(ok)
             table.append([NAMES[name], k, pct(r["pca"]["acc"][k]), pct(r["defaults"]["acc"][k]),
                           pct(r["tuned"]["acc"][k]), f"{rival * 100:.1f} ({method})",
                           "yes" if ok else "**no**", "; ".join(r["tuned"]["chosen"][k])])
     times = markdown_table(
-        ["data set", "PCA-64", "ECAML defaults", f"grid search ({n_cand} candidates x "
-         f"{args.folds} folds) + 2 refits"],
+        ["data set", "PCA-64", "ECAML defaults",
+         f"grid search ({n_cand} candidates x {args.folds} folds) + 2 refits"],
         [[NAMES[n], seconds(results[n]["pca"]["cpu_s"]), seconds(results[n]["defaults"]["cpu_s"]),
           seconds(results[n]["tuned"]["cpu_s"])] for n in args.datasets])
     grid_text = ", ".join(f"`{key.split('__', 1)[1]}` in {values}" for key, values in grid.items())

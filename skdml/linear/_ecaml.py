@@ -58,10 +58,13 @@ class ECAML(LinearMetricLearner):
         pytorch-metric-learning loss). ``"triplet"`` and ``"binomial"`` (the
         paper's losses) work on unit-normalised embeddings (cosines),
         ``"npair"`` on raw dot products. **For k-NN on the training classes**
-        use ``loss="lmnn", n_classes_per_batch=8, n_samples_per_class=16``
-        (:class:`~skdml.losses.LMNNLoss`); it is not the default because it
-        costs retrieval of unseen classes (:doc:`/linear`). Parameters a
-        callable owns (e.g. proxies) are not trained.
+        use ``loss="lmnn", n_classes_per_batch=8, n_samples_per_class=16,
+        validation_split="stratified"`` (:class:`~skdml.losses.LMNNLoss`; the
+        default validation holds out whole classes and kept the PCA start on
+        AT&T and COIL-20), or search the small grid of
+        :doc:`/tuning_linear`; it is not the default because it costs
+        retrieval of unseen classes (:doc:`/linear`). Parameters a callable
+        owns (e.g. proxies) are not trained.
     loss_params : dict, default=None
         Keyword arguments for the named loss (e.g. ``{"margin": 0.2}``).
     regularizer_weight : float or "auto", default="auto"
