@@ -32,8 +32,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLossError, Progress,
-                         Trainable, Validation, class_disjoint_holdout, run_manopt,
-                         stratified_holdout, train_epochs)
+                         Trainable, Validation, run_manopt, train_epochs,
+                         validation_holdout)
 from .._utils import thread_limits, torch_rng_scope, torch_seed, transactional_fit
 from .._utils._params import StrictInterval
 from ..callbacks import UserCallbacks, check_callbacks
@@ -49,11 +49,6 @@ MIN_STEPS_NO_CHANGE = 300
 MAX_AUTO_LR = 0.01
 #: k of the k-NN accuracies averaged by the early-stopping validation score.
 VALIDATION_KS = (1, 10)
-#: ``validation_split="auto"`` holds out whole classes from this many classes up (2 held out,
-#: the rest trained on); fewer classes hold out samples of each class.
-MIN_CLASSES_CLASS_DISJOINT = 5
-#: ``validation_fraction=None`` with class-disjoint validation: this fraction of the classes.
-CLASS_DISJOINT_FRACTION = 0.2
 #: With class-disjoint validation, the learned metric replaces the start only when its mean
 #: per-query Recall@1 gain exceeds this many standard errors (one-sided, about 2.5%).
 SIGNIFICANCE_Z = 2.0
@@ -370,21 +365,7 @@ class LinearMetricLearner(BaseMahalanobis):
 
     def _validation_holdout(self, y, rng):
         """``(train, val, split)``: the early-stopping hold-out and how it was drawn."""
-        split = self.validation_split
-        n_classes = len(np.unique(y))
-        if split == "auto":
-            split = "class_disjoint" if n_classes >= MIN_CLASSES_CLASS_DISJOINT else "stratified"
-        fraction = self.validation_fraction
-        if fraction is None:
-            fraction = CLASS_DISJOINT_FRACTION if split == "class_disjoint" else 0.1
-        if split == "class_disjoint":
-            train, val = class_disjoint_holdout(y, fraction, rng)
-        else:
-            train, val = stratified_holdout(y, fraction, rng)
-            if len(val) == 0:
-                raise ValueError("early_stopping=True needs at least one class with 3 or more "
-                                 "samples to hold out a validation set.")
-        return train, val, split
+        return validation_holdout(y, self.validation_fraction, self.validation_split, rng)
 
     def _solve_batch(self, objective, X, y, sampler):
         """Riemannian conjugate gradient over a fixed set of batches; return ``(fitted, converged)``."""
