@@ -169,7 +169,9 @@ def test_data_are_scattered_once_per_search(client, monkeypatch):
 
 
 def _slow_search():
-    return GridSearchCV(make_pipeline(ECAML(n_components=8, max_iter=10, random_state=0),
+    # a fixed amount of work (no early stopping), long enough that the worker dies mid-search
+    return GridSearchCV(make_pipeline(ECAML(n_components=8, max_iter=60, early_stopping=False,
+                                            tol=0.0, random_state=0),
                                       KNeighborsClassifier(3)),
                         {"ecaml__regularizer_weight": [0.0, 0.05, 0.1, 0.2]}, cv=CV, n_jobs=-1)
 
@@ -184,7 +186,7 @@ def _kill_one_worker(client, delay, record):
 
 def _search_with_a_killed_worker(client, **config):
     record = {}
-    killer = threading.Thread(target=_kill_one_worker, args=(client, 0.5, record))
+    killer = threading.Thread(target=_kill_one_worker, args=(client, 0.2, record))
     search = _slow_search()
     error = None
     try:
@@ -196,9 +198,23 @@ def _search_with_a_killed_worker(client, **config):
     done = time.perf_counter()
     killer.join()
     assert record["at"] < done, "the search finished before the worker was killed"
-    client.wait_for_workers(2, timeout=60)
-    assert record["killed"] not in client.run(os.getpid).values()
+    _wait_for_replacement(client, record["killed"])
     return search, error
+
+
+def _wait_for_replacement(client, killed, timeout=60):
+    """Wait until the nanny's new worker has replaced the killed one (the scheduler may
+    still list the dead one for a moment, and a broadcast to it fails)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pids = client.run(os.getpid).values()
+            if len(pids) == 2 and killed not in pids:
+                return
+        except (OSError, distributed.comm.CommClosedError):
+            pass
+        assert time.monotonic() < deadline, "the killed worker was not replaced in time"
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
