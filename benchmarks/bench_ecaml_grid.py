@@ -53,7 +53,6 @@ from sklearn.decomposition import PCA
 from sklearn.model_selection import (
     GridSearchCV,
     StratifiedKFold,
-    StratifiedShuffleSplit,
 )
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import Pipeline
@@ -61,7 +60,8 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, load, markdown_table, save
+from _common import RESULTS, markdown_table, save
+from compare_linear import prepare  # the bar protocol's splits, one definition
 
 from skdml import ECAML
 
@@ -104,20 +104,6 @@ def make_search(n_components, folds, grid, fixed):
     return GridSearchCV(pipe, grid, cv=StratifiedKFold(folds, shuffle=True, random_state=0),
                         scoring={f"k{k}": knn_scorer(k) for k in KS}, refit=False, n_jobs=1,
                         error_score="raise")
-
-
-def prepare(name, n_splits, reduce_dims):
-    """The linear comparison's splits (``compare_linear.prepare``)."""
-    X, y = load(name)
-    splits = []
-    for train, test in StratifiedShuffleSplit(n_splits, test_size=0.3,
-                                              random_state=0).split(X, y):
-        X_train, X_test = X[train], X[test]
-        if name in ("att", "coil20"):
-            pca = PCA(reduce_dims, random_state=0).fit(X_train)
-            X_train, X_test = pca.transform(X_train), pca.transform(X_test)
-        splits.append((X_train, y[train], X_test, y[test]))
-    return splits
 
 
 def knn_scores(Z_train, y_train, Z_test, y_test, ks=KS):
