@@ -271,7 +271,8 @@ def plateau_study(max_iter=None):
     """Omniglot, whole default budget (or ``max_iter``): the schedule against decay on plateau."""
     Xo, yo, Xt, yt = zero_shot()
     rows, data = [], {}
-    budget = DeepMetricTransformer().max_iter if max_iter is None else max_iter
+    from skdml.deep._config import AUTO_MAX_ITER  # "auto" on images: the label's number
+    budget = AUTO_MAX_ITER if max_iter is None else max_iter
     for name in (f"warm-up + cosine over {budget} epochs, early stopping (former defaults)",
                  "+ rate / 10 after 5 epochs without gain (twice at most)"):
         plateau = DecayOnPlateau() if name.startswith("+") else None
