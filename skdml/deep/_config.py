@@ -10,7 +10,6 @@ only, so a setting means one thing wherever it is used.
 
 from __future__ import annotations
 
-import dataclasses
 import numbers
 from dataclasses import dataclass, field
 
@@ -54,9 +53,11 @@ AUTO_LOSS_VECTORS = "binomial"
 AUTO_LOSS = "multisimilarity"
 
 #: ``optimizer_params``: skdml's keys and their defaults; any other key goes to the torch
-#: optimiser's constructor (e.g. ``betas``, ``momentum``).
+#: optimiser's constructor (e.g. ``betas``, ``momentum``), as ``weight_decay`` does.
 OPTIMIZER_DEFAULTS = {"weight_decay": 1e-4, "head_lr_mult": 1.0, "param_groups": None,
                       "lr_schedule": "cosine", "ema_epochs": 5.0}
+#: The ``optimizer_params`` keys the trainer uses itself (the others build the optimiser).
+TRAINER_KEYS = ("head_lr_mult", "param_groups", "lr_schedule", "ema_epochs")
 #: ``loader_params``: the keys and their defaults (nothing else is accepted).
 LOADER_DEFAULTS = {"num_workers": 0, "pin_memory": "auto", "transform_batch_size": 256,
                    "batches_per_epoch": None}
@@ -131,9 +132,8 @@ class LoaderConfig:
     batch_size: int = 256
 
     @classmethod
-    def of(cls, est, device):
-        """The loader settings of ``est`` on ``device`` (also used by ``transform``)."""
-        params = check_loader_params(est.loader_params)
+    def of(cls, params, device):
+        """The settings of checked ``loader_params`` on ``device`` (also used by ``transform``)."""
         pin = device.type == "cuda" if params["pin_memory"] == "auto" \
             else bool(params["pin_memory"])
         return cls(int(params["num_workers"]), pin, int(params["transform_batch_size"]))
@@ -174,9 +174,6 @@ class FitConfig:
     train_idx: np.ndarray = field(repr=False)
     val_idx: np.ndarray | None = field(repr=False)
     validation_split: str | None = None
-
-    def replace(self, **changes):
-        return dataclasses.replace(self, **changes)
 
 
 def _early_stopping(est, n_classes):
@@ -288,7 +285,6 @@ def resolve_config(est, *, y_enc, input_shape, in_memory, device, backbone, rng,
         standardize = not getattr(backbone, "normalizes_input", False)
     else:
         standardize = bool(est.standardize)
-    skdml_keys = set(OPTIMIZER_DEFAULTS)
     return FitConfig(
         name=type(est).__name__, loss=loss, n_components=int(est.n_components),
         normalize=bool(est.normalize and est.n_components > 1), device=device, amp=est.amp,
@@ -298,10 +294,10 @@ def resolve_config(est, *, y_enc, input_shape, in_memory, device, backbone, rng,
         preserve_input=preserve, augment=_augment(est, input_shape), standardize=standardize,
         default_vector_backbone=default_vectors, optimizer=est.optimizer,
         learning_rate=float(est.learning_rate),
-        optimizer_kwargs={k: v for k, v in opt.items() if k not in skdml_keys - {"weight_decay"}},
+        optimizer_kwargs={k: v for k, v in opt.items() if k not in TRAINER_KEYS},
         head_lr_mult=float(opt["head_lr_mult"]),
         param_groups=tuple(opt["param_groups"] or ()), lr_schedule=opt["lr_schedule"],
         ema_epochs=float(opt["ema_epochs"] or 0.0),
         jrs_layers=_jrs_layers(est.regularizer),
-        loader=LoaderConfig.of(est, device), checkpoint_path=est.checkpoint_path,
+        loader=LoaderConfig.of(loader, device), checkpoint_path=est.checkpoint_path,
         verbose=int(est.verbose), train_idx=train_idx, val_idx=val_idx, validation_split=kind)

@@ -19,7 +19,7 @@ from .._utils import resolve_device, thread_limits, torch_rng_scope, torch_seed,
 from .._utils._params import StrictInterval
 from ..callbacks import UserCallbacks, check_callbacks
 from ..losses import LOSSES, REGULARIZERS
-from ._config import LoaderConfig, resolve_config
+from ._config import LoaderConfig, check_loader_params, resolve_config
 from ._network import build_backbone
 from ._plan import (build_objective, validate_fit_input, validate_transform_input,
                     warn_if_one_dimensional)
@@ -426,6 +426,7 @@ callable, default="auto"
         source = validate_transform_input(self, X)
         with thread_limits(), torch_rng_scope():  # DataLoader draws a seed from torch's RNG
             return embed_with(self.module_, source, np.arange(len(source)),
-                              loader=LoaderConfig.of(self, self.device_),
+                              loader=LoaderConfig.of(check_loader_params(self.loader_params),
+                                                    self.device_),
                               n_components=self.n_components, device=self.device_,
                               input_shape=self.input_shape_, amp=self.amp)
