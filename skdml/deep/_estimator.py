@@ -179,8 +179,11 @@ callable, default="auto"
         Learn the mean and scale of each channel (images) or feature
         (vectors) in ``fit`` and standardise every input with them, in
         training and in ``transform`` (the first layer of ``module_``): the
-        embedding does not depend on the scale of ``X``. ``"auto"``: on,
-        unless the backbone normalises its own input (a
+        embedding does not depend on the scale of ``X``. Vectors with the
+        default backbone share one scale when their features share a unit
+        (spreads within 100 times the median one), so that their geometry is
+        kept, and are turned to their principal axes (see the user guide).
+        ``"auto"``: on, unless the backbone normalises its own input (a
         :class:`~skdml.deep.backbones.FeatureExtractor` with ``mean``).
     augment : bool, "auto" or callable, default="auto"
         Training-time augmentation of image batches. ``"auto"`` and ``True``:
