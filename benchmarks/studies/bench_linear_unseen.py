@@ -16,6 +16,7 @@ Usage::
 
     python benchmarks/studies/bench_linear_unseen.py --baseline /tmp/orig
     python benchmarks/studies/bench_linear_unseen.py --data digits synth2 --quick
+    python benchmarks/studies/bench_linear_unseen.py --data synth3 synth4 synth5 --name linear_unseen_later
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks._common import ROOT, SHARED_DATA, markdown_table, save  # noqa: E402
 
 DATA = ("att", "coil20", "usps", "digits", "synth", "synth2")
+#: Data sets drawn after the linear defaults were settled (``--data synth3 synth4 synth5``).
+LATER = ("synth3", "synth4", "synth5")
 SPLITS = ("first", "even", "1")
 
 WORKER = r"""
@@ -60,6 +63,18 @@ def load(name):
     if name == "synth2":
         return make_classification(3000, 200, n_informative=20, n_redundant=40, n_classes=30,
                                    n_clusters_per_class=2, class_sep=1.5, random_state=7)
+    # drawn after the linear defaults were settled, never looked at before (--name
+    # linear_unseen_later): informative and noise features of one unit, as synth
+    if name == "synth3":
+        return make_classification(3600, 150, n_informative=40, n_redundant=10, n_classes=60,
+                                   n_clusters_per_class=1, class_sep=1.8, random_state=21)
+    if name == "synth4":
+        return make_classification(2160, 64, n_informative=16, n_redundant=8, n_repeated=4,
+                                   n_classes=36, n_clusters_per_class=1, class_sep=2.0,
+                                   random_state=33)
+    if name == "synth5":
+        return make_classification(3200, 100, n_informative=30, n_redundant=10, n_classes=40,
+                                   n_clusters_per_class=2, class_sep=2.5, random_state=44)
 
 X, y = load(name)
 k = min(64, X.shape[1] // 2)
@@ -100,9 +115,10 @@ def run(checkout, name, splits):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default=None, help="older checkout to set beside")
-    parser.add_argument("--data", nargs="+", default=list(DATA))
+    parser.add_argument("--data", nargs="+", default=list(DATA), choices=DATA + LATER)
     parser.add_argument("--splits", nargs="+", default=list(SPLITS))
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--name", default="linear_unseen", help="result file stem")
     args = parser.parse_args(argv)
     checkouts = [("new", ROOT)] + ([("old", Path(args.baseline))] if args.baseline else [])
     rows, data = [], []
@@ -125,7 +141,7 @@ def main(argv=None):
     markdown = ("Unseen-class Recall@1 (class-disjoint halves, defaults, `random_state=0`); "
                 "`PCA start` is ECAML's and JRD's `max_iter=0` (the same PCA axes). "
                 f"Fits that lose to their start: {n_lost}.\n\n" + markdown_table(header, rows))
-    save("linear_unseen", markdown, {"rows": data, "baseline": args.baseline})
+    save(args.name, markdown, {"rows": data, "baseline": args.baseline})
 
 
 if __name__ == "__main__":
