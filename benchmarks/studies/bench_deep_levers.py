@@ -151,7 +151,7 @@ def preserve_study(max_iter, quick=False):
           f"Command: `{command}`. `DeepMetricTransformer(random_state=0, preserve_input=w)`; "
           "digits as 64-d vectors with `n_components=16` and the default budget, Omniglot "
           f"28x28 with {max_iter} epochs. `\"auto\"` is 50 / training classes (10 on digits, "
-          f"about 0.4 on Omniglot). CPU, {torch.get_num_threads()} torch threads.\n\n"
+          f"about 0.37 on Omniglot's 136). CPU, {torch.get_num_threads()} torch threads.\n\n"
           + markdown_table(header, rows))
     save(f"deep_preserve_input_{max_iter}ep", md, {"command": command, "results": data})
 

@@ -101,7 +101,7 @@ callable, default="auto"
         where the labels do not say otherwise, which is what unseen classes
         need when the training data hold few classes. ``"auto"`` is
         ``50 / n_training_classes`` for the default backbone (10 with five
-        classes, about 0.4 with Omniglot's 122) and 0 for a backbone you pass
+        classes, about 0.37 with Omniglot's 136) and 0 for a backbone you pass
         (a pretrained one has better features than its pixels). 0 disables
         it. See the user guide's study.
     optimizer : {"adam", "adamw", "sgd"} or torch.optim.Optimizer class, default="adam"
