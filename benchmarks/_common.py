@@ -26,6 +26,25 @@ RESULTS = ROOT / "benchmarks" / "results"
 SHARED_DATA = Path(os.environ.get("SKDML_DATA", ROOT.parent / "shared" / "datasets"))
 
 
+#: ``make_classification`` keyword arguments of the synthetic sets drawn after the vector
+#: standardisation's threshold and the linear defaults were settled (never looked at before):
+#: informative and noise features of one unit. The first half of the classes train.
+#: ``bench_deep_vector.py --held-out`` and ``bench_linear_unseen.py`` (``synth3``-``synth5``).
+LATER_SYNTHETIC = {
+    "make_classification 60": dict(n_samples=3600, n_features=150, n_informative=40,
+                                   n_redundant=10, n_classes=60, n_clusters_per_class=1,
+                                   class_sep=1.8, random_state=21),
+    "make_classification 36 repeated": dict(n_samples=2160, n_features=64, n_informative=16,
+                                            n_redundant=8, n_repeated=4, n_classes=36,
+                                            n_clusters_per_class=1, class_sep=2.0,
+                                            random_state=33),
+    "make_classification 40 two clusters": dict(n_samples=3200, n_features=100,
+                                                n_informative=30, n_redundant=10, n_classes=40,
+                                                n_clusters_per_class=2, class_sep=2.5,
+                                                random_state=44),
+}
+
+
 def load(name):
     """Load ``"att"``, ``"coil20"`` or ``"usps"`` from the shared data folder as (X, y)."""
     from skdml import datasets

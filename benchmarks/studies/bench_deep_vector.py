@@ -92,35 +92,22 @@ HELD_OUT = ["digits even -> odd", "usps seed 2", "usps seed 3", "make_classifica
 HELD_OUT_LATER = ["digits 0-4 -> 5-9", "usps seed 4", "coil20 seed 6", "att seed 7",
                   "gauss seed 3", "make_classification 50"]
 #: Splits drawn after the vector standardisation's common-unit threshold went from 10 to 100
-#: (0.2): make_classification layouts, the data the change affects (informative and noise
-#: features of one unit); never looked at before that change.
-HELD_OUT_0_2 = ["make_classification 60", "make_classification 36 repeated",
-                "make_classification 40 two clusters"]
-#: name: (n_samples, n_features, n_informative, n_redundant, n_repeated, n_classes,
-#: n_clusters_per_class, class_sep, random_state); the first half of the classes train.
-_MAKE_CLASSIFICATION_0_2 = {
-    "make_classification 60": (3600, 150, 40, 10, 0, 60, 1, 1.8, 21),
-    "make_classification 36 repeated": (2160, 64, 16, 8, 4, 36, 1, 2.0, 33),
-    "make_classification 40 two clusters": (3200, 100, 30, 10, 0, 40, 2, 2.5, 44),
-}
-
-
-def held_out_split(name, data_home):
-    """``(X, y, seen)`` of a split of :data:`HELD_OUT`."""
+#: (0.2): ``benchmarks._common.LATER_SYNTHETIC`` (make_classification layouts, the data the
+#: change affects), never looked at before that change; their parameters reach the worker in
+#: its spec.
+def held_out_split(name, data_home, make_classification_params=None):
+    """``(X, y, seen)`` of a split of :data:`HELD_OUT` (or of ``LATER_SYNTHETIC``, by its
+    ``make_classification`` parameters)."""
+    if make_classification_params is not None:
+        from sklearn.datasets import make_classification
+        X, y = make_classification(**make_classification_params)
+        return X.astype(np.float32), y, y < make_classification_params["n_classes"] // 2
     if name == "digits even -> odd":
         X, y = load("digits", data_home)
         return X, y, y % 2 == 0
     if name == "digits 0-4 -> 5-9":
         X, y = load("digits", data_home)
         return X, y, y < 5
-    if name in _MAKE_CLASSIFICATION_0_2:
-        from sklearn.datasets import make_classification
-        n, d, inf, red, rep, c, clusters, sep, seed = _MAKE_CLASSIFICATION_0_2[name]
-        X, y = make_classification(n_samples=n, n_features=d, n_informative=inf,
-                                   n_redundant=red, n_repeated=rep, n_classes=c,
-                                   n_clusters_per_class=clusters, class_sep=sep,
-                                   random_state=seed)
-        return X.astype(np.float32), y, y < c // 2
     if name == "gauss seed 3":
         X, y = gaussian_classes(n_classes=50, per_class=40, dim=200, rank=16, seed=3)
         return X, y, y < 25
@@ -169,7 +156,8 @@ def worker(spec):
                           "n_iter": int(est.n_iter_), "threads": torch.get_num_threads()}))
         return
     if spec["task"] == "held_out":
-        X, y, seen = held_out_split(spec["data"], spec["data_home"])
+        X, y, seen = held_out_split(spec["data"], spec["data_home"],
+                                    spec.get("make_classification"))
     else:
         X, y = load(spec["data"], spec["data_home"])
         seen = seen_classes(y, spec["seed"])
@@ -303,25 +291,29 @@ def study(args):
 
 
 def held_out(args):
+    sys.path.insert(0, str(ROOT))  # this process only (see LATER_SYNTHETIC above)
+    from benchmarks._common import LATER_SYNTHETIC
+
     rows, lines = [], header(args)
     lines += ["Splits not used to choose the vector defaults; Recall@1 on the unseen classes "
               "(seed 0 for the fits). Splits marked * were drawn after the vector loss was "
               "chosen, ** after the common-unit threshold of the standardisation was.", "",
               "| split | raw | ECAML | deep (baseline) | deep (defaults) |",
               "|---|---|---|---|---|"]
-    for name in HELD_OUT + HELD_OUT_LATER + HELD_OUT_0_2:
+    for name in HELD_OUT + HELD_OUT_LATER + list(LATER_SYNTHETIC):
         row = {"split": name}
         for method, checkout in [("raw", None), ("ecaml", None), ("baseline", args.baseline),
                                  ("deep", None)]:
             if method == "baseline" and not args.baseline:
                 continue
             spec = {"task": "held_out", "data": name, "method": "deep" if method == "baseline"
-                    else method, "seed": 0, "data_home": args.data_home}
+                    else method, "seed": 0, "data_home": args.data_home,
+                    "make_classification": LATER_SYNTHETIC.get(name)}
             row[method] = run_worker(spec, checkout, args.timeout)
         rows.append(row)
         cells = [f"{row[m]['r1']:.3f}" if m in row else "-"
                  for m in ("raw", "ecaml", "baseline", "deep")]
-        mark = " *" if name in HELD_OUT_LATER else " **" if name in HELD_OUT_0_2 else ""
+        mark = " *" if name in HELD_OUT_LATER else " **" if name in LATER_SYNTHETIC else ""
         lines.append(f"| {name}{mark} | " + " | ".join(cells) + " |")
         print(lines[-1], flush=True)
     save("deep_vector_held_out" + args.suffix, lines, rows, args)

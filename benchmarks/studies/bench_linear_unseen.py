@@ -29,11 +29,18 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks._common import ROOT, SHARED_DATA, markdown_table, save  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    LATER_SYNTHETIC,
+    ROOT,
+    SHARED_DATA,
+    markdown_table,
+    save,
+)
 
 DATA = ("att", "coil20", "usps", "digits", "synth", "synth2")
-#: Data sets drawn after the linear defaults were settled (``--data synth3 synth4 synth5``).
-LATER = ("synth3", "synth4", "synth5")
+#: Data sets drawn after the linear defaults were settled (``--data synth3 synth4 synth5``):
+#: ``LATER_SYNTHETIC``, whose parameters reach the worker on its command line.
+LATER = dict(zip(("synth3", "synth4", "synth5"), LATER_SYNTHETIC.values()))
 SPLITS = ("first", "even", "1")
 
 WORKER = r"""
@@ -43,8 +50,12 @@ warnings.filterwarnings("ignore")
 from skdml import ECAML, JRD
 from skdml.metrics import recall_at_k
 name, shared, splits = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+later = json.loads(sys.argv[4])  # make_classification parameters of a LATER set, or None
 
 def load(name):
+    if later is not None:
+        from sklearn.datasets import make_classification
+        return make_classification(**later)
     from skdml import datasets
     from sklearn.datasets import load_digits, make_classification
     if name in ("att", "coil20", "usps"):
@@ -63,18 +74,6 @@ def load(name):
     if name == "synth2":
         return make_classification(3000, 200, n_informative=20, n_redundant=40, n_classes=30,
                                    n_clusters_per_class=2, class_sep=1.5, random_state=7)
-    # drawn after the linear defaults were settled, never looked at before (--name
-    # linear_unseen_later): informative and noise features of one unit, as synth
-    if name == "synth3":
-        return make_classification(3600, 150, n_informative=40, n_redundant=10, n_classes=60,
-                                   n_clusters_per_class=1, class_sep=1.8, random_state=21)
-    if name == "synth4":
-        return make_classification(2160, 64, n_informative=16, n_redundant=8, n_repeated=4,
-                                   n_classes=36, n_clusters_per_class=1, class_sep=2.0,
-                                   random_state=33)
-    if name == "synth5":
-        return make_classification(3200, 100, n_informative=30, n_redundant=10, n_classes=40,
-                                   n_clusters_per_class=2, class_sep=2.5, random_state=44)
 
 X, y = load(name)
 k = min(64, X.shape[1] // 2)
@@ -105,7 +104,8 @@ for split in splits:
 
 def run(checkout, name, splits):
     env = dict(os.environ, PYTHONPATH=str(checkout))
-    proc = subprocess.run([sys.executable, "-c", WORKER, name, str(SHARED_DATA), ",".join(splits)],
+    proc = subprocess.run([sys.executable, "-c", WORKER, name, str(SHARED_DATA), ",".join(splits),
+                           json.dumps(LATER.get(name))],
                           capture_output=True, text=True, env=env, cwd="/")
     if proc.returncode:
         raise RuntimeError(f"{checkout} {name}: {proc.stderr.strip()[-500:]}")
@@ -115,7 +115,7 @@ def run(checkout, name, splits):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default=None, help="older checkout to set beside")
-    parser.add_argument("--data", nargs="+", default=list(DATA), choices=DATA + LATER)
+    parser.add_argument("--data", nargs="+", default=list(DATA), choices=DATA + tuple(LATER))
     parser.add_argument("--splits", nargs="+", default=list(SPLITS))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--name", default="linear_unseen", help="result file stem")

@@ -362,7 +362,8 @@ class LinearMetricLearner(BaseMahalanobis):
                 result.stop_reason != "max_iter"
         # a) choose the number of epochs on a hold-out; epoch 0 (the start) is a candidate
         refit_seed = rng.randint(np.iinfo(np.int32).max)  # drawn first: reproducible
-        train, val, split = self._validation_holdout(y, rng)
+        train, val, split = validation_holdout(y, self.validation_fraction,
+                                               self.validation_split, rng)
         X_train, X_val, y_train, y_val = X[train], X[val], y[train], y[val]
         per_query = []  # class-disjoint: the per-query scores of the start and each epoch
         if split == "class_disjoint":  # classes the training run never sees
@@ -415,10 +416,6 @@ class LinearMetricLearner(BaseMahalanobis):
         fitted = {"n_iter_": n_iter, "history_": history, "best_iteration_": best,
                   "best_validation_score_": best_score, "validation_split_": split}
         return fitted, result.stop_reason != "max_iter"
-
-    def _validation_holdout(self, y, rng):
-        """``(train, val, split)``: the early-stopping hold-out and how it was drawn."""
-        return validation_holdout(y, self.validation_fraction, self.validation_split, rng)
 
     def _solve_batch(self, objective, X, y, sampler):
         """Riemannian conjugate gradient over a fixed set of batches; return ``(fitted, converged)``."""
