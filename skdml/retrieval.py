@@ -20,6 +20,7 @@ import math
 import numbers
 import os
 import warnings
+import zipfile
 from numbers import Integral
 
 import numpy as np
@@ -28,18 +29,18 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._training import atomic_write_bytes, check_output_file
-from .metrics import nearest_neighbors
-from .metrics._exact import normalise_rows
-from .metrics._validation import as_host_array, check_embeddings
+from ._utils import atomic_write_bytes, check_output_file
+from .metrics import (as_host_array, check_embeddings, nearest_neighbors, normalise_rows,
+                      pair_distances)
 
 __all__ = ["RetrievalIndex"]
 
 #: Identifies the saved file; ``version`` grows when the layout changes.
 _FORMAT = "skdml.retrieval.RetrievalIndex"
 _VERSION = 1
-#: Float64 elements per temporary of the distance computation (16 MiB).
-_CHUNK = 2**21
+#: The members a saved index may hold (``<name>.npy``), and the largest metadata member.
+_MEMBERS = ("meta", "embeddings", "labels")
+_META_BYTES = 1 << 20
 
 
 def _faiss():
@@ -51,39 +52,90 @@ def _faiss():
     return faiss
 
 
-def _pair_distances(Q, G, indices, metric):
-    """Float64 distances of each query to its listed gallery items, in the engine's order.
+def _member_header(zf, info, bad):
+    """``(shape, dtype, order)`` from the ``.npy`` header of a member, after checking that
+    its declared size is exactly the header plus the data the header describes."""
+    try:
+        with zf.open(info) as fh:
+            version = np.lib.format.read_magic(fh)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read(fh)
+            header = fh.tell()
+    except Exception as exc:  # noqa: BLE001 - any malformed header
+        raise bad(f"member {info.filename!r} has no valid .npy header ({exc})") from None
+    if dtype.hasobject:
+        raise bad(f"member {info.filename!r} holds Python objects (dtype {dtype})")
+    expected = header + math.prod(shape) * dtype.itemsize
+    if info.file_size != expected:
+        raise bad(f"member {info.filename!r} declares {info.file_size} bytes but its header "
+                  f"describes {expected} (dtype {dtype}, shape {shape})")
+    return shape, dtype
 
-    Euclidean: ``sqrt(sum((g - q) ** 2))``, computed after scaling both sets by
-    one power of two (exact) so that no square overflows; cosine: ``1 - cos``
-    computed as ``|u - v|^2 / 2`` of rows normalised in float64 (an all-zero
-    row is at distance 1/2 from every other row, and 0 from another all-zero
-    row). Both are the float64 values the engine ranks by (same scaling,
-    same expressions: ``skdml.metrics._exact``) passed through a monotone map,
-    so each row is non-decreasing.
+
+def _read_index_file(path, bad):
+    """``(arrays, meta)`` of an index file: the members the format defines, and only them.
+
+    Each member is checked before it is read: a name the format defines, stored
+    uncompressed (as :meth:`RetrievalIndex.save` writes it, so no member can be
+    larger than the file), no Python objects, and a declared size equal to what
+    its ``.npy`` header describes and, for the embeddings and labels, to what
+    the metadata says. Nothing else in the file is read.
     """
-    n_q, k = indices.shape
-    out = np.empty((n_q, k))
-    d = Q.shape[1]
-    if metric == "euclidean":
-        peak = max(float(np.max(np.abs(Q))), float(np.max(np.abs(G))))
-        e = int((1020 - math.log2(d)) // 2) - math.frexp(peak)[1] if peak > 0 else 0
-    step = max(1, _CHUNK // (d * k))
-    for start in range(0, n_q, step):
-        rows = indices[start:start + step]
-        A = np.array(Q[start:start + step], dtype=np.float64)  # copies: normalised in place
-        B = np.array(G[rows.ravel()], dtype=np.float64).reshape(rows.shape + (d,))
-        if metric == "euclidean":
-            B = np.ldexp(B, e) - np.ldexp(A, e)[:, None, :]
-            out[start:start + step] = np.ldexp(np.sqrt(np.sum(B * B, axis=2)), -e)
-        else:
-            A = normalise_rows(A)
-            B = normalise_rows(B.reshape(-1, d)).reshape(B.shape)
-            # half the squared distance of unit rows, = 1 - cos: the engine's own key, so each
-            # row stays sorted even at large offsets where 1 - <u, v> has no digits left
-            B = B - A[:, None, :]
-            out[start:start + step] = 0.5 * np.sum(B * B, axis=2)
-    return out
+    try:
+        zf = zipfile.ZipFile(path)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except Exception as exc:  # not a zip, truncated
+        raise bad(f"{type(exc).__name__}: {exc}") from None
+    with zf:
+        infos = {}
+        for info in zf.infolist():
+            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            if name not in _MEMBERS:
+                raise bad(f"it holds a member {info.filename!r} that the format does not "
+                          f"define (only {', '.join(m + '.npy' for m in _MEMBERS)})")
+            if name in infos:
+                raise bad(f"it holds the member {info.filename!r} twice")
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise bad(f"member {info.filename!r} is compressed; RetrievalIndex.save "
+                          "stores members uncompressed")
+            infos[name] = info
+        if "meta" not in infos or "embeddings" not in infos:
+            raise bad("it lacks the 'meta' or 'embeddings' array")
+        shape, dtype = _member_header(zf, infos["meta"], bad)
+        if shape != () or dtype.kind != "U" or infos["meta"].file_size > _META_BYTES:
+            raise bad(f"metadata of dtype {dtype}, shape {shape}, "
+                      f"{infos['meta'].file_size} bytes")
+        try:
+            with zf.open(infos["meta"]) as fh:
+                meta = json.loads(str(np.lib.format.read_array(fh, allow_pickle=False)))
+        except ValueError as exc:
+            raise bad(f"unreadable metadata ({exc})") from None
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+            raise bad("unknown format")
+        if meta.get("version") != _VERSION:
+            raise bad(f"format version {meta.get('version')!r}; this skdml reads version "
+                      f"{_VERSION}")
+        expected = {"embeddings": (meta.get("n_items"), meta.get("n_dims"),
+                                   meta.get("embeddings_dtype")),
+                    "labels": (meta.get("n_items"), None, meta.get("labels_dtype"))}
+        arrays = {"meta": meta}
+        for name in ("embeddings", "labels"):
+            if name not in infos:
+                continue
+            shape, dtype = _member_header(zf, infos[name], bad)
+            n_items, n_dims, descr = expected[name]
+            want = (n_items,) if name == "labels" else (n_items, n_dims)
+            if n_items is not None and shape != want:  # older files lack the sizes
+                raise bad(f"member {name!r} has shape {shape} but the metadata says {want}")
+            if descr is not None and np.lib.format.dtype_to_descr(dtype) != descr:
+                raise bad(f"member {name!r} has dtype {dtype} but the metadata says {descr!r}")
+            if name == "embeddings" and dtype.kind != "f":
+                raise bad(f"embeddings of dtype {dtype} and shape {shape}")
+            with zf.open(infos[name]) as fh:
+                arrays[name] = np.lib.format.read_array(fh, allow_pickle=False)
+    return arrays, meta
 
 
 def _check_labels(y, n_samples, what):
@@ -130,8 +182,10 @@ class RetrievalIndex(BaseEstimator):
     metric : {"euclidean", "cosine"}, default="euclidean"
         Distance between embeddings. ``"cosine"`` distances are
         ``1 - cosine similarity``, computed as half the squared distance of the
-        rows scaled to unit norm (exact at large offsets; an all-zero row is at
-        distance 1/2 from the others).
+        rows scaled to unit norm (exact at large offsets). An all-zero row has
+        similarity 0 to every row, another all-zero row included: distance 1,
+        with both backends (the convention of ``doc/metrics.md``, "Cosine and
+        all-zero rows").
     backend : {"exact", "faiss", "auto"}, default="exact"
         ``"exact"``: :func:`skdml.metrics.nearest_neighbors`, the order of a
         float64 brute force, ties to the lower index, on the GPU when one is
@@ -350,7 +404,7 @@ class RetrievalIndex(BaseEstimator):
         indices = nearest_neighbors(Q, int(k), X_ref=None if X is None else G,
                                     metric=self.metric, batch_size=self.batch_size,
                                     device=self.device)
-        return _pair_distances(Q, G, indices, self.metric), indices
+        return pair_distances(Q, G, indices, self.metric), indices
 
     def _faiss_query(self, Q, k, exclude_self):
         faiss = _faiss()
@@ -399,7 +453,13 @@ class RetrievalIndex(BaseEstimator):
         meta = {"format": _FORMAT, "version": _VERSION, "skdml_version": __version__,
                 "metric": self.metric, "backend": self.backend, "batch_size": self.batch_size,
                 "transformer": (None if self.transformer is None
-                                else type(self.transformer).__name__)}
+                                else type(self.transformer).__name__),
+                # what load checks each member's declared size against before reading it
+                "n_items": int(self.embeddings_.shape[0]),
+                "n_dims": int(self.embeddings_.shape[1]),
+                "embeddings_dtype": np.lib.format.dtype_to_descr(self.embeddings_.dtype),
+                "labels_dtype": (None if self.labels_ is None
+                                 else np.lib.format.dtype_to_descr(self.labels_.dtype))}
         arrays = {"embeddings": self.embeddings_, "meta": np.array(json.dumps(meta))}
         if self.labels_ is not None:
             arrays["labels"] = self.labels_
@@ -438,29 +498,12 @@ class RetrievalIndex(BaseEstimator):
             return ValueError(f"{path!r} is not a RetrievalIndex file written by "
                               f"RetrievalIndex.save: {why}.")
 
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {name: data[name] for name in data.files}
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
-            raise
-        except Exception as exc:  # not a zip, truncated, or holding pickled objects
-            raise bad(f"{type(exc).__name__}: {exc}") from exc
-        if "meta" not in arrays or "embeddings" not in arrays:
-            raise bad("it lacks the 'meta' or 'embeddings' array")
-        try:
-            meta = json.loads(str(arrays["meta"]))
-        except ValueError as exc:
-            raise bad(f"unreadable metadata ({exc})") from exc
-        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
-            raise bad("unknown format")
-        if meta.get("version") != _VERSION:
-            raise bad(f"format version {meta.get('version')!r}; this skdml reads version "
-                      f"{_VERSION}")
+        arrays, meta = _read_index_file(path, bad)
         saved = {key: meta.get(key) for key in ("metric", "backend", "batch_size")}
         index = cls(transformer=transformer, **{**saved, **params})
         index._validate_params()
         embeddings = arrays["embeddings"]
-        if embeddings.dtype.kind != "f" or embeddings.ndim != 2 or embeddings.shape[0] < 1:
+        if embeddings.ndim != 2 or embeddings.shape[0] < 1:
             raise bad(f"embeddings of dtype {embeddings.dtype} and shape {embeddings.shape}")
         try:
             embeddings = check_embeddings(embeddings, "the saved embeddings")

@@ -16,8 +16,7 @@
 
 from ._averaging import WeightAverage
 from ._callbacks import Callback, Checkpoint, EarlyStopping, Progress, Validation
-from ._checkpoint import (CheckpointError, CheckpointWarning, atomic_write_bytes,
-                          check_output_file, load_checkpoint, save_checkpoint)
+from ._checkpoint import CheckpointError, CheckpointWarning, load_checkpoint, save_checkpoint
 from ._checkpoint_lock import claim_checkpoint_path
 from ._engine import NonFiniteLossError, Trainable, TrainingResult, train_epochs
 from ._manopt import SOLVERS, ManoptRun, run_manopt
@@ -28,7 +27,7 @@ from ._splits import class_disjoint_holdout, stratified_holdout, validation_hold
 __all__ = ["Callback", "Checkpoint", "CheckpointError", "CheckpointWarning",
            "ClassBalancedBatchSampler", "EarlyStopping", "LRSchedule", "ManoptRun",
            "NonFiniteLossError", "Progress", "SOLVERS", "Trainable", "TrainingResult",
-           "Validation", "WeightAverage", "atomic_write_bytes", "check_output_file",
+           "Validation", "WeightAverage",
            "claim_checkpoint_path",
            "class_disjoint_holdout", "load_checkpoint", "run_manopt", "save_checkpoint",
            "stratified_holdout", "train_epochs", "validation_holdout", "warmup_cosine"]

@@ -17,18 +17,17 @@ Python number.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import os
-import tempfile
 from collections import OrderedDict
 
 import numpy as np
 import torch
 
-__all__ = ["CheckpointError", "CheckpointWarning", "atomic_write_bytes", "check_output_file",
-           "load_checkpoint", "save_checkpoint"]
+from .._utils import atomic_write_bytes
+
+__all__ = ["CheckpointError", "CheckpointWarning", "load_checkpoint", "save_checkpoint"]
 
 MAGIC = b"SKDML-CHECKPOINT 2\n"
 #: The header of the first format, whose payload needed the full (unsafe) unpickler.
@@ -46,51 +45,6 @@ class CheckpointError(ValueError, OSError):
 
 class CheckpointWarning(UserWarning):
     """A checkpoint could not be written; training went on and the fit keeps what it learned."""
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def check_output_file(path, *, overwrite, example):
-    """``path`` as a string, after refusing a folder, or an existing file unless ``overwrite``.
-
-    The one check before a user-facing save (an exported network, a retrieval
-    index): work on disk is never replaced unasked. ``example`` is a file name
-    suggested when ``path`` is a folder.
-    """
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"{path!r} is a directory; give a file name, e.g. "
-                                f"{example!r}.")
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"{path!r} exists; pass overwrite=True to replace it.")
-    return path
-
-
-def atomic_write_bytes(path, data):
-    """Write ``data`` to ``path`` through a temporary file and ``os.replace``.
-
-    The file gets the permissions of an ordinarily created file (``0o666``
-    less the umask), not the ``0o600`` of the temporary file.
-    """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-skdml-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
 
 
 def _to_stored(obj, where):
@@ -117,21 +71,60 @@ def _to_stored(obj, where):
         "safely.")
 
 
-def _from_stored(obj):
-    """Undo :func:`_to_stored`."""
+#: Deepest nesting of containers a loaded state may have (a fit's state is a few levels deep;
+#: a crafted file nesting thousands of lists would exhaust Python's recursion limit).
+MAX_DEPTH = 100
+
+
+class _BadState(ValueError):
+    """The payload passed the digest but does not describe a state (a crafted file)."""
+
+
+def _stored_array(obj):
+    """The numpy array a :func:`_to_stored` record stands for, after checking the record."""
+    shape = obj.get("shape")
+    if not isinstance(shape, (list, tuple)) or not all(
+            type(n) is int and n >= 0 for n in shape):
+        raise _BadState(f"an array record with shape {shape!r}")
+    if obj[_ARRAY] == "object":
+        items = obj.get("items")
+        if not isinstance(items, list) or len(items) != int(np.prod(shape)):
+            raise _BadState(f"an object array record of shape {tuple(shape)} whose items do "
+                            "not match it")
+        return None  # built by the caller from its converted items
+    try:
+        dtype = np.lib.format.descr_to_dtype(obj[_ARRAY])
+    except Exception as exc:  # noqa: BLE001 - any malformed descriptor
+        raise _BadState(f"an array record with dtype {obj[_ARRAY]!r} ({exc})") from None
+    if dtype.hasobject:
+        raise _BadState(f"an array record declaring the object dtype {obj[_ARRAY]!r} (object "
+                        "arrays are stored item by item, never as raw memory)")
+    data = obj.get("data")
+    if not isinstance(data, torch.Tensor) or data.dtype != torch.uint8 or data.ndim != 1:
+        raise _BadState("an array record whose data is not a 1-D uint8 tensor")
+    expected = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if data.numel() != expected:
+        raise _BadState(f"an array record of dtype {dtype} and shape {tuple(shape)} ({expected} "
+                        f"bytes) holding {data.numel()} bytes")
+    buffer = bytearray(data.numpy().tobytes())  # a writable array
+    return np.frombuffer(buffer, dtype=dtype).reshape(shape)
+
+
+def _from_stored(obj, depth=0):
+    """Undo :func:`_to_stored`; raise :class:`_BadState` on a record it cannot have written."""
+    if depth > MAX_DEPTH:
+        raise _BadState(f"containers nested more than {MAX_DEPTH} deep")
     if type(obj) in (dict, OrderedDict):
         if _ARRAY in obj:
-            shape = tuple(obj["shape"])
-            if obj[_ARRAY] == "object":
+            array = _stored_array(obj)
+            if array is None:
                 array = np.empty(len(obj["items"]), dtype=object)
-                array[:] = [_from_stored(v) for v in obj["items"]]
-                return array.reshape(shape)
-            dtype = np.lib.format.descr_to_dtype(obj[_ARRAY])
-            data = bytearray(obj["data"].numpy().tobytes())  # a writable array
-            return np.frombuffer(data, dtype=dtype).reshape(shape)
-        return type(obj)((k, _from_stored(v)) for k, v in obj.items())
+                array[:] = [_from_stored(v, depth + 1) for v in obj["items"]]
+                array = array.reshape(tuple(obj["shape"]))
+            return array
+        return type(obj)((k, _from_stored(v, depth + 1)) for k, v in obj.items())
     if type(obj) in (list, tuple, set, frozenset):
-        return type(obj)(_from_stored(v) for v in obj)
+        return type(obj)(_from_stored(v, depth + 1) for v in obj)
     return obj
 
 
@@ -206,4 +199,10 @@ def load_checkpoint(path):
             f"The checkpoint {path!r} cannot be loaded safely: it holds something other than "
             f"tensors and plain containers ({first[:200]}). skdml never unpickles arbitrary "
             "objects from a checkpoint; remove the file or pass another path.") from None
-    return _from_stored(state)
+    try:
+        return _from_stored(state)
+    except (_BadState, RecursionError) as exc:
+        why = str(exc) if isinstance(exc, _BadState) else "containers nested too deep"
+        raise CheckpointError(
+            f"The checkpoint {path!r} is not a state skdml wrote: it holds {why}. Remove it "
+            "or pass another path.") from None

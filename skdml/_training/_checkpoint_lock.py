@@ -11,7 +11,10 @@
   the whole fit, so that a second fit with the same ``checkpoint_path``, in
   this process or another, is refused instead of silently overwriting the
   first one's checkpoint. The lock file names its holder (process id and
-  host) and is removed when the fit ends, normally or not.
+  host) and is removed when the fit ends, normally or not. It is opened
+  without following symbolic links, and anything but a regular file of its
+  own (a link, a folder, a FIFO, a hard link to another file) is refused: a
+  fit never writes through ``<path>.lock`` into another file.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import contextlib
 import errno
 import os
 import socket
+import stat
 import tempfile
 import warnings
 
@@ -32,6 +36,9 @@ except ImportError:  # pragma: no cover - Windows
     import msvcrt
 
 __all__ = ["claim_checkpoint_path", "lock_path_of"]
+
+#: Open the lock file without following a symbolic link (``O_NOFOLLOW``; 0 where absent).
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def lock_path_of(path):
@@ -94,10 +101,18 @@ def _acquire(path):
     lock = lock_path_of(path)
     for _ in range(10):  # retried only when the lock file was replaced while we opened it
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o666)
         except OSError as exc:
+            if os.path.islink(lock):
+                raise CheckpointError(_not_regular(lock, path, "a symbolic link")) from None
             raise CheckpointError(f"Cannot create the lock file {lock!r} of checkpoint_path="
                                   f"{path!r}: {exc.strerror or exc}.") from exc
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+            os.close(fd)
+            kind = "not a regular file" if not stat.S_ISREG(info.st_mode) else \
+                "a hard link to another file"
+            raise CheckpointError(_not_regular(lock, path, kind))
         locked = _try_lock(fd)
         if isinstance(locked, OSError):
             warnings.warn(
@@ -122,6 +137,12 @@ def _acquire(path):
             return fd, lock
         os.close(fd)  # the holder before us removed the file between our open and lock
     raise CheckpointError(f"Cannot lock {lock!r} (it keeps being replaced).")  # pragma: no cover
+
+
+def _not_regular(lock, path, kind):
+    return (f"The lock file {lock!r} of checkpoint_path={path!r} is {kind}: a fit writes its "
+            "lock only to a regular file of its own (writing through a link would overwrite "
+            "the file it points to). Remove it, or choose another checkpoint_path.")
 
 
 def _release(fd, lock):

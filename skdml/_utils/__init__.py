@@ -1,5 +1,7 @@
-"""Private helpers shared across skdml: the thread and CPU memory policies, torch utilities."""
+"""Private helpers shared across skdml: the thread and CPU memory policies, torch utilities,
+and the file helpers of every writer (``_files``)."""
 
+from ._files import atomic_write_bytes, check_output_file
 from ._memory import keep_freed_buffers
 from ._threads import (ENV_OVERRIDE, SMALL_STEP_FLOPS, _THREAD_VARS, choose_n_threads,
                        thread_budget, thread_limits)
@@ -7,6 +9,6 @@ from ._torch import as_float_tensor, cuda_syncs, resolve_device, torch_rng_scope
 from ._transactional import transactional_fit
 
 __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "_THREAD_VARS", "as_float_tensor",
-           "choose_n_threads", "cuda_syncs",
+           "atomic_write_bytes", "check_output_file", "choose_n_threads", "cuda_syncs",
            "keep_freed_buffers", "resolve_device", "thread_budget", "thread_limits",
            "torch_rng_scope", "torch_seed", "transactional_fit"]

@@ -14,7 +14,7 @@ from sklearn.utils._param_validation import StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
-from .._training import atomic_write_bytes, check_output_file
+from .._utils import atomic_write_bytes, check_output_file
 
 __all__ = ["export_embedding"]
 

@@ -55,8 +55,8 @@ Conventions shared by the neighbour-based functions
   power of two where squares would overflow) or by ``sum((u_r - u_q) ** 2)``,
   ``u = x / ||x||`` (cosine: ``2 - 2 cos`` from rows normalised in float64, which
   keeps the digits that ``1 - cos`` loses near 1; an all-zero row has similarity 0
-  to every other row but an all-zero one), ties broken in favour of the reference
-  with the lower index.
+  to every row, another all-zero row included: see "Cosine and all-zero rows" in
+  ``doc/metrics.md``), ties broken in favour of the reference with the lower index.
   The search runs in float32 after a robust centring (coordinate-wise median)
   and an exact power-of-two scaling; rigorous bounds on its rounding error tell
   which candidates it cannot order, and only those are re-ranked in float64.
@@ -79,6 +79,11 @@ from ._retrieval import map_at_r, r_precision, recall_at_k, retrieval_scores
 from ._sharded import distributed_retrieval_scores, sharded_retrieval_scores
 from ._scorers import (NotATransformerError, clustering_f1_scorer, map_at_r_scorer,
                        nmi_scorer, r_precision_scorer, recall_at_k_scorer)
+
+# The seam of skdml's own modules (skdml.retrieval): the input check of embeddings and the
+# float64 distances the engine ranks by. Not public API (not in __all__).
+from ._exact import normalise_rows, pair_distances  # noqa: E402
+from ._validation import as_host_array, check_embeddings  # noqa: E402
 
 __all__ = [
     "NotATransformerError",

@@ -17,9 +17,13 @@ Neighbours are ranked by the float64 distance a brute force computes,
   float64 digit of the differences (at an offset ``X + 1e8`` every cosine is
   ``1 - 1e-16``), while ``u_r - u_q`` keeps them. An all-zero row is given one
   extra coordinate 1 (every other row 0 there), so that it lies near 2 from
-  every non-zero row, and its distances are set to exactly 2 (similarity 0;
-  ties broken by index) and to 0 from another all-zero row. The cosine search
-  is then the Euclidean search of these rows;
+  every non-zero row, and its distances are set to exactly 2 (similarity 0),
+  also from another all-zero row: the zero-vector convention of
+  ``doc/metrics.md``, the one of scikit-learn's ``cosine_distances`` and of
+  faiss's inner product of normalised rows. An all-zero *query* is therefore
+  at distance 2 from every reference, and its neighbours are the references
+  in index order (the engine lists them without a search). The cosine search
+  of the other queries is then the Euclidean search of these rows;
 
 ties broken by the lower reference index.
 
@@ -66,7 +70,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-__all__ = ["Frame", "UnitRows", "ieee_float32", "normalise_rows"]
+__all__ = ["Frame", "UnitRows", "ieee_float32", "normalise_rows", "pair_distances", "zero_rows"]
 
 _U32 = 2.0 ** -24
 _U64 = 2.0 ** -53
@@ -103,6 +107,54 @@ def normalise_rows(A):
     norm[norm == 0.0] = 1.0
     A /= norm[:, None]
     return A
+
+
+def zero_rows(X):
+    """Boolean mask of the all-zero rows of ``X`` (read in chunks)."""
+    out = np.empty(X.shape[0], dtype=bool)
+    step = max(1, _CHUNK // max(X.shape[1], 1))
+    for start in range(0, X.shape[0], step):
+        out[start:start + step] = ~np.any(np.asarray(X[start:start + step]) != 0, axis=1)
+    return out
+
+
+def pair_distances(Q, R, indices, metric):
+    """Float64 distances of each query to its listed references, as the engine ranks them.
+
+    Euclidean: ``sqrt(sum((r - q) ** 2))``, computed after scaling both sets by
+    one power of two (exact) so that no square overflows; cosine: ``1 - cos``
+    computed as ``|u - v|^2 / 2`` of rows normalised in float64, and exactly 1
+    (similarity 0) where either row is all-zero (the zero-vector convention,
+    see the module docstring). Both are the float64 values the engine ranks by
+    (same scaling, same expressions) passed through a monotone map, so each
+    row of ``indices`` from :func:`~skdml.metrics.nearest_neighbors` gets a
+    non-decreasing row of distances.
+    """
+    n_q, k = indices.shape
+    out = np.empty((n_q, k))
+    d = Q.shape[1]
+    if n_q == 0 or k == 0:
+        return out
+    if metric == "euclidean":
+        peak = max(float(np.max(np.abs(Q))), float(np.max(np.abs(R))))
+        e = int((1020 - math.log2(d)) // 2) - math.frexp(peak)[1] if peak > 0 else 0
+    step = max(1, _CHUNK // (d * k))
+    for start in range(0, n_q, step):
+        rows = indices[start:start + step]
+        A = np.array(Q[start:start + step], dtype=np.float64)  # copies: normalised in place
+        B = np.array(R[rows.ravel()], dtype=np.float64).reshape(rows.shape + (d,))
+        if metric == "euclidean":
+            B = np.ldexp(B, e) - np.ldexp(A, e)[:, None, :]
+            out[start:start + step] = np.ldexp(np.sqrt(np.sum(B * B, axis=2)), -e)
+        else:
+            zero = ~np.any(B != 0, axis=2) | ~np.any(A != 0, axis=1)[:, None]
+            A = normalise_rows(A)
+            B = normalise_rows(B.reshape(-1, d)).reshape(B.shape)
+            # half the squared distance of unit rows, = 1 - cos: the engine's own key, so each
+            # row stays sorted even at large offsets where 1 - <u, v> has no digits left
+            B = B - A[:, None, :]
+            out[start:start + step] = np.where(zero, 1.0, 0.5 * np.sum(B * B, axis=2))
+    return out
 
 
 class UnitRows:
@@ -183,8 +235,14 @@ class Frame:
     """
 
     def __init__(self, Q, R, *, exclude_self, metric, device):
+        self.exclude_self = exclude_self
+        #: All-zero queries under cosine: at distance 2 from every reference, listed in
+        #: index order without a search (``None``: there are none).
+        self.zero_queries = None
         if metric == "cosine":  # the Euclidean search of the unit rows (module docstring)
-            lift = UnitRows.has_zero_row(Q) or (not exclude_self and UnitRows.has_zero_row(R))
+            zero_q = zero_rows(Q)
+            self.zero_queries = zero_q if zero_q.any() else None
+            lift = bool(zero_q.any()) or (not exclude_self and UnitRows.has_zero_row(R))
             Q = UnitRows(Q, lift)
             R = Q if exclude_self else UnitRows(R, lift)
         self.Q, self.R, self.metric = Q, R, metric
@@ -339,9 +397,8 @@ class Frame:
             np.ldexp(B, self.e_ref, out=B)
             B -= A
             part = np.sum(B * B, axis=1)
-            if getattr(self.Q, "lift", False):  # a zero row: exactly 2 (0 between two)
+            if getattr(self.Q, "lift", False):  # a zero row: exactly 2 (also between two)
                 zero_a, zero_b = A[:, -1] != 0, (A[:, -1] + B[:, -1]) != 0
-                part = np.where(zero_a | zero_b, np.where(zero_a & zero_b, 0.0,
-                                                          np.ldexp(2.0, 2 * self.e_ref)), part)
+                part = np.where(zero_a | zero_b, np.ldexp(2.0, 2 * self.e_ref), part)
             out[start:start + step] = part
         return out

@@ -226,6 +226,14 @@ def _rank_block(D, qrows, depth, order_depth, cuts, frame, ref_keys, query_keys)
     k = int(depth.max())
     result = np.empty((n_rows, k), dtype=np.int64)
     pending = np.arange(n_rows)
+    if frame.zero_queries is not None:  # cosine, all-zero queries: every reference at 2
+        zero = frame.zero_queries[qrows]
+        if zero.any():
+            order = np.broadcast_to(np.arange(k, dtype=np.int64), (int(zero.sum()), k))
+            if frame.exclude_self:  # skip the query's own index
+                order = order + (order >= qrows[zero][:, None])
+            result[zero] = order
+            pending = pending[~zero]
     L = _list_length(k, n_ref)
     while pending.size:
         full = L >= n_ref

@@ -30,10 +30,14 @@ def as_host_array(X):
 
 
 def check_embeddings(X, name):
-    """2-D, finite, non-empty float array (float32 kept, anything else -> float64)."""
+    """2-D, finite, non-empty float array (float32 kept, anything else -> float64).
+
+    "Anything else" includes float64 in a non-native byte order (``'>f8'``) and
+    integers: both become native float64, never float32.
+    """
     return check_array(
         as_host_array(X),
-        dtype=[np.float32, np.float64],
+        dtype=[np.float64, np.float32],  # first: the type of anything not in the list
         ensure_all_finite=True,
         ensure_2d=True,
         allow_nd=False,
