@@ -65,7 +65,28 @@ MIN_CLASSES_CLASS_DISJOINT = 5
 DEFAULT_FRACTIONS = {"class_disjoint": 0.2, "stratified": 0.1}
 
 
-def validation_holdout(y, fraction, split, rng):
+def _check_scored_within(y, val, fraction):
+    """Refuse a stratified hold-out in which no class has two held-out samples.
+
+    The deep learner scores its held-out set by MAP@R *among itself*: a class
+    with one held-out sample has no same-class reference there, and with no
+    class of two the score is undefined.
+    """
+    classes, counts = np.unique(y[val], return_counts=True)
+    if np.any(counts >= 2):
+        return
+    totals = dict(zip(*np.unique(y, return_counts=True)))
+    shown = ", ".join(f"{c!r} ({totals[c]} samples)" for c in classes[:10].tolist())
+    more = f" and {len(classes) - 10} more" if len(classes) > 10 else ""
+    raise ValueError(
+        f"The stratified validation split (validation_fraction={fraction} of each class) holds "
+        f"out a single sample of each of the classes {shown}{more}: the held-out set is scored "
+        "by MAP@R among itself, which needs two held-out samples of a class. Raise "
+        "validation_fraction, give the classes more samples, or set early_stopping=False and "
+        "validation_fraction=None.")
+
+
+def validation_holdout(y, fraction, split, rng, *, scored_within=False):
     """``(train, val, split)``: the early-stopping hold-out of every learner, and its kind.
 
     One rule for :class:`~skdml.ECAML`, :class:`~skdml.JRD` and
@@ -73,7 +94,9 @@ def validation_holdout(y, fraction, split, rng):
     classes (what retrieval of unseen classes needs) from
     :data:`MIN_CLASSES_CLASS_DISJOINT` classes up, and a fraction of each class
     below; ``fraction=None`` is 0.2 of the classes (class-disjoint) or 0.1 of
-    each class (stratified).
+    each class (stratified). ``scored_within=True`` (a hold-out scored among
+    itself) refuses a stratified split with no class of two held-out samples,
+    naming the split and its classes.
 
     Examples
     --------
@@ -95,4 +118,6 @@ def validation_holdout(y, fraction, split, rng):
         if len(val) == 0:
             raise ValueError("early_stopping=True needs at least one class with 3 or more "
                              "samples to hold out a validation set.")
+        if scored_within:
+            _check_scored_within(y, val, fraction)
     return train, val, split

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import io
 import os
@@ -17,6 +18,24 @@ from torch import nn
 from .._utils import atomic_write_bytes, check_output_file
 
 __all__ = ["export_embedding"]
+
+
+def _refuse_non_deep(estimator):
+    """Say what ``export_embedding`` supports when ``estimator`` has no network."""
+    name = type(estimator).__name__
+    if hasattr(estimator, "components_"):
+        raise TypeError(
+            f"export_embedding exports the network of a fitted deep learner "
+            f"(DeepMetricTransformer, or any estimator with module_ and input_shape_); {name} "
+            f"is a linear learner: its embedding is X @ components_.T (components_ has shape "
+            f"{getattr(estimator.components_, 'shape', '?')}). Save components_ (numpy.save) "
+            "or the estimator itself (joblib.dump) instead.")
+    if hasattr(estimator, "fit") and "DeepMetricTransformer" not in {
+            c.__name__ for c in type(estimator).__mro__}:
+        raise TypeError(
+            f"export_embedding exports the network of a fitted deep learner "
+            f"(DeepMetricTransformer, or any estimator with module_ and input_shape_); {name} "
+            "has no network to export.")
 
 
 class EmbeddingOnly(nn.Module):
@@ -66,7 +85,20 @@ def _check_same(reference, got, what, rtol, atol):
             "yourself.")
 
 
-def _torchscript(wrapper, x, check):
+class _GreyImages(nn.Module):
+    """A traced grey-image model that also takes ``(n, H, W)``, as ``transform`` does."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        if x.dim() == 3:  # grey images without their channel axis
+            x = x.unsqueeze(1)
+        return self.model(x)
+
+
+def _torchscript(wrapper, x, check, grey=False):
     with warnings.catch_warnings():
         # shape checks inside the network turn into constants: the exported model takes
         # the fitted sample shape only, which ``check`` verifies at another batch size.
@@ -74,11 +106,15 @@ def _torchscript(wrapper, x, check):
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
         traced = torch.jit.trace(wrapper, x, check_trace=False)
+        if grey:  # scripted around the trace: the rank test stays a test, not a constant
+            traced = torch.jit.script(_GreyImages(traced))
         buffer = io.BytesIO()
         torch.jit.save(traced, buffer)
         data = buffer.getvalue()
         loaded = torch.jit.load(io.BytesIO(data), map_location="cpu")
     _check_same(wrapper(check), loaded(check), "TorchScript", 1e-5, 1e-6)
+    if grey:
+        _check_same(wrapper(check), loaded(check[:, 0]), "TorchScript", 1e-5, 1e-6)
     return data
 
 
@@ -198,8 +234,9 @@ def export_embedding(estimator, path, *, format="torchscript", example=None, ove
 
     Notes
     -----
-    Grey images are fed as ``(n, 1, H, W)``: ``transform`` adds the channel
-    axis itself, the exported model does not. A model fitted with ``amp``
+    Grey images: the TorchScript model takes ``(n, 1, H, W)`` and, as
+    ``transform`` does, ``(n, H, W)``; the ExportedProgram and ONNX models
+    take ``(n, 1, H, W)`` only (their input rank is fixed). A model fitted with ``amp``
     embeds in float32 once exported (a difference of the order of the
     half-precision rounding).
 
@@ -220,6 +257,8 @@ def export_embedding(estimator, path, *, format="torchscript", example=None, ove
     >>> Z.shape, bool(np.allclose(Z, net.transform(X[:5]), atol=1e-5))
     ((5, 3), True)
     """
+    if not hasattr(estimator, "module_"):
+        _refuse_non_deep(estimator)
     check_is_fitted(estimator, "module_")
     input_shape = getattr(estimator, "input_shape_", None)
     if input_shape is None:
@@ -235,8 +274,9 @@ def export_embedding(estimator, path, *, format="torchscript", example=None, ove
     wrapper = EmbeddingOnly(net).eval()
     for p in wrapper.parameters():
         p.requires_grad_(False)
-    writer = {"torchscript": _torchscript, "exported_program": _exported_program,
-              "onnx": _onnx}[format]
+    grey = len(input_shape) == 3 and input_shape[0] == 1
+    writer = {"torchscript": functools.partial(_torchscript, grey=grey),
+              "exported_program": _exported_program, "onnx": _onnx}[format]
     try:
         with torch.no_grad():
             data = writer(wrapper, x, check)

@@ -299,6 +299,7 @@ class SmallResNet(nn.Module):
                                      "blocks_per_stage": [positive_int()]},
                      {"in_channels": in_channels, "blocks_per_stage": blocks_per_stage})
         widths = _check_widths("SmallResNet", "widths", widths)
+        self.in_channels = int(in_channels)
         self.stem = nn.Sequential(nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False),
                                   nn.BatchNorm2d(widths[0]), nn.ReLU(inplace=True))
         stages, c = [], widths[0]
@@ -315,6 +316,12 @@ class SmallResNet(nn.Module):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
 
     def forward(self, x):  # kept in NCHW: see _channels_last()
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            channels = x.shape[1] if x.dim() == 4 else 1
+            raise ValueError(
+                f"SmallResNet({self.in_channels}) takes images of {self.in_channels} channels, "
+                f"(n, {self.in_channels}, H, W); it got a batch of shape {tuple(x.shape)}. "
+                f"Build it for these images: SmallResNet({channels}).")
         return self.pool(self.stages(self.stem(x))).flatten(1)
 
 

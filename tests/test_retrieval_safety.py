@@ -1,0 +1,176 @@
+"""RetrievalIndex on hostile files and awkward inputs (issue 37).
+
+Loading reads only the members the format defines, after checking their
+declared sizes; cosine treats an all-zero row the one documented way in the
+exact index, the scorers and faiss; big-endian float64 stays float64; a save
+under a file that should be a folder names it.
+"""
+
+import json
+import os
+import sys
+import types
+import zipfile
+
+import numpy as np
+import pytest
+from sklearn.metrics.pairwise import cosine_distances
+
+from skdml.metrics import map_at_r, nearest_neighbors, recall_at_k
+from skdml.retrieval import RetrievalIndex
+
+
+def _saved(tmp_path, **fit):
+    rng = np.random.RandomState(0)
+    index = RetrievalIndex().fit(rng.rand(10, 3), **fit)
+    path = tmp_path / "index.npz"
+    index.save(path)
+    return path
+
+
+def test_load_refuses_a_member_the_format_does_not_define(tmp_path):
+    path = _saved(tmp_path, y=np.arange(10))
+    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as zf:
+        with zf.open("junk.npy", "w", force_zip64=True) as fh:  # 64 MiB of zeros, deflated
+            block = b"\0" * (1 << 22)
+            for _ in range(16):
+                fh.write(block)
+    assert os.path.getsize(path) < 1 << 20
+    with pytest.raises(ValueError, match="'junk.npy' that the format does not define"):
+        RetrievalIndex.load(path)
+
+
+def _rewrite(path, replace):
+    """Copy the index file with some members replaced: ``{name: (bytes, compress_type)}``."""
+    with zipfile.ZipFile(path) as zf:
+        members = {info.filename: zf.read(info) for info in zf.infolist()}
+    members.update({k: v for k, v in replace.items() if not isinstance(v, tuple)})
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            compress = zipfile.ZIP_STORED
+            if isinstance(replace.get(name), tuple):
+                data, compress = replace[name]
+            zf.writestr(name, data, compress_type=compress)
+
+
+def _npy(array):
+    import io
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def test_load_checks_declared_sizes_against_the_metadata(tmp_path):
+    path = _saved(tmp_path)
+    _rewrite(path, {"embeddings.npy": _npy(np.zeros((11, 3)))})  # one row more than the meta
+    with pytest.raises(ValueError, match=r"shape \(11, 3\) but the metadata says \(10, 3\)"):
+        RetrievalIndex.load(path)
+
+
+def test_load_refuses_compressed_members(tmp_path):
+    path = _saved(tmp_path)
+    with zipfile.ZipFile(path) as zf:
+        data = zf.read("embeddings.npy")
+    _rewrite(path, {"embeddings.npy": (data, zipfile.ZIP_DEFLATED)})
+    with pytest.raises(ValueError, match="compressed"):
+        RetrievalIndex.load(path)
+
+
+def test_load_refuses_a_header_that_lies_about_the_size(tmp_path):
+    path = _saved(tmp_path)
+    data = _npy(np.zeros((10, 3)))
+    _rewrite(path, {"embeddings.npy": data[:-8]})  # truncated data behind a valid header
+    with pytest.raises(ValueError, match="declares"):
+        RetrievalIndex.load(path)
+
+
+def test_saved_file_round_trips_with_its_sizes(tmp_path):
+    path = _saved(tmp_path, y=np.array([f"i{i}" for i in range(10)]))
+    with zipfile.ZipFile(path) as zf:
+        meta = json.loads(str(np.load(zf.open("meta.npy"))))
+    assert (meta["n_items"], meta["n_dims"]) == (10, 3)
+    loaded = RetrievalIndex.load(path)
+    assert loaded.embeddings_.shape == (10, 3) and loaded.labels_[3] == "i3"
+
+
+# ------------------------------------------------------------------ cosine zero rows
+def test_cosine_zero_gallery_row_is_at_distance_one_and_rows_stay_sorted():
+    index = RetrievalIndex(metric="cosine").fit(np.array([[0.0, 0.0], [0.3, 1.0]]))
+    distances, indices = index.query([[1.0, 0.0]], k=2)
+    assert indices.tolist() == [[1, 0]]
+    np.testing.assert_allclose(distances, [[1 - 0.3 / np.hypot(0.3, 1.0), 1.0]])
+    assert np.all(np.diff(distances, axis=1) >= 0)
+
+
+def test_cosine_zero_rows_match_sklearn_cosine_distances():
+    # one convention everywhere: an all-zero row has similarity 0 to every row, another
+    # all-zero row included (scikit-learn's cosine_distances gives 1 for each such pair)
+    rng = np.random.RandomState(1)
+    X = rng.randn(40, 3)
+    X[rng.rand(40) < 0.3] = 0.0
+    D = cosine_distances(X)
+    np.fill_diagonal(D, np.inf)
+    expected = np.array([np.lexsort((np.arange(40), row))[:39] for row in D])
+    got = nearest_neighbors(X, 39, metric="cosine")
+    np.testing.assert_array_equal(got, expected)
+    index = RetrievalIndex(metric="cosine").fit(X)
+    distances, indices = index.query(None, k=39)
+    np.testing.assert_array_equal(indices, expected)
+    np.testing.assert_allclose(distances, np.take_along_axis(D, expected, axis=1), atol=1e-12)
+    assert np.all(np.diff(distances, axis=1) >= 0)
+
+
+def test_map_at_r_with_zero_rows_matches_a_float64_reference():
+    rng = np.random.RandomState(0)
+    X = rng.randn(80, 4)
+    X[rng.rand(80) < 0.35] = 0.0
+    y = rng.randint(0, 3, 80)
+    D = cosine_distances(X)
+    np.fill_diagonal(D, np.inf)
+    aps, hits = [], []
+    for i in range(len(y)):
+        order = np.lexsort((np.arange(len(y)), D[i]))[:-1]
+        R = int(np.sum(y == y[i]) - 1)
+        rel = y[order[:R]] == y[i]
+        aps.append(np.sum(np.cumsum(rel) / np.arange(1, R + 1) * rel) / R)
+        hits.append(y[order[0]] == y[i])
+    assert map_at_r(X, y, metric="cosine") == pytest.approx(np.mean(aps), abs=1e-12)
+    assert recall_at_k(X, y, k=1, metric="cosine") == pytest.approx(np.mean(hits), abs=1e-12)
+
+
+def test_faiss_backend_gives_zero_rows_distance_one(monkeypatch):
+    class FlatIP:  # the two calls of faiss's flat index the backend makes, in numpy
+        def __init__(self, d):
+            self.rows = np.empty((0, d), dtype=np.float32)
+
+        def add(self, rows):
+            self.rows = np.vstack([self.rows, rows])
+
+        def search(self, Q, k):
+            S = Q @ self.rows.T
+            order = np.argsort(-S, axis=1, kind="stable")[:, :k]
+            return np.take_along_axis(S, order, axis=1), order
+
+    monkeypatch.setitem(sys.modules, "faiss", types.SimpleNamespace(IndexFlatIP=FlatIP))
+    G = np.array([[0.0, 0.0], [0.3, 1.0]])
+    exact = RetrievalIndex(metric="cosine").fit(G).query([[1.0, 0.0]], k=2)
+    faiss_ = RetrievalIndex(metric="cosine", backend="faiss").fit(G).query([[1.0, 0.0]], k=2)
+    np.testing.assert_array_equal(faiss_[1], exact[1])
+    np.testing.assert_allclose(faiss_[0], exact[0], atol=1e-6)
+
+
+# ------------------------------------------------------------------ dtypes and paths
+@pytest.mark.parametrize("dtype", [">f8", "<f8", np.int64])
+def test_float64_in_any_byte_order_is_kept_as_float64(dtype):
+    X = (np.arange(12).reshape(4, 3) * 1.000000001).astype(dtype)
+    index = RetrievalIndex().fit(X)
+    assert index.embeddings_.dtype == np.float64
+    np.testing.assert_array_equal(index.embeddings_, X.astype(np.float64))
+
+
+def test_save_under_a_file_names_the_file(tmp_path):
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("x")
+    index = RetrievalIndex().fit(np.eye(3))
+    with pytest.raises(NotADirectoryError, match="not_a_folder' is a file, not a folder"):
+        index.save(blocker / "sub" / "index.npz")
