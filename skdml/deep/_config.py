@@ -199,7 +199,7 @@ def _split(est, y_enc, early_stopping, rng, resume):
     if est.validation_fraction is None and not early_stopping:
         return np.arange(len(y_enc)), None, None
     seed = np.random.RandomState(rng.randint(0, 2**31 - 1))
-    return validation_holdout(y_enc, est.validation_fraction, "auto", seed)
+    return validation_holdout(y_enc, est.validation_fraction, "auto", seed, scored_within=True)
 
 
 def _batch_plan(est, y_train, input_shape):
