@@ -33,7 +33,7 @@ import torch.distributed as dist
 from ._sampler import ClassBalancedBatchSampler
 
 __all__ = ["DistributedContext", "DistributedClassBalancedBatchSampler",
-           "all_gather_with_grad", "distributed_context"]
+           "all_gather_with_grad", "distributed_context", "is_main_process"]
 
 
 def _in_group():
@@ -44,6 +44,23 @@ def _world():
     if _in_group():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def is_main_process():
+    """Rank 0 of the process group, or of the launcher's ``RANK`` before the group exists.
+
+    The one answer to "is this the process that writes checkpoints and shows
+    progress" (:attr:`DistributedContext.is_main` is this process's answer once
+    the fit has its context).
+
+    Examples
+    --------
+    >>> is_main_process()
+    True
+    """
+    if _in_group():
+        return dist.get_rank() == 0
+    return os.environ.get("RANK", "0") == "0"
 
 
 def distributed_context(device):
@@ -88,7 +105,7 @@ class DistributedContext:
 
     @property
     def is_main(self):
-        """Rank 0: the one that writes checkpoints and shows progress."""
+        """Rank 0: the one that writes checkpoints and shows progress (:func:`is_main_process`)."""
         return self.rank == 0
 
     def batch_sampler(self, labels, P, K, random_state, n_batches=None):

@@ -6,16 +6,25 @@ arguments when called, with the same constraint objects, through
 :func:`check_params`. :class:`StrictInterval` is scikit-learn's ``Interval``
 without its one surprise: a ``bool`` is not a number here (``True`` is not
 ``n_components=1``).
+
+:class:`NestedParamsMixin` is the one routing of skorch-style nested parameters
+(``optimizer__weight_decay``, ``loss__margin``...) through ``set_params``, for
+every learner that takes grouped options: a nested key is checked when it is
+set and lands in the one parameter that holds it, so ``get_params``, ``clone``
+and ``GridSearchCV`` see nothing new.
 """
 
 from __future__ import annotations
 
+import copy
+import inspect
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, make_constraint
 
-__all__ = ["StrictInterval", "check_params", "non_negative_real", "positive_int"]
+__all__ = ["NestedParamsMixin", "StrictInterval", "check_params", "constructor_keys",
+           "non_negative_real", "positive_int", "rebuild_with"]
 
 
 class StrictInterval(Interval):
@@ -70,3 +79,119 @@ def check_params(owner, constraints, values):
             continue
         what = " or ".join(str(c) for c in allowed)
         raise ValueError(f"{owner}: {name} must be {what}; got {value!r}.")
+
+
+def constructor_keys(target, exclude=()):
+    """The keyword arguments ``target(...)`` names (a sorted list), or ``None`` for ``**kwargs``.
+
+    Examples
+    --------
+    >>> constructor_keys(lambda margin=0.1, *, scale=2.0: None)
+    ['margin', 'scale']
+    >>> constructor_keys(lambda a, **rest: None) is None
+    True
+    """
+    try:
+        parameters = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: accept what the call accepts
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None
+    return sorted(p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                           p.KEYWORD_ONLY)
+                  and p.name not in exclude)
+
+
+def rebuild_with(obj, **options):
+    """A new ``type(obj)`` with ``obj``'s constructor options and ``options`` over them.
+
+    The options are read back from attributes of the same names, as
+    scikit-learn's ``get_params`` does; an object that does not keep one
+    raises a ``ValueError``.
+    """
+    keys = constructor_keys(type(obj)) or []
+    missing = [k for k in keys if not hasattr(obj, k)]
+    if missing:
+        raise ValueError(f"{type(obj).__name__} does not keep its options {missing} as "
+                         "attributes: build it with the options you want instead.")
+    return type(obj)(**{**{k: getattr(obj, k) for k in keys}, **options})
+
+
+class NestedParamsMixin:
+    """skorch-style nested parameters: ``set_params(prefix__key=value)``.
+
+    ``_nested_params`` maps each prefix to where its keys go:
+
+    - the name of a ``dict`` parameter (``"optimizer": "optimizer_params"``):
+      the key is set in a new copy of that dict;
+    - a dict ``{key: parameter}`` (``"loss": {"margin": "margin"}``): the key
+      is another name of that parameter;
+    - ``"<instance>"``: the parameter of the prefix's name holds a name, a
+      class or an instance, and the key is an option of that object
+      (:meth:`_set_nested_option` builds the object with it).
+
+    :meth:`_nested_keys` lists the keys a prefix takes now (``None``: any);
+    an unknown key raises a ``ValueError`` at ``set_params`` that names the
+    valid ones. Plain parameters of the same call are set first (so
+    ``set_params(loss="triplet", loss__margin=0.2)`` checks ``margin``
+    against the triplet loss), and nothing is set when a key is refused.
+    The values live in ordinary parameters, so ``get_params`` and ``clone``
+    round-trip and ``GridSearchCV`` searches nested keys like any other.
+    """
+
+    _nested_params: dict = {}
+
+    def _nested_keys(self, prefix):
+        """The keys ``prefix__<key>`` takes now, or ``None`` for any; raise ``ValueError`` if none."""
+        route = self._nested_params[prefix]
+        return sorted(route) if isinstance(route, dict) else None
+
+    def _set_nested_option(self, prefix, key, value):  # pragma: no cover - "<instance>" routes
+        raise NotImplementedError
+
+    def set_params(self, **params):
+        """Set the parameters of this estimator, nested ``prefix__key`` ones included.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters, and nested keys of the grouped ones (see
+            the class's parameters).
+
+        Returns
+        -------
+        self : estimator instance
+            Estimator instance.
+        """
+        routes = type(self)._nested_params
+        nested, plain = [], {}
+        for name, value in params.items():
+            prefix, sep, key = name.partition("__")
+            if sep and prefix in routes:
+                nested.append((prefix, key, value))
+            else:
+                plain[name] = value
+        if not nested:
+            return super().set_params(**plain)
+        probe = copy.copy(self)  # checked on a copy: a refused key changes nothing
+        super(NestedParamsMixin, probe).set_params(**plain)
+        for prefix, key, value in nested:
+            probe._set_nested(prefix, key, value)
+        super().set_params(**plain)
+        for prefix, key, value in nested:
+            self._set_nested(prefix, key, value)
+        return self
+
+    def _set_nested(self, prefix, key, value):
+        valid = self._nested_keys(prefix)
+        if valid is not None and key not in valid:
+            raise ValueError(
+                f"Invalid parameter {prefix}__{key!s} for estimator {type(self).__name__}. "
+                f"Valid {prefix}__ keys are {[f'{prefix}__{k}' for k in valid]}.")
+        route = self._nested_params[prefix]
+        if isinstance(route, dict):
+            setattr(self, route[key], value)
+        elif route == "<instance>":
+            self._set_nested_option(prefix, key, value)
+        else:
+            setattr(self, route, {**(getattr(self, route) or {}), key: value})

@@ -1,28 +1,51 @@
-"""Every setting of one deep fit, with each ``"auto"`` resolved once, in one place.
+"""The deep learner's parameters: their constraints, their nested keys, and the one
+resolved configuration of each fit.
 
-:func:`resolve_config` reads the estimator's parameters (and nothing else
-reads them during training): it checks the grouped parameters
-(``optimizer_params``, ``loader_params``), resolves every ``"auto"`` from the
-data, draws the validation split and returns a frozen :class:`FitConfig`. The
-trainer (:class:`~skdml.deep._trainer.DeepTrainer`) works from that config
-only, so a setting means one thing wherever it is used.
+This is the one module that reads the estimator's parameters (besides the
+estimator's ``fit``, which hands them here):
+
+- :data:`PARAMETER_CONSTRAINTS` are the estimator's ``_parameter_constraints``;
+- :func:`nested_keys` and :func:`set_nested_option` are the estimator's
+  skorch-style nested parameters (``optimizer__weight_decay``,
+  ``loader__num_workers``, ``loss__margin``, ``regularizer__log``), checked
+  at ``set_params`` with the same lists the fit checks;
+- :func:`resolve_config` checks the grouped parameters (``optimizer_params``,
+  ``loader_params``, ``loss_params``), resolves every ``"auto"`` from the data,
+  draws the validation split and returns a frozen :class:`FitConfig`. The
+  objective (:func:`~skdml.deep._plan.build_objective`), the trainer
+  (:class:`~skdml.deep._trainer.DeepTrainer`) and the training state work from
+  that config only, so a setting means one thing wherever it is used.
+
+Adding a parameter: its constraint here, its resolution in
+:func:`resolve_config` and a :class:`FitConfig` field; its name in the
+estimator's signature and docstring (see ``doc/architecture.md``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
+import os
+import warnings
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 
 import numpy as np
 import torch
+from sklearn.utils._param_validation import Options, StrOptions
+from torch import nn
+
 from .._training import validation_holdout
+from .._utils._params import StrictInterval, constructor_keys, rebuild_with
+from ..losses import LOSSES, REGULARIZERS, get_regularizer
 from ._inputs import RandomAffine
 
 __all__ = ["AUTO_BATCH_SIZE", "AUTO_CLASSES_PER_BATCH", "AUTO_EARLY_STOPPING_CLASSES",
            "AUTO_LOSS", "AUTO_LOSS_VECTORS", "AUTO_MAX_ITER", "AUTO_MAX_ITER_VECTORS", "FitConfig", "LOADER_DEFAULTS",
-           "OPTIMIZER_DEFAULTS", "PRESERVE_INPUT_AUTO", "VECTOR_BATCHES_PER_EPOCH",
-           "VECTOR_MAX_FEATURES", "check_loader_params", "check_optimizer_params",
-           "resolve_config"]
+           "NESTED_PARAMS", "ObjectiveConfig", "OPTIMIZER_DEFAULTS", "PARAMETER_CONSTRAINTS",
+           "PRESERVE_INPUT_AUTO", "VECTOR_BATCHES_PER_EPOCH", "VECTOR_MAX_FEATURES",
+           "check_loader_params", "check_optimizer_params", "embedding_config", "loss_choices",
+           "nested_keys", "objective_config", "resolve_config", "set_nested_option"]
 
 #: ``n_classes_per_batch="auto"``: this many classes per batch, at most.
 AUTO_CLASSES_PER_BATCH = 16
@@ -63,6 +86,125 @@ LOADER_DEFAULTS = {"num_workers": 0, "pin_memory": "auto", "transform_batch_size
                    "batches_per_epoch": None}
 
 
+#: ``optimizer``: the names and the torch optimisers they stand for.
+OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+
+
+def loss_choices():
+    """The ``loss`` names, from the loss registry: ``{"auto", ...}`` as the docstring shows them."""
+    return "{" + ", ".join(f'"{name}"' for name in ["auto", *sorted(LOSSES)]) + "}"
+
+
+def regularizer_choices():
+    """The ``regularizer`` names, from the registry, as the docstring shows them."""
+    return "{" + ", ".join(f'"{name}"' for name in sorted(REGULARIZERS)) + "}"
+
+
+#: The estimator's ``_parameter_constraints`` (checked by scikit-learn at ``fit``).
+PARAMETER_CONSTRAINTS = {
+    "backbone": [None, callable],
+    "n_components": [StrictInterval(Integral, 1, None, closed="left")],
+    "normalize": ["boolean"],
+    "loss": [StrOptions(set(LOSSES) | {"auto"}), callable],
+    "loss_params": [None, dict],
+    "regularizer": [None, StrOptions(set(REGULARIZERS)), callable],
+    "regularizer_weight": [StrictInterval(Real, 0, None, closed="left")],
+    "preserve_input": [StrictInterval(Real, 0, None, closed="left"), StrOptions({"auto"})],
+    "optimizer": [StrOptions(set(OPTIMIZERS)), type],
+    "learning_rate": [StrictInterval(Real, 0, None, closed="neither")],
+    "optimizer_params": [None, dict],
+    "max_iter": [StrictInterval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+    "tol": [StrictInterval(Real, 0, None, closed="left")],
+    "n_classes_per_batch": [StrictInterval(Integral, 2, None, closed="left"),
+                            StrOptions({"auto"})],
+    "n_samples_per_class": [StrictInterval(Integral, 1, None, closed="left"),
+                            StrOptions({"auto"})],
+    "early_stopping": ["boolean", StrOptions({"auto"})],
+    "validation_fraction": [StrictInterval(Real, 0, 1, closed="neither"), None],
+    "n_iter_no_change": [StrictInterval(Integral, 1, None, closed="left")],
+    "checkpoint_path": [None, str, os.PathLike],
+    "warm_start": ["boolean"],
+    "standardize": ["boolean", StrOptions({"auto"})],
+    "augment": ["boolean", StrOptions({"auto"}), callable],
+    "device": [str, torch.device],
+    "amp": [StrOptions({"bf16", "fp16"}), Options(bool, {False}), None],
+    "loader_params": [None, dict],
+    "random_state": ["random_state"],
+    "verbose": ["verbose"],
+    "callbacks": [None, list, tuple],
+}
+
+#: Nested parameters (``set_params(optimizer__weight_decay=0.1)``): each prefix and where its
+#: keys go (see :class:`skdml._utils._params.NestedParamsMixin`). The ``*_params`` spellings
+#: are accepted too.
+NESTED_PARAMS = {"optimizer": "optimizer_params", "optimizer_params": "optimizer_params",
+                 "loader": "loader_params", "loader_params": "loader_params",
+                 "loss": "loss_params", "loss_params": "loss_params",
+                 "regularizer": "<instance>"}
+
+
+def optimizer_keys(optimizer):
+    """The ``optimizer_params`` keys of ``optimizer`` (a name or a class); ``None``: any."""
+    torch_keys = constructor_keys(OPTIMIZERS.get(optimizer, optimizer) if isinstance(
+        optimizer, (str, type)) else None, exclude=("params", "lr"))
+    if torch_keys is None:
+        return None
+    return sorted(set(OPTIMIZER_DEFAULTS) | set(torch_keys))
+
+
+def loss_keys(loss):
+    """The ``loss_params`` keys of ``loss`` (from the loss registry); ``None``: any.
+
+    Raises a ``ValueError`` when the loss takes no options: ``"auto"`` (it is
+    chosen from the data) and a loss already built.
+    """
+    if isinstance(loss, str) and loss == "auto":
+        raise ValueError("loss='auto' picks the loss from the data and takes no options: "
+                         "name the loss (e.g. loss='binomial') to set loss__<key>.")
+    target = LOSSES.get(loss) if isinstance(loss, str) else loss
+    if not isinstance(target, type):
+        raise ValueError(f"The loss {type(loss).__name__} is already built: set its options "
+                         "when you build it, or pass a name or a class to set loss__<key>.")
+    return constructor_keys(target)
+
+
+def regularizer_keys(regularizer):
+    """The options of ``regularizer`` (a name, class or module instance); ``None``: any."""
+    if regularizer is None:
+        raise ValueError("There is no regularizer to set options of: set regularizer "
+                         "(e.g. regularizer='ec') first.")
+    target = REGULARIZERS.get(regularizer) if isinstance(regularizer, str) else regularizer
+    if isinstance(target, nn.Module):
+        target = type(target)
+    if not isinstance(target, type):
+        raise ValueError(f"The regularizer {regularizer!r} is a function: it has no options "
+                         "to set.")
+    return constructor_keys(target)
+
+
+def nested_keys(est, prefix):
+    """The keys ``prefix__<key>`` of ``est`` takes now (``None``: any); see :data:`NESTED_PARAMS`."""
+    route = NESTED_PARAMS[prefix]
+    if route == "optimizer_params":
+        return optimizer_keys(est.optimizer)
+    if route == "loader_params":
+        return sorted(LOADER_DEFAULTS)
+    if route == "loss_params":
+        return loss_keys(est.loss)
+    return regularizer_keys(est.regularizer)
+
+
+def set_nested_option(est, prefix, key, value):
+    """``regularizer__<key>=value``: the regulariser, built with that option over its own."""
+    reg = est.regularizer
+    if isinstance(reg, str):
+        est.regularizer = get_regularizer(reg, **{key: value})
+    elif isinstance(reg, type):
+        est.regularizer = reg(**{key: value})
+    else:
+        est.regularizer = rebuild_with(reg, **{key: value})
+
+
 def _nonnegative(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool) \
         and np.isfinite(value) and value >= 0
@@ -73,10 +215,19 @@ def _positive_int(value, allow_zero=False):
         and value >= (0 if allow_zero else 1)
 
 
-def check_optimizer_params(params):
-    """``optimizer_params`` merged over :data:`OPTIMIZER_DEFAULTS`, each skdml key checked."""
+def check_optimizer_params(params, optimizer="adam"):
+    """``optimizer_params`` merged over :data:`OPTIMIZER_DEFAULTS`, each skdml key checked.
+
+    A key that is neither skdml's nor taken by ``optimizer``'s constructor is
+    refused (the list :func:`nested_keys` checks ``optimizer__<key>`` with).
+    """
     merged = dict(OPTIMIZER_DEFAULTS, **(params or {}))
     problems = []
+    valid = optimizer_keys(optimizer)
+    unknown = [] if valid is None else sorted(set(merged) - set(valid) - {"lr"})
+    if unknown:
+        name = getattr(OPTIMIZERS.get(optimizer, optimizer), "__name__", optimizer)
+        problems.append(f"the optimizer {name} does not accept {unknown}; the keys are {valid}")
     if not _nonnegative(merged["weight_decay"]):
         problems.append(f"weight_decay must be a finite float >= 0, got {merged['weight_decay']!r}")
     if not _nonnegative(merged["head_lr_mult"]):
@@ -138,13 +289,44 @@ class LoaderConfig:
             else bool(params["pin_memory"])
         return cls(int(params["num_workers"]), pin, int(params["transform_batch_size"]))
 
+    def on(self, device):
+        """These settings on ``device`` (a fitted model unpickled on a CPU pins no memory)."""
+        return self if device.type == "cuda" or not self.pin_memory else \
+            dataclasses.replace(self, pin_memory=False)
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    """What the objective is built from (:func:`~skdml.deep._plan.build_objective`)."""
+
+    loss: object
+    loss_params: dict
+    regularizer: object
+    regularizer_weight: float
+    n_components: int
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    """What ``transform`` embeds with: fixed at ``fit``, kept by the fitted estimator."""
+
+    loader: LoaderConfig
+    amp: object
+    n_components: int
+
 
 @dataclass(frozen=True)
 class FitConfig:
-    """One deep fit's settings, every ``"auto"`` resolved (see :func:`resolve_config`)."""
+    """One deep fit's settings, every ``"auto"`` resolved (see :func:`resolve_config`).
+
+    ``standardize`` is ``None`` when it is ``"auto"`` with your backbone: the
+    built backbone then decides (:func:`standardizes`).
+    """
 
     name: str
     loss: object
+    objective: ObjectiveConfig
+    backbone: object
     n_components: int
     normalize: bool
     device: torch.device
@@ -158,7 +340,7 @@ class FitConfig:
     n_iter_no_change: int
     preserve_input: float
     augment: object
-    standardize: bool
+    standardize: bool | None
     default_vector_backbone: bool
     optimizer: object
     learning_rate: float
@@ -250,13 +432,65 @@ def _jrs_layers(regularizer):
     return (layers,) if isinstance(layers, str) else tuple(layers)
 
 
-def resolve_config(est, *, y_enc, input_shape, in_memory, device, backbone, rng, resume=None):
+def _check_loss_params(loss, params):
+    """Refuse ``loss_params`` keys the loss does not take (the list ``loss__<key>`` uses)."""
+    if not params or not isinstance(loss, (str, type)):
+        return  # a built loss with loss_params is refused by build_loss
+    valid = loss_keys(loss)
+    unknown = [] if valid is None else sorted(set(params) - set(valid))
+    if unknown:
+        raise ValueError(f"Invalid loss_params: the loss {loss!r} does not accept {unknown}; "
+                         f"its keys are {valid}.")
+
+
+def objective_config(est, loss=None):
+    """The :class:`ObjectiveConfig` of ``est``; ``loss`` is the resolved loss (default: ``est.loss``)."""
+    loss = est.loss if loss is None else loss
+    _check_loss_params(loss, est.loss_params)
+    return ObjectiveConfig(loss=loss, loss_params=dict(est.loss_params or {}),
+                           regularizer=est.regularizer,
+                           regularizer_weight=float(est.regularizer_weight),
+                           n_components=int(est.n_components))
+
+
+def embedding_config(config):
+    """The :class:`EmbeddingConfig` a fit with ``config`` leaves to ``transform``."""
+    return EmbeddingConfig(loader=config.loader, amp=config.amp,
+                           n_components=config.n_components)
+
+
+def standardizes(config, backbone):
+    """Whether the fit standardises the input of the built ``backbone``.
+
+    ``standardize="auto"``: yes, unless the backbone normalises its own input
+    (a :class:`~skdml.deep.backbones.FeatureExtractor` with ``mean``).
+    """
+    if config.standardize is None:
+        return not getattr(backbone, "normalizes_input", False)
+    return config.standardize
+
+
+def _warn_if_one_dimensional(normalize, n_components):
+    """Warn that ``n_components=1`` is not normalised (the 1-d sphere is two points).
+
+    scikit-learn's common checks fit with ``n_components=1``, so this is handled,
+    not refused.
+    """
+    if normalize and n_components == 1:
+        warnings.warn(
+            "n_components=1 with normalize=True would give embeddings of +1 or -1 only; "
+            "the 1-d embedding is not normalised. Use n_components >= 2 with a loss on "
+            "cosine similarities (the default multi-similarity loss normalises).",
+            UserWarning)
+
+
+def resolve_config(est, *, y_enc, input_shape, in_memory, device, rng, resume=None):
     """The :class:`FitConfig` of a fit of ``est`` on labels ``y_enc`` (one call per fit).
 
-    ``backbone`` is the built backbone (``standardize="auto"`` asks whether it
-    normalises its own input); ``rng`` draws the validation split (a resumed
-    fit keeps the split of its first run, whatever the seed now).
+    ``rng`` draws the validation split (a resumed fit keeps the split of its
+    first run, whatever the seed now).
     """
+    _warn_if_one_dimensional(est.normalize, est.n_components)
     n_classes = len(np.unique(y_enc))
     early_stopping = _early_stopping(est, n_classes)
     train_idx, val_idx, kind = _split(est, y_enc, early_stopping, rng, resume)
@@ -264,7 +498,7 @@ def resolve_config(est, *, y_enc, input_shape, in_memory, device, backbone, rng,
         raise ValueError("early_stopping needs a validation set: set validation_fraction.")
     y_train = y_enc[train_idx]
     P, K = _batch_plan(est, y_train, input_shape)
-    opt = check_optimizer_params(est.optimizer_params)
+    opt = check_optimizer_params(est.optimizer_params, est.optimizer)
     loader = check_loader_params(est.loader_params)
     default_vectors = est.backbone is None and len(input_shape) == 1
     loss = est.loss
@@ -282,11 +516,12 @@ def resolve_config(est, *, y_enc, input_shape, in_memory, device, backbone, rng,
     else:
         preserve = float(est.preserve_input)
     if est.standardize == "auto":
-        standardize = not getattr(backbone, "normalizes_input", False)
+        standardize = True if est.backbone is None else None  # None: the backbone decides
     else:
         standardize = bool(est.standardize)
     return FitConfig(
-        name=type(est).__name__, loss=loss, n_components=int(est.n_components),
+        name=type(est).__name__, loss=loss, objective=objective_config(est, loss),
+        backbone=est.backbone, n_components=int(est.n_components),
         normalize=bool(est.normalize and est.n_components > 1), device=device, amp=est.amp,
         max_iter=max_iter, n_classes_per_batch=P, n_samples_per_class=K,
         batches_per_epoch=loader["batches_per_epoch"], early_stopping=early_stopping,

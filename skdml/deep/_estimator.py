@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import warnings
-from numbers import Integral, Real
 
 import numpy as np
 import torch
@@ -12,24 +10,33 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transf
                           _fit_context)
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Options, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._utils import resolve_device, thread_limits, torch_rng_scope, torch_seed, transactional_fit
-from .._utils._params import StrictInterval
+from .._utils._params import NestedParamsMixin
 from ..callbacks import UserCallbacks, check_callbacks
-from ..losses import LOSSES, REGULARIZERS
-from ._config import LoaderConfig, check_loader_params, resolve_config
-from ._network import build_backbone
-from ._plan import (build_objective, validate_fit_input, validate_transform_input,
-                    warn_if_one_dimensional)
+from ._config import (NESTED_PARAMS, PARAMETER_CONSTRAINTS, EmbeddingConfig, LoaderConfig,
+                      check_loader_params, embedding_config, loss_choices,
+                      nested_keys, objective_config, regularizer_choices, resolve_config,
+                      set_nested_option)
+from ._plan import build_objective, validate_fit_input, validate_transform_input
 from ._state import ModuleStateMixin, checkpoint_claim, load_resume_state
 from ._trainer import DeepTrainer, embed_with
 
 __all__ = ["DeepMetricTransformer"]
 
-class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
-                            BaseEstimator):
+
+def _fill_choices(cls):
+    """The ``loss`` and ``regularizer`` names of the docstring, from the registry the
+    validator uses (:data:`skdml.losses.LOSSES`, :data:`skdml.losses.REGULARIZERS`)."""
+    cls.__doc__ = cls.__doc__.replace("{LOSS_CHOICES}", loss_choices()).replace(
+        "{REGULARIZER_CHOICES}", regularizer_choices())
+    return cls
+
+
+@_fill_choices
+class DeepMetricTransformer(ModuleStateMixin, NestedParamsMixin, ClassNamePrefixFeaturesOutMixin,
+                            TransformerMixin, BaseEstimator):
     """Deep metric learning with any torch backbone, as a scikit-learn transformer.
 
     A backbone (an ``nn.Module``) followed by a linear embedding head and an
@@ -40,6 +47,15 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
     training loop as the linear learners. ``transform`` returns the embeddings
     as float32 numpy arrays, so the estimator drops into a ``Pipeline`` before
     ``KNeighborsClassifier`` and into ``GridSearchCV``.
+
+    The grouped options are nested parameters, as in skorch:
+    ``set_params(optimizer__weight_decay=0.1)``, ``loader__num_workers=2``,
+    ``loss__margin=0.2`` (with a named loss) and ``regularizer__log=False``
+    (with a regulariser) set one key, so ``GridSearchCV`` searches them like
+    any parameter; an unknown key raises at ``set_params``, naming the valid
+    ones. They are stored in ``optimizer_params``, ``loader_params``,
+    ``loss_params`` and ``regularizer`` (a regulariser named by a string
+    becomes an instance with that option).
 
     Read more in the :doc:`User Guide </deep>`.
 
@@ -62,9 +78,10 @@ class DeepMetricTransformer(ModuleStateMixin, ClassNamePrefixFeaturesOutMixin, T
         Dimension of the embedding (output of the linear head).
     normalize : bool, default=True
         L2-normalise the embeddings.
-    loss : {"auto", "multisimilarity", "binomial", "triplet", "npair", "amsoftmax"} or \
+    loss : {LOSS_CHOICES} or \
 callable, default="auto"
-        Metric loss, resolved by :func:`skdml.losses.build_loss`. ``"auto"``:
+        Metric loss, resolved by :func:`skdml.losses.build_loss` (the names
+        are those of ``skdml.losses.LOSSES``). ``"auto"``:
         the multi-similarity loss with its pair mining, which trains well from
         scratch (images, ``Dataset`` inputs, your backbone; see the user
         guide's study), and the binomial deviance loss, the linear learners'
@@ -77,8 +94,9 @@ callable, default="auto"
         For ``"amsoftmax"`` (or a class taking them), ``n_classes`` and
         ``embedding_dim`` are filled in from the fit.
     loss_params : dict, default=None
-        Keyword arguments of the loss (a name other than ``"auto"``, or a class).
-    regularizer : {"ec", "jrs"}, regulariser instance, callable or None, default=None
+        Keyword arguments of the loss (a name other than ``"auto"``, or a class);
+        one key at a time: ``set_params(loss__margin=0.2)``.
+    regularizer : {REGULARIZER_CHOICES}, regulariser instance, callable or None, default=None
         ``"ec"``: Energy Confusion; as in the ECAML paper its gradient only
         reaches the embedding layer (the backbone features are detached for
         this term). ``"jrs"``: Joint Representation Similarity on
@@ -91,6 +109,8 @@ callable, default="auto"
         ``JRSRegularizer(layers=["blocks.2"])`` (sub-modules of the backbone
         joining the joint representation, captured with forward hooks during
         ``fit``); a callable is applied as ``regularizer(embeddings, labels)``.
+        ``set_params(regularizer__log=False)`` builds the named (or the
+        instance's) regulariser with that option.
     regularizer_weight : float, default=0.0
         Weight of the regulariser (0 disables it); the same name and meaning
         in :class:`~skdml.ECAML` and :class:`~skdml.JRD`.
@@ -130,8 +150,10 @@ callable, default="auto"
           average of the weights and batch-norm statistics with a horizon of
           this many epochs (validation scores the average too); ``None`` or 0
           keeps the last weights;
-        - any other key goes to the torch optimiser (e.g. ``"betas"``,
-          ``"momentum"``).
+        - any other key the torch optimiser takes (e.g. ``"betas"``,
+          ``"momentum"``) goes to it; others are refused.
+
+        One key at a time: ``set_params(optimizer__weight_decay=0.1)``.
     max_iter : int or "auto", default="auto"
         Most epochs, counted over resumed runs too (``warm_start``).
         ``"auto"``: 30 for vector arrays with the default backbone, whose
@@ -157,7 +179,7 @@ callable, default="auto"
         guide), stopping when the epoch loss stops improving.
     validation_fraction : float, default=None
         Fraction held out for validation, drawn as by every skdml learner
-        (:func:`skdml._training.validation_holdout`): whole classes from 5
+        (see the :doc:`user guide </deep>`): whole classes from 5
         classes up (what zero-shot retrieval needs), samples of each class
         below. ``None``: no validation set unless ``early_stopping=True``,
         which then holds out 0.2 of the classes (or 0.1 of each class). The
@@ -195,13 +217,16 @@ callable, default="auto"
         ``"auto"`` uses CUDA when available.
     amp : {"bf16", "fp16"} or False, default=False
         Automatic mixed precision. ``"fp16"`` also uses a ``GradScaler``. Losses
-        are always computed in float32.
+        are always computed in float32. ``transform`` uses the setting of the
+        last ``fit``.
     loader_params : dict, default=None
         How batches are read; the keys you give override these defaults:
         ``"batches_per_epoch"`` (None: ``ceil(n_train / (P * K))``),
         ``"num_workers"`` (0: DataLoader workers), ``"pin_memory"``
         (``"auto"``: when the device is CUDA) and ``"transform_batch_size"``
         (256: the batch size of ``transform`` and of the validation pass).
+        One key at a time: ``set_params(loader__num_workers=2)``. ``transform``
+        uses the settings of the last ``fit``.
     random_state : int, RandomState instance or None, default=None
         Seeds the batch plan, the validation split and torch (initialisation,
         dropout), inside ``fit``; the global torch RNG is left untouched.
@@ -210,7 +235,8 @@ callable, default="auto"
     callbacks : list of skdml.callbacks.Callback, default=None
         Called at the start, after every step, after every epoch and at the end
         of training; a callback can log (e.g. to TensorBoard) or stop training
-        (``info.stop()``). See :mod:`skdml.callbacks`.
+        (``info.stop()``). See :mod:`skdml.callbacks`. They act during ``fit``
+        only and are not saved with a fitted model (see the user guide).
 
     Attributes
     ----------
@@ -222,6 +248,8 @@ callable, default="auto"
         Training labels.
     input_shape_ : tuple
         Shape of one input sample as fed to the network.
+    n_components_ : int
+        Dimension of the fitted embedding (``transform``'s columns).
     history_ : list of dict
         One dict per epoch: ``epoch``, ``loss`` (total objective),
         ``metric_loss``, ``regularizer``, auxiliary losses,
@@ -259,38 +287,8 @@ callable, default="auto"
     ((40, 3), dtype('float32'), 2)
     """
 
-    _parameter_constraints = {
-        "backbone": [None, callable],
-        "n_components": [StrictInterval(Integral, 1, None, closed="left")],
-        "normalize": ["boolean"],
-        "loss": [StrOptions(set(LOSSES) | {"auto"}), callable],
-        "loss_params": [None, dict],
-        "regularizer": [None, StrOptions(set(REGULARIZERS)), callable],
-        "regularizer_weight": [StrictInterval(Real, 0, None, closed="left")],
-        "preserve_input": [StrictInterval(Real, 0, None, closed="left"), StrOptions({"auto"})],
-        "optimizer": [StrOptions({"adam", "adamw", "sgd"}), type],
-        "learning_rate": [StrictInterval(Real, 0, None, closed="neither")],
-        "optimizer_params": [None, dict],
-        "max_iter": [StrictInterval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "tol": [StrictInterval(Real, 0, None, closed="left")],
-        "n_classes_per_batch": [StrictInterval(Integral, 2, None, closed="left"),
-                                StrOptions({"auto"})],
-        "n_samples_per_class": [StrictInterval(Integral, 1, None, closed="left"),
-                                StrOptions({"auto"})],
-        "early_stopping": ["boolean", StrOptions({"auto"})],
-        "validation_fraction": [StrictInterval(Real, 0, 1, closed="neither"), None],
-        "n_iter_no_change": [StrictInterval(Integral, 1, None, closed="left")],
-        "checkpoint_path": [None, str, os.PathLike],
-        "warm_start": ["boolean"],
-        "standardize": ["boolean", StrOptions({"auto"})],
-        "augment": ["boolean", StrOptions({"auto"}), callable],
-        "device": [str, torch.device],
-        "amp": [StrOptions({"bf16", "fp16"}), Options(bool, {False}), None],
-        "loader_params": [None, dict],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-        "callbacks": [None, list, tuple],
-    }
+    _parameter_constraints = PARAMETER_CONSTRAINTS  # skdml/deep/_config.py
+    _nested_params = NESTED_PARAMS
 
     def __init__(self, backbone=None, *, n_components=128, normalize=True, loss="auto",
                  loss_params=None, regularizer=None, regularizer_weight=0.0,
@@ -338,11 +336,26 @@ callable, default="auto"
 
     @property
     def _n_features_out(self):
-        return self.n_components
+        return self.n_components_  # fitted: get_feature_names_out matches transform
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "module_" in self.__dict__ and "_embedding" not in self.__dict__:
+            # a model pickled by an earlier skdml kept no fitted transform settings
+            self.n_components_ = int(self.module_.head.out_features)
+            self._embedding = EmbeddingConfig(
+                LoaderConfig.of(check_loader_params(self.loader_params), self.device_),
+                self.amp, self.n_components_)
+
+    def _nested_keys(self, prefix):
+        return nested_keys(self, prefix)
+
+    def _set_nested_option(self, prefix, key, value):
+        set_nested_option(self, prefix, key, value)
 
     def _build_objective(self, n_classes):
         """The :class:`~skdml.losses.MetricObjective` (same wiring as ECAML and JRD)."""
-        return build_objective(self, n_classes)
+        return build_objective(objective_config(self), n_classes)
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -375,26 +388,27 @@ callable, default="auto"
         if len(classes) < 2:
             raise ValueError(f"Metric learning needs at least 2 classes; the labels hold "
                              f"{len(classes)} class (1 class).")
-        warn_if_one_dimensional(self)
         device = resolve_device(self.device)
         rng = check_random_state(self.random_state)
-        with checkpoint_claim(self):  # checked writable and locked before any training
-            resume = load_resume_state(self, classes, input_shape)
+        # the checkpoint is checked writable and locked before any training; the state to
+        # resume from fixes the validation split, so it is read before the configuration
+        with checkpoint_claim(self.checkpoint_path):
+            resume = load_resume_state(self.checkpoint_path, self.warm_start,
+                                       getattr(self, "_resume_state", None), classes,
+                                       input_shape)
             seed = torch_seed(rng)
             fork_devices = [device.index or 0] if device.type == "cuda" else []
             with torch_rng_scope(fork_devices):
                 torch.manual_seed(seed)  # the backbone's initial weights, dropout...
-                backbone = None if self.backbone is None else build_backbone(self.backbone,
-                                                                             input_shape)
                 config = resolve_config(self, y_enc=y_enc, input_shape=input_shape,
                                         in_memory=isinstance(source, torch.Tensor),
-                                        device=device, backbone=backbone, rng=rng,
-                                        resume=resume)
-                objective = build_objective(self, len(classes), config.loss)
-                trainer = DeepTrainer(config, backbone, objective,
-                                      source, y_enc, classes, input_shape, rng,
-                                      [UserCallbacks(self, check_callbacks(self.callbacks))])
+                                        device=device, rng=rng, resume=resume)
+                objective = build_objective(config.objective, len(classes))
+                trainer = DeepTrainer(config, objective, source, y_enc, classes, input_shape,
+                                      rng, [UserCallbacks(self, check_callbacks(self.callbacks))])
                 fitted = trainer.fit(resume)
+        fitted["n_components_"] = config.n_components
+        fitted["_embedding"] = embedding_config(config)
         # only a finished fit changes the estimator
         converged = fitted.pop("_converged")
         stalled = fitted.pop("_no_gain")
@@ -404,8 +418,8 @@ callable, default="auto"
             setattr(self, key, value)
         if not converged:
             warnings.warn(
-                f"{type(self).__name__} reached max_iter={self.max_iter} ({self.n_iter_} epochs) while still "
-                f"improving (by more than tol={self.tol}); increase max_iter for a more "
+                f"{type(self).__name__} reached max_iter={config.max_iter} ({self.n_iter_} epochs) "
+                f"while still improving (by more than tol={config.tol}); increase max_iter for a more "
                 "converged model.", ConvergenceWarning)
         if stalled:
             warnings.warn(f"{type(self).__name__}: {stalled}", UserWarning)
@@ -427,9 +441,10 @@ callable, default="auto"
         """
         check_is_fitted(self, "module_")
         source = validate_transform_input(self, X)
+        settings = self._embedding  # fixed at fit: set_params does not change a fitted model
         with thread_limits(), torch_rng_scope():  # DataLoader draws a seed from torch's RNG
             return embed_with(self.module_, source, np.arange(len(source)),
-                              loader=LoaderConfig.of(check_loader_params(self.loader_params),
-                                                    self.device_),
-                              n_components=self.n_components, device=self.device_,
-                              input_shape=self.input_shape_, amp=self.amp)
+                              loader=settings.loader.on(self.device_),
+                              n_components=settings.n_components,
+                              device=self.device_, input_shape=self.input_shape_,
+                              amp=settings.amp)

@@ -1,12 +1,14 @@
 """What the deep estimator checks and builds before training: its inputs and its objective.
 
-(Every other setting is resolved once in :mod:`skdml.deep._config`.)
+It reads no parameter of the estimator: the objective is built from the
+fit's :class:`~skdml.deep._config.ObjectiveConfig` (every setting is resolved
+once in :mod:`skdml.deep._config`); the input checks use the estimator only
+for scikit-learn's ``validate_data`` and its fitted ``input_shape_``.
 """
 
 from __future__ import annotations
 
 import copy
-import warnings
 
 import numpy as np
 from sklearn.utils.multiclass import check_classification_targets
@@ -17,8 +19,7 @@ from torch.utils.data import Dataset
 from ..losses import MetricObjective, build_loss, get_regularizer
 from ._data import as_source, dataset_labels, dataset_shape, input_shape_of
 
-__all__ = ["build_objective", "validate_fit_input", "validate_transform_input",
-           "warn_if_one_dimensional"]
+__all__ = ["build_objective", "validate_fit_input", "validate_transform_input"]
 
 
 def validate_fit_input(est, X, y):
@@ -48,34 +49,18 @@ def validate_transform_input(est, X):
     return X if isinstance(X, Dataset) else as_source(X)
 
 
-def warn_if_one_dimensional(est):
-    """Warn that ``n_components=1`` is not normalised (the 1-d sphere is two points).
+def build_objective(config, n_classes):
+    """The :class:`~skdml.losses.MetricObjective` of an :class:`~skdml.deep._config.ObjectiveConfig`.
 
-    scikit-learn's common checks fit with ``n_components=1``, so this is handled,
-    not refused.
+    The same wiring as ECAML and JRD; ``config.loss`` is resolved (never ``"auto"``).
     """
-    if est.normalize and est.n_components == 1:
-        warnings.warn(
-            "n_components=1 with normalize=True would give embeddings of +1 or -1 only; "
-            "the 1-d embedding is not normalised. Use n_components >= 2 with a loss on "
-            "cosine similarities (the default multi-similarity loss normalises).",
-            UserWarning)
-
-
-def build_objective(est, n_classes, loss=None):
-    """The :class:`~skdml.losses.MetricObjective` of ``est`` (same wiring as ECAML and JRD).
-
-    ``loss`` is the resolved loss (:attr:`FitConfig.loss <skdml.deep._config.FitConfig>`);
-    ``None`` takes ``est.loss``, which must then not be ``"auto"``.
-    """
-    loss = est.loss if loss is None else loss
-    if isinstance(loss, str) and loss == "auto":
+    if isinstance(config.loss, str) and config.loss == "auto":
         raise ValueError("loss='auto' is resolved by fit; pass the loss to build.")
-    loss = build_loss(loss, est.loss_params, n_classes=n_classes,
-                      embedding_dim=est.n_components)
+    loss = build_loss(config.loss, config.loss_params, n_classes=n_classes,
+                      embedding_dim=config.n_components)
     regularizer = None
-    if est.regularizer is not None and est.regularizer_weight > 0:
-        regularizer = get_regularizer(est.regularizer)  # a name, or an instance with its options
+    if config.regularizer is not None and config.regularizer_weight > 0:
+        regularizer = get_regularizer(config.regularizer)  # a name, or an instance with its options
         if isinstance(regularizer, nn.Module):  # fits never share state
             regularizer = copy.deepcopy(regularizer)
-    return MetricObjective(loss, regularizer, est.regularizer_weight)
+    return MetricObjective(loss, regularizer, config.regularizer_weight)

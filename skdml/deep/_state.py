@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from .._training import CheckpointError, claim_checkpoint_path, load_checkpoint
+from .._training._distributed import is_main_process
 from ._network import place
 
 __all__ = ["ModuleStateMixin", "TrainingState", "checkpoint_claim", "check_resumable_network",
@@ -105,46 +106,35 @@ def clone_state(module):
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
-def _is_main_process():
-    """Rank 0 of a ``torch.distributed`` job (or its launcher's ``RANK``), else ``True``."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank() == 0
-    return os.environ.get("RANK", "0") == "0"
-
-
-def checkpoint_claim(estimator):
-    """The context of a fit that writes ``checkpoint_path``: checked writable, and locked.
+def checkpoint_claim(path):
+    """The context of a fit that writes the checkpoint ``path``: checked writable, and locked.
 
     Only the process that writes it (rank 0 of a distributed job) locks it; a
-    fit without ``checkpoint_path`` claims nothing.
+    fit without a checkpoint (``path=None``) claims nothing.
     """
-    if estimator.checkpoint_path is None or not _is_main_process():
+    if path is None or not is_main_process():
         return contextlib.nullcontext()
-    return claim_checkpoint_path(estimator.checkpoint_path)
+    return claim_checkpoint_path(path)
 
 
-def load_resume_state(estimator, classes, input_shape):
+def load_resume_state(path, warm_start, previous, classes, input_shape):
     """The state a ``warm_start`` fit resumes from, or ``None`` to start afresh.
 
-    From ``checkpoint_path`` when the file exists (its digest is checked), else
-    from the estimator's last fit; from the last fit when it continues the
-    file's run (the file is behind the fit when a write failed). A fit *without*
-    ``warm_start`` refuses to overwrite an existing checkpoint: that would lose
-    the work it holds. The state gets a ``"_source"`` entry naming where it
-    came from, for messages.
+    From the checkpoint ``path`` when the file exists (its digest is checked),
+    else from ``previous``, the resume state of the estimator's last fit; from
+    the last fit when it continues the file's run (the file is behind the fit
+    when a write failed). A fit *without* ``warm_start`` refuses to overwrite
+    an existing checkpoint: that would lose the work it holds. The state's
+    ``source`` names where it came from, for messages.
     """
-    path = estimator.checkpoint_path
-    if not estimator.warm_start:
+    if not warm_start:
         if path is not None and os.path.exists(path):
             raise FileExistsError(
                 f"checkpoint_path={os.fspath(path)!r} already exists. Pass warm_start=True to "
                 "resume from it, or remove it (or choose another path) to start afresh; skdml "
                 "never overwrites a checkpoint unasked.")
         return None
-    state = getattr(estimator, "_resume_state", None)
-    source = "the previous fit"
+    state, source = previous, "the previous fit"
     if path is not None and os.path.exists(path):
         saved = load_checkpoint(path)
         if not isinstance(saved, dict) or saved.get("format") != FORMAT:
@@ -178,7 +168,7 @@ def _shape(value):
 def check_resumable_network(resume, net, n_components):
     """Refuse, with what changed, a resume state whose network does not fit ``net``.
 
-    ``n_components`` is the estimator's; the state records the one it was
+    ``n_components`` is this fit's; the state records the one it was
     trained with.
     """
     source = resume.source

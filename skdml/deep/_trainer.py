@@ -16,7 +16,7 @@ from .._training import (Checkpoint, CheckpointError, EarlyStopping, LRSchedule,
                          Validation, WeightAverage, train_epochs, warmup_cosine)
 from .._training._distributed import distributed_context
 from .._utils import keep_freed_buffers, thread_limits
-from ._config import VECTOR_MAX_FEATURES
+from ._config import VECTOR_MAX_FEATURES, standardizes
 from ._data import MappedSampler, first_items, make_loader, prepare_source, to_model_input
 from ._hooks import LayerCapture, match_modules
 from ._inputs import fit_standardize, resize_for
@@ -74,9 +74,8 @@ class DeepTrainer:
     Parameters
     ----------
     config : FitConfig
-        The resolved settings (and the validation split).
-    backbone : nn.Module or None
-        The built backbone; ``None`` builds the default one for the input.
+        The resolved settings (and the validation split); the backbone is
+        built here from ``config.backbone`` (yours or the default one).
     objective : MetricObjective
         The loss and regulariser (built by the estimator, the same wiring as ECAML and JRD).
     source, y_enc, classes, input_shape
@@ -88,14 +87,14 @@ class DeepTrainer:
         Further loop callbacks (the user's, wrapped).
     """
 
-    def __init__(self, config, backbone, objective, source, y_enc, classes, input_shape, rng,
+    def __init__(self, config, objective, source, y_enc, classes, input_shape, rng,
                  callbacks=()):
         self.config, self.objective = config, objective
         self.source, self.y_enc, self.classes = source, y_enc, classes
         self.input_shape, self.rng = tuple(input_shape), rng
         self.device = config.device
         self.ddp = distributed_context(self.device)  # world size 1 unless launched by torchrun
-        self.net, self.flops = self._network(backbone)
+        self.net, self.flops = self._network()
         for part in (objective.loss, objective.regularizer):
             if isinstance(part, nn.Module):
                 part.to(self.device)
@@ -105,19 +104,23 @@ class DeepTrainer:
         self.initial_score = None
 
     # ------------------------------------------------------------------ set-up
-    def _network(self, backbone):
-        """The embedding network on the device: input layers, backbone, head (identity start)."""
+    def _network(self):
+        """The embedding network on the device: input layers, backbone, head (identity start).
+
+        The one place where the backbone is built: yours (``config.backbone``)
+        or the default one for the input.
+        """
         cfg, train_idx = self.config, self.config.train_idx
-        if backbone is None and cfg.default_vector_backbone and cfg.standardize:
+        if cfg.default_vector_backbone and cfg.standardize:
             # the default vector backbone works on the leading principal axes of the input
             standardize = fit_standardize(self.source, train_idx, self.input_shape,
                                           scale="auto", n_axes=VECTOR_MAX_FEATURES)
             width = standardize.out_features
             backbone = build_backbone(None, self.input_shape if width is None else (width,))
         else:
-            backbone = build_backbone(None, self.input_shape) if backbone is None else backbone
+            backbone = build_backbone(cfg.backbone, self.input_shape)
             standardize = fit_standardize(self.source, train_idx, self.input_shape) \
-                if cfg.standardize else None
+                if standardizes(cfg, backbone) else None
         resize = resize_for(backbone, self.input_shape)
         probe = to_model_input(first_items(self.source), torch.device("cpu"), self.input_shape)
         for layer in (resize, standardize):
@@ -220,6 +223,9 @@ class DeepTrainer:
         """Load ``resume``; the optimiser takes the *current* learning rates (honoured)."""
         check_resumable_network(resume, self.net, self.config.n_components)
         self.ddp.check_resume(resume)
+        # the optimiser was built with the current rates: they survive loading its state
+        current = [(group["lr"], group.get("weight_decay", 0.0))
+                   for group in self.optimizer.param_groups]
         try:
             self.trainable.load_state_dict(resume.to_dict())  # network, loss, weight average
             self.optimizer.load_state_dict(resume.optimizer)
@@ -237,9 +243,8 @@ class DeepTrainer:
                 "of the run that wrote it (loss, optimizer, optimizer_params, amp), or fit with "
                 "warm_start=False (after removing the checkpoint, or with another "
                 "checkpoint_path) to start afresh.") from exc
-        fresh = self._build_optimizer()
-        for group, new in zip(self.optimizer.param_groups, fresh.param_groups):
-            group["lr"], group["weight_decay"] = new["lr"], new.get("weight_decay", 0.0)
+        for group, (lr, weight_decay) in zip(self.optimizer.param_groups, current):
+            group["lr"], group["weight_decay"] = lr, weight_decay
         self.initial_score = resume.initial_score
 
     # ------------------------------------------------------------------ training

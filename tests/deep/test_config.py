@@ -106,8 +106,7 @@ def test_every_auto_is_resolved_once_into_a_frozen_config():
     X, y = blobs()
     est = fast(max_iter="auto", validation_fraction=0.34)
     cfg = resolve_config(est, y_enc=y, input_shape=(8,), in_memory=True,
-                         device=torch.device("cpu"), backbone=None,
-                         rng=np.random.RandomState(0))
+                         device=torch.device("cpu"), rng=np.random.RandomState(0))
     assert isinstance(cfg, FitConfig)
     values = [getattr(cfg, f.name) for f in dataclasses.fields(cfg)]
     assert not any(isinstance(v, str) and v == "auto" for v in values)
@@ -134,18 +133,139 @@ def test_auto_loss_is_binomial_for_default_vectors_only():
     y = np.repeat(np.arange(4), 5)
     est = DeepMetricTransformer()
     cfg = resolve_config(est, y_enc=y, input_shape=(8,), in_memory=True,
-                         device=torch.device("cpu"), backbone=None,
-                         rng=np.random.RandomState(0))
+                         device=torch.device("cpu"), rng=np.random.RandomState(0))
     assert cfg.loss == "binomial"
     for shape, in_memory, backbone in [((1, 8, 8), True, None), ((8,), False, None),
                                        ((8,), True, torch.nn.Linear(8, 4))]:
         est = DeepMetricTransformer(backbone=backbone)
         cfg = resolve_config(est, y_enc=y, input_shape=shape, in_memory=in_memory,
-                             device=torch.device("cpu"), backbone=backbone,
-                             rng=np.random.RandomState(0))
+                             device=torch.device("cpu"), rng=np.random.RandomState(0))
         assert cfg.loss == "multisimilarity"
     X, y = blobs()
     assert isinstance(fast().fit(X, y).loss_, BinomialDevianceLoss)
     assert isinstance(fast(loss="multisimilarity").fit(X, y).loss_, MultiSimilarityLoss)
     with pytest.raises(ValueError, match="loss_params needs a named loss"):
         fast(loss_params={"alpha": 2.0}).fit(X, y)
+
+
+# ---------------------------------------------------------------- nested parameters (issue 38)
+def test_grid_search_tunes_a_nested_optimizer_option_and_a_loss_option():
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import Pipeline
+
+    X, y = blobs(n_classes=4, per_class=8)
+    pipe = Pipeline([("dml", fast(max_iter=1, loss="triplet")),
+                     ("knn", KNeighborsClassifier(1))])
+    grid = {"dml__optimizer__weight_decay": [0.0, 0.25], "dml__loss__margin": [0.05, 0.4]}
+    search = GridSearchCV(pipe, grid, cv=2, error_score="raise").fit(X, y)
+    assert sorted((p["dml__optimizer__weight_decay"], p["dml__loss__margin"])
+                  for p in search.cv_results_["params"]) == [(0.0, 0.05), (0.0, 0.4),
+                                                             (0.25, 0.05), (0.25, 0.4)]
+    best = search.best_estimator_.named_steps["dml"]
+    wd, margin = (search.best_params_[k] for k in grid)
+    assert best.optimizer_params == {"weight_decay": wd} and best.loss_params == {"margin": margin}
+    # the values reach the fitted optimiser and loss
+    groups = best._resume_state["optimizer"]["param_groups"]
+    assert all(g["weight_decay"] == wd for g in groups)
+    assert best.loss_.margin == pytest.approx(margin)
+    # the searched estimator itself is untouched
+    assert search.estimator.named_steps["dml"].optimizer_params is None
+
+
+@pytest.mark.parametrize("key, match", [
+    ("optimizer__weight_decy", r"optimizer__weight_decy.*optimizer__weight_decay"),
+    ("loader__workers", r"loader__workers.*loader__num_workers"),
+    ("optimizer_params__nope", r"optimizer_params__weight_decay"),
+])
+def test_a_misspelt_nested_key_is_refused_at_set_params(key, match):
+    est = fast(loss="triplet", optimizer_params={"weight_decay": 0.5})
+    with pytest.raises(ValueError, match=match):
+        est.set_params(**{key: 0.1}, n_components=9)
+    assert est.n_components == 4 and est.optimizer_params == {"weight_decay": 0.5}  # unchanged
+    with pytest.raises(ValueError, match=r"loss__alpha.*\['loss__margin', 'loss__reduction'\]"):
+        est.set_params(loss__alpha=2.0)
+    with pytest.raises(ValueError, match="loss='auto' picks the loss"):
+        fast().set_params(loss__margin=0.2)
+    with pytest.raises(ValueError, match="set regularizer"):
+        fast().set_params(regularizer__log=False)
+    with pytest.raises(ValueError, match=r"Invalid parameter optimizer__momentum"):
+        fast(optimizer="adam").set_params(optimizer__momentum=0.5)  # Adam has none
+
+
+def test_nested_keys_land_in_the_grouped_parameters_and_survive_clone():
+    from sklearn.base import clone
+
+    user = {"weight_decay": 0.5}
+    est = fast(optimizer_params=user).set_params(
+        optimizer="sgd", optimizer__momentum=0.5, optimizer_params__head_lr_mult=2.0,
+        loader__transform_batch_size=7, loss="triplet", loss__margin=0.3,
+        regularizer="ec", regularizer__log=False)
+    assert user == {"weight_decay": 0.5}  # the user's dict is not changed in place
+    assert est.optimizer_params == {"weight_decay": 0.5, "momentum": 0.5, "head_lr_mult": 2.0}
+    assert est.loader_params == {"transform_batch_size": 7}
+    assert est.loss_params == {"margin": 0.3}
+    assert isinstance(est.regularizer, EnergyConfusion) and est.regularizer.log is False
+    est.set_params(regularizer__reduction="sum")  # an instance keeps its other options
+    assert est.regularizer.log is False and est.regularizer.reduction == "sum"
+    params = clone(est).get_params(deep=False)
+    assert params["optimizer_params"] == est.optimizer_params
+    assert repr(params["regularizer"]) == repr(est.regularizer)
+    # the fit checks the same key lists: a stale key after a change of loss is refused
+    X, y = blobs()
+    with pytest.raises(ValueError, match=r"does not accept \['margin'\]"):
+        fast(loss="npair", loss_params={"margin": 0.3}).fit(X, y)
+
+
+def test_loss_docstring_and_validator_come_from_the_registry():
+    import re
+
+    from skdml.losses import LOSSES, REGULARIZERS
+
+    doc = DeepMetricTransformer.__doc__
+    line = re.search(r"^    loss : \{(.*?)\}", doc, re.M).group(1)
+    assert set(re.findall(r'"(\w+)"', line)) == set(LOSSES) | {"auto"}
+    assert "lmnn" in line
+    allowed = DeepMetricTransformer._parameter_constraints["loss"][0].options
+    assert set(allowed) == set(LOSSES) | {"auto"}
+    line = re.search(r"^    regularizer : \{(.*?)\}", doc, re.M).group(1)
+    assert set(re.findall(r'"(\w+)"', line)) == set(REGULARIZERS)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("change", [dict(n_components=7), dict(amp="bf16"),
+                                    dict(loader_params={"transform_batch_size": 3}),
+                                    dict(loader__transform_batch_size=5), dict(normalize=False)])
+def test_fitted_answers_come_from_fitted_state_after_any_set_params(change, monkeypatch):
+    X, y = blobs()
+    est = fast(n_components=3).fit(X, y)
+    before = est.transform(X)
+    est.set_params(**change)
+    import skdml.deep._trainer as trainer
+    seen = []
+    real = trainer.make_loader
+    monkeypatch.setattr(trainer, "make_loader", lambda *a, **k: seen.append(k) or real(*a, **k))
+    after = est.transform(X)
+    np.testing.assert_array_equal(after, before)
+    assert seen[0]["batch_size"] == 256  # the fitted loader settings
+    names = est.get_feature_names_out()
+    assert len(names) == after.shape[1] == est.n_components_ == 3
+    est.fit(X, y)  # a refit takes the new parameters
+    assert len(est.get_feature_names_out()) == est.transform(X).shape[1] == est.n_components_
+
+
+def test_the_estimator_parameters_are_read_by_the_config_module_only():
+    """No ``est.<parameter>`` read outside the estimator and ``_config`` (issue 38)."""
+    import pathlib
+    import re
+
+    import skdml.deep as deep
+
+    params = set(inspect.signature(DeepMetricTransformer).parameters)
+    root = pathlib.Path(deep.__file__).parent
+    for path in list(root.glob("*.py")) + list((root.parent / "_training").glob("*.py")):
+        if path.name in ("_estimator.py", "_config.py"):
+            continue
+        reads = {m.group(2) for m in re.finditer(r"\b(est|estimator)\.(\w+)\b",
+                                                 path.read_text())}
+        assert not reads & params, (path.name, reads & params)

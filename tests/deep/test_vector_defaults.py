@@ -120,11 +120,9 @@ def test_informative_and_noise_features_of_one_unit_keep_their_geometry():
 
 def config(est, y, input_shape, in_memory=True):
     """The resolved settings of a fit of ``est`` on labels ``y`` and samples of ``input_shape``."""
-    backbone = est.backbone if isinstance(est.backbone, torch.nn.Module) else None
     return resolve_config(est, y_enc=np.unique(y, return_inverse=True)[1],
                           input_shape=input_shape, in_memory=in_memory,
-                          device=torch.device("cpu"), backbone=backbone,
-                          rng=np.random.RandomState(0))
+                          device=torch.device("cpu"), rng=np.random.RandomState(0))
 
 
 def plan(est, y, input_shape):
