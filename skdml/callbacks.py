@@ -12,6 +12,12 @@ device; ``float()`` on it waits for the device). A callback is called on every
 epoch of the fit, including the epochs of a resumed (``warm_start``) fit, and
 never after an error.
 
+Callbacks act during ``fit`` only, and **a fitted model is saved without them**:
+pickling a fitted learner stores ``callbacks=None`` (an unfitted one, e.g. a
+clone sent to a ``GridSearchCV`` worker, keeps them). So a model fitted with a
+callback class defined in a script unpickles anywhere; pass the callbacks again
+(``set_params(callbacks=[...])``) to watch a refit or a ``warm_start``.
+
 Examples
 --------
 Stop when the training loss falls below a threshold, and keep every epoch's record:
@@ -40,6 +46,21 @@ from __future__ import annotations
 from ._training import Callback as _LoopCallback
 
 __all__ = ["Callback", "TrainingInfo"]
+
+
+class SavedWithoutCallbacksMixin:
+    """A fitted estimator pickles with ``callbacks=None`` (internal; see the module's notes).
+
+    Fitted means holding a fitted attribute (a public name ending in ``_``), as
+    scikit-learn's ``check_is_fitted`` reads it.
+    """
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        fitted = any(k.endswith("_") and not k.startswith("_") for k in state)
+        if fitted and state.get("callbacks") is not None:
+            state = dict(state, callbacks=None)
+        return state
 
 
 class Callback:

@@ -133,3 +133,41 @@ def test_callback_error_leaves_estimator_unfitted(digits):
         est.fit(X, y)
     with pytest.raises(NotFittedError):
         est.transform(X[:2])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("make", [
+    lambda cbs: DeepMetricTransformer(n_components=3, max_iter=1, device="cpu",
+                                      random_state=0, callbacks=cbs),
+    lambda cbs: ECAML(n_components=3, max_iter=1, early_stopping=False, random_state=0,
+                      callbacks=cbs),
+], ids=["deep", "ecaml"])
+def test_a_fitted_model_is_saved_without_its_callbacks(make, monkeypatch):
+    """A callback class defined in a script does not stop the model loading elsewhere."""
+    import pickle
+    import sys
+    import types
+
+    from sklearn.base import clone
+
+    script = types.ModuleType("a_users_script")  # stands for a script's __main__
+    exec("from skdml.callbacks import Callback\n"
+         "class LogAndStop(Callback):\n"
+         "    def on_epoch_end(self, estimator, info):\n"
+         "        info.stop('seen enough')\n", script.__dict__)
+    monkeypatch.setitem(sys.modules, "a_users_script", script)
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 8)
+    X = rng.randn(32, 5) + 2 * y[:, None]
+    est = make([script.LogAndStop()])
+    unfitted = pickle.dumps(est)  # a clone sent to a worker keeps its callbacks
+    est.fit(X, y)
+    saved = pickle.dumps(est)
+    assert est.callbacks is not None  # the live model keeps them
+    monkeypatch.delitem(sys.modules, "a_users_script")  # "elsewhere": the script is gone
+    loaded = pickle.loads(saved)
+    assert loaded.callbacks is None
+    np.testing.assert_allclose(loaded.transform(X), est.transform(X), rtol=1e-6)
+    clone(loaded)
+    monkeypatch.setitem(sys.modules, "a_users_script", script)
+    assert isinstance(pickle.loads(unfitted).callbacks[0], script.LogAndStop)

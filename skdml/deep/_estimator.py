@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._utils import resolve_device, thread_limits, torch_rng_scope, torch_seed, transactional_fit
 from .._utils._params import NestedParamsMixin
-from ..callbacks import UserCallbacks, check_callbacks
+from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
 from ._config import (NESTED_PARAMS, PARAMETER_CONSTRAINTS, EmbeddingConfig, LoaderConfig,
                       check_loader_params, embedding_config, loss_choices,
                       nested_keys, objective_config, regularizer_choices, resolve_config,
@@ -35,8 +35,8 @@ def _fill_choices(cls):
 
 
 @_fill_choices
-class DeepMetricTransformer(ModuleStateMixin, NestedParamsMixin, ClassNamePrefixFeaturesOutMixin,
-                            TransformerMixin, BaseEstimator):
+class DeepMetricTransformer(ModuleStateMixin, SavedWithoutCallbacksMixin, NestedParamsMixin,
+                            ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Deep metric learning with any torch backbone, as a scikit-learn transformer.
 
     A backbone (an ``nn.Module``) followed by a linear embedding head and an
