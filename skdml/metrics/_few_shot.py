@@ -181,32 +181,52 @@ def few_shot_accuracy(X, y, *, n_way=5, n_shot=1, n_queries=15, n_episodes=600,
     X = check_embeddings(X, "X")
     y = check_labels(y, X.shape[0], "y", "X")
     classes, y_enc = np.unique(y, return_inverse=True)
-    per_class = n_shot + n_queries
-    counts = np.bincount(y_enc, minlength=classes.size)
+    eligible = _eligible_classes(y_enc, classes.size, n_way, n_shot + n_queries)
+    rng = check_random_state(random_state)
+    episodes = sample_episodes(y_enc, eligible, n_way, n_shot, n_queries, n_episodes, rng)
+    acc = _episode_accuracies(_as_float64_for(X, metric), episodes, n_shot, metric)
+    return _mean_and_ci95(acc)
+
+
+def _eligible_classes(y_enc, n_classes, n_way, per_class):
+    """The codes of the classes with ``per_class`` samples; too few of them raise, some warn."""
+    counts = np.bincount(y_enc, minlength=n_classes)
     eligible = np.flatnonzero(counts >= per_class)
     if eligible.size < n_way:
         raise ValueError(
             f"n_way={n_way} needs {n_way} classes with at least n_shot + n_queries = "
             f"{per_class} samples each, but y has {eligible.size} such classes (of "
-            f"{classes.size}; the largest holds {counts.max()} samples). Lower n_way, "
+            f"{n_classes}; the largest holds {counts.max()} samples). Lower n_way, "
             "n_shot or n_queries.")
-    if eligible.size < classes.size:
+    if eligible.size < n_classes:
         warnings.warn(
-            f"{classes.size - eligible.size} of {classes.size} classes hold fewer than "
+            f"{n_classes - eligible.size} of {n_classes} classes hold fewer than "
             f"n_shot + n_queries = {per_class} samples and are left out of every episode.",
             UserWarning)
-    rng = check_random_state(random_state)
-    episodes = sample_episodes(y_enc, eligible, n_way, n_shot, n_queries, n_episodes, rng)
+    return eligible
+
+
+def _as_float64_for(X, metric):
+    """``X`` in float64, ready for :func:`_episode_accuracies` with ``metric``.
+
+    Cosine: unit rows. Euclidean: a translation and a power of two change no
+    argmin, so the coordinates are centred on their median and scaled by an
+    exact power of two; offsets (``X + 1e8``) then do not cancel nor extreme
+    scales (``1e200``) overflow in the products.
+    """
     X = np.array(X, dtype=np.float64)
     if metric == "cosine":
-        X = normalise_rows(X)
-    else:  # a translation and a power of two change no argmin; offsets and scales then do not
-        X -= np.median(X, axis=0)  # cancel (X + 1e8) nor overflow (1e200) in the products
-        peak = float(np.max(np.abs(X)))
-        if peak > 0:
-            np.ldexp(X, -np.frexp(peak)[1], out=X)
-    acc = _episode_accuracies(X, episodes, n_shot, metric)
+        return normalise_rows(X)
+    X -= np.median(X, axis=0)
+    peak = float(np.max(np.abs(X)))
+    if peak > 0:
+        np.ldexp(X, -np.frexp(peak)[1], out=X)
+    return X
+
+
+def _mean_and_ci95(acc):
+    """The mean episode accuracy and the half-width of its 95 % interval (``nan`` for one)."""
     mean = float(np.mean(acc))
-    ci95 = float(_Z95 * np.std(acc, ddof=1) / math.sqrt(n_episodes)) if n_episodes > 1 \
+    ci95 = float(_Z95 * np.std(acc, ddof=1) / math.sqrt(len(acc))) if len(acc) > 1 \
         else float("nan")
     return mean, ci95
