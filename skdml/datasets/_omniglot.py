@@ -217,32 +217,11 @@ def load_omniglot(subset="small1", *, image_size=28, data_home=None, download_if
     >>> set(train.target_names) & set(test.target_names)  # doctest: +SKIP
     set()
     """
-    if not isinstance(subset, str) or subset not in OMNIGLOT_SUBSETS:
-        raise ValueError(f"subset must be one of {sorted(OMNIGLOT_SUBSETS)}, got {subset!r}.")
-    if image_size is None:
-        image_size = ORIGINAL_SIZE
-    if isinstance(image_size, bool) or not isinstance(image_size, (int, np.integer)) \
-            or not 1 <= image_size <= ORIGINAL_SIZE:
-        raise ValueError(f"image_size must be an integer in [1, {ORIGINAL_SIZE}] or None, got "
-                         f"{image_size!r}.")
+    image_size = _check_arguments(subset, image_size)
     filename = OMNIGLOT_SUBSETS[subset]
     path = fetch_file(filename, data_home, download_if_missing=download_if_missing, url=url,
                       timeout=timeout, deadline=deadline)
-    Image = _pil()
-    try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
-        raise OSError(f"Could not read {str(path)!r} as a zip file: {exc}") from exc
-    excluded = _EXCLUDED.get(subset, ())
-    with archive:
-        every = _drawings(archive, path)
-        drawings = [(info, parts) for info, parts in every if parts[0] not in excluded]
-        dropped = sorted({parts[0] for _, parts in every if parts[0] in excluded})
-        images = np.empty((len(drawings), image_size, image_size), dtype=np.float32)
-        for i, (info, _) in enumerate(drawings):
-            images[i] = _decode(Image, read_member(archive, info, path), int(image_size), path,
-                                info.filename)
-    parts = [p for _, p in drawings]
+    images, parts, dropped = _read_drawings(path, _EXCLUDED.get(subset, ()), image_size)
     characters = [f"{alphabet}/{character}" for alphabet, character, _ in parts]
     target_names, target = np.unique(characters, return_inverse=True)
     alphabet_names, alphabet = np.unique([p[0] for p in parts], return_inverse=True)
@@ -251,17 +230,58 @@ def load_omniglot(subset="small1", *, image_size=28, data_home=None, download_if
     target = target.astype(np.int64)
     if return_X_y:
         return data, target
+    descr = _describe(subset, filename, dropped, image_size, n_alphabets=len(alphabet_names),
+                      n_classes=len(target_names), n_samples=len(target))
+    return Bunch(data=data, images=data.reshape(images.shape), target=target,
+                 target_names=target_names, alphabet=alphabet.astype(np.int64),
+                 alphabet_names=alphabet_names, drawer=drawer.astype(np.int64), DESCR=descr,
+                 filename=str(path))
+
+
+def _check_arguments(subset, image_size):
+    """The checked ``image_size`` (``None``: the original 105); a bad argument raises."""
+    if not isinstance(subset, str) or subset not in OMNIGLOT_SUBSETS:
+        raise ValueError(f"subset must be one of {sorted(OMNIGLOT_SUBSETS)}, got {subset!r}.")
+    if image_size is None:
+        image_size = ORIGINAL_SIZE
+    if isinstance(image_size, bool) or not isinstance(image_size, (int, np.integer)) \
+            or not 1 <= image_size <= ORIGINAL_SIZE:
+        raise ValueError(f"image_size must be an integer in [1, {ORIGINAL_SIZE}] or None, got "
+                         f"{image_size!r}.")
+    return int(image_size)
+
+
+def _read_drawings(path, excluded, image_size):
+    """``(images, parts, dropped)`` of the zip at ``path``, without the ``excluded`` alphabets.
+
+    ``images`` (n, image_size, image_size) float32; ``parts`` the
+    ``(alphabet, character, file)`` of each image; ``dropped`` the excluded
+    alphabets that the zip holds.
+    """
+    Image = _pil()
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+        raise OSError(f"Could not read {str(path)!r} as a zip file: {exc}") from exc
+    with archive:
+        every = _drawings(archive, path)
+        drawings = [(info, parts) for info, parts in every if parts[0] not in excluded]
+        dropped = sorted({parts[0] for _, parts in every if parts[0] in excluded})
+        images = np.empty((len(drawings), image_size, image_size), dtype=np.float32)
+        for i, (info, _) in enumerate(drawings):
+            images[i] = _decode(Image, read_member(archive, info, path), image_size, path,
+                                info.filename)
+    return images, [p for _, p in drawings], dropped
+
+
+def _describe(subset, filename, dropped, image_size, **counts):
+    """The ``DESCR`` of a loaded subset."""
     protocol = {
         "train": "\n\nThis is the training side of that protocol: all of small1.",
         "test": "\n\nThis is the test side of that protocol: small2 without the alphabets\n"
                 f"it shares with small1 ({' and '.join(dropped)} dropped).",
     }.get(subset, "")
-    descr = _DESCR.format(subset=subset, n_alphabets=len(alphabet_names),
-                          n_classes=len(target_names), n_samples=len(target), side=image_size,
-                          last=len(target_names) - 1, filename=filename, protocol=protocol,
-                          resize="original size" if image_size == ORIGINAL_SIZE else
-                          "reduced from 105x105 by area averaging")
-    return Bunch(data=data, images=data.reshape(images.shape), target=target,
-                 target_names=target_names, alphabet=alphabet.astype(np.int64),
-                 alphabet_names=alphabet_names, drawer=drawer.astype(np.int64), DESCR=descr,
-                 filename=str(path))
+    return _DESCR.format(subset=subset, side=image_size, last=counts["n_classes"] - 1,
+                         filename=filename, protocol=protocol,
+                         resize="original size" if image_size == ORIGINAL_SIZE else
+                         "reduced from 105x105 by area averaging", **counts)
