@@ -113,15 +113,7 @@ def plot_retrieval(images, query_indices, *, embeddings=None, y=None, n_neighbor
     images = check_array(images, dtype=np.float64)
     n_samples, n_pixels = images.shape
     shape = _image_shape(n_pixels, image_shape)
-    queries = np.asarray(query_indices)
-    if queries.ndim != 1 or queries.size == 0 or not np.issubdtype(queries.dtype, np.integer):
-        raise ValueError("query_indices must be a non-empty 1-D array of integer row indices.")
-    if queries.min() < -n_samples or queries.max() >= n_samples:
-        raise ValueError(f"query_indices must index the {n_samples} rows of images.")
-    queries = queries % n_samples
-    if n_neighbors > n_samples - 1:
-        raise ValueError(
-            f"n_neighbors={n_neighbors} is more than the {n_samples - 1} other images.")
+    queries = _check_queries(query_indices, n_samples, n_neighbors)
     if embeddings is None:
         embeddings = {"raw pixels": images}
     if not embeddings:
@@ -130,30 +122,50 @@ def plot_retrieval(images, query_indices, *, embeddings=None, y=None, n_neighbor
         y = np.asarray(y)
         if y.shape != (n_samples,):
             raise ValueError(f"y has shape {y.shape}; expected ({n_samples},).")
+    neighbors = {name: _neighbors_of(name, Z, n_samples, queries, n_neighbors, metric)
+                 for name, Z in embeddings.items()}
+    fig = _draw_retrieval(images.reshape(n_samples, *shape), queries, neighbors, y,
+                          n_neighbors, cmap, ax_size)
+    fig.neighbors_ = neighbors
+    return fig
 
-    neighbors = {}
-    for name, Z in embeddings.items():
-        Z = check_array(Z, dtype=np.float64)
-        if Z.shape[0] != n_samples:
-            raise ValueError(
-                f"Embedding {name!r} has {Z.shape[0]} rows; images have {n_samples}.")
-        # k+1 neighbours of the whole set, then drop the query itself.
-        found = nearest_neighbors(Z[queries], n_neighbors + 1, X_ref=Z, metric=metric)
-        rows = [row[row != q][:n_neighbors] for row, q in zip(found, queries)]
-        neighbors[name] = np.stack(rows)
 
+def _check_queries(query_indices, n_samples, n_neighbors):
+    """The query rows as non-negative indices; bad indices or too many neighbours raise."""
+    queries = np.asarray(query_indices)
+    if queries.ndim != 1 or queries.size == 0 or not np.issubdtype(queries.dtype, np.integer):
+        raise ValueError("query_indices must be a non-empty 1-D array of integer row indices.")
+    if queries.min() < -n_samples or queries.max() >= n_samples:
+        raise ValueError(f"query_indices must index the {n_samples} rows of images.")
+    if n_neighbors > n_samples - 1:
+        raise ValueError(
+            f"n_neighbors={n_neighbors} is more than the {n_samples - 1} other images.")
+    return queries % n_samples
+
+
+def _neighbors_of(name, Z, n_samples, queries, n_neighbors, metric):
+    """The ``(n_queries, n_neighbors)`` nearest other rows of the embedding ``Z`` (exact)."""
+    Z = check_array(Z, dtype=np.float64)
+    if Z.shape[0] != n_samples:
+        raise ValueError(f"Embedding {name!r} has {Z.shape[0]} rows; images have {n_samples}.")
+    # k+1 neighbours of the whole set, then drop the query itself.
+    found = nearest_neighbors(Z[queries], n_neighbors + 1, X_ref=Z, metric=metric)
+    return np.stack([row[row != q][:n_neighbors] for row, q in zip(found, queries)])
+
+
+def _draw_retrieval(images, queries, neighbors, y, n_neighbors, cmap, ax_size):
+    """The figure: a row per query, the query then each embedding's neighbours, framed by class."""
     plt = _import_pyplot()
-    n_methods = len(neighbors)
     # Columns: query, gap, then n_neighbors per method separated by gaps.
     widths = [1.0]
-    for _ in range(n_methods):
+    for _ in range(len(neighbors)):
         widths += [0.25] + [1.0] * n_neighbors
     fig = plt.figure(figsize=(ax_size * sum(widths), ax_size * 1.25 * len(queries) + 0.4))
     grid = fig.add_gridspec(len(queries), len(widths), width_ratios=widths,
                             wspace=0.05, hspace=0.15)
 
     def show(ax, index, colour=None):
-        ax.imshow(images[index].reshape(shape), cmap=cmap)
+        ax.imshow(images[index], cmap=cmap)
         ax.set_xticks([])
         ax.set_yticks([])
         for spine in ax.spines.values():
@@ -175,5 +187,4 @@ def plot_retrieval(images, query_indices, *, embeddings=None, y=None, n_neighbor
                 show(ax, index, colour)
                 if row == 0 and j == 0:
                     ax.set_title(name, fontsize=9, loc="left")
-    fig.neighbors_ = neighbors
     return fig
