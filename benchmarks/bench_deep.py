@@ -9,7 +9,7 @@ Sections (all on by default; pick with flags):
   EC, binomial + JRS and AM-Softmax + JRS (JRD), against raw pixels, PCA and the
   linear learners ``skdml.ECAML`` / ``skdml.JRD``; training vs testing Recall@1
   curves per epoch (ECAML Fig. 2 style), recorded with ``warm_start`` one epoch
-  at a time (equivalent to one uninterrupted fit, see tests/test_deep.py).
+  at a time (equivalent to one uninterrupted fit, see tests/deep/test_trainer.py).
 * ``--amp-speed``: images/s of training steps, fp32 vs AMP, on a ResNet-style
   backbone (fp16 and bf16 on CUDA; bf16 on CPU, for information only). The GPU
   proof, with ``fit`` itself and the input pipeline, is ``bench_gpu.py``.
@@ -118,7 +118,7 @@ def bench_overhead(args):
     ours_t, bare_t = [], []
     # epochs alternate (ours, bare, ours, ...) so that load drift hits both alike; epoch 1
     # of each is a discarded warm-up. Ours resumes with warm_start: its "seconds" cover
-    # the epoch loop only, exactly like one uninterrupted fit (see tests/test_deep.py).
+    # the epoch loop only, exactly like one uninterrupted fit (see tests/deep/test_trainer.py).
     for epoch in range(1, args.overhead_epochs + 2):
         est.set_params(max_iter=epoch).fit(X, y)
         t_bare = bare.epoch()

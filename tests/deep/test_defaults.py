@@ -1,11 +1,13 @@
-"""The deep learner's defaults: input standardisation, augmentation, schedule, pretrained
-backbones, bad inputs, the thread policy, and a zero-shot case the defaults must win."""
+"""The deep learner's defaults as a whole (zero-shot cases the defaults must win, auto
+early stopping and input preservation), pretrained backbones, and the thread policy.
+
+The tests of one module live in the file named after it (``test_inputs.py`` for
+``skdml/deep/_inputs.py``, ``test_trainer.py`` for ``_trainer.py``...)."""
 
 from __future__ import annotations
 
 import copy
 import pickle
-import warnings
 
 import numpy as np
 import pytest
@@ -13,43 +15,12 @@ import torch
 from torch import nn
 
 from skdml import DeepMetricTransformer
-from skdml.deep import (ConvNet, FeatureExtractor, RandomAffine, Resize, SmallCNN,
-                        Standardize)
-from skdml.deep._inputs import fit_standardize
+from skdml.deep import ConvNet, FeatureExtractor, SmallCNN
 from skdml.metrics import recall_at_k
 
+from _deep_helpers import fast, zero_shot_images, zero_shot_vectors
+
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread(monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-
-
-def zero_shot_vectors(seed=0, n_classes=20, per_class=30, dim=40):
-    """Classes differ in 5 of 40 dimensions; the other 35 are loud noise."""
-    rng = np.random.RandomState(seed)
-    y = np.repeat(np.arange(n_classes), per_class)
-    centers = np.zeros((n_classes, dim))
-    centers[:, :5] = 2 * rng.randn(n_classes, 5)
-    noise = np.concatenate([0.3 * rng.randn(len(y), 5), 2 * rng.randn(len(y), dim - 5)], axis=1)
-    return (centers[y] + noise).astype(np.float32), y
-
-
-def zero_shot_images(seed=0, n_classes=16, per_class=24, side=16):
-    """Each class is a random 5x5 glyph drawn at a random place on a noisy 16x16 ground."""
-    rng = np.random.RandomState(seed)
-    glyphs = (rng.rand(n_classes, 5, 5) > 0.5).astype(np.float32)
-    y = np.repeat(np.arange(n_classes), per_class)
-    X = 0.3 * rng.rand(len(y), 1, side, side).astype(np.float32)
-    for i, c in enumerate(y):
-        r, s = rng.randint(0, side - 5, size=2)
-        X[i, 0, r:r + 5, s:s + 5] += glyphs[c]
-    return X, y
-
-
-def fast(**params):
-    return DeepMetricTransformer(device="cpu", random_state=0, **params)
 
 
 # ----------------------------------------------------------------- the defaults win
@@ -177,45 +148,6 @@ def test_defaults_beat_raw_pixels_on_unseen_sklearn_digits():
     assert r_deep > r_raw, (r_raw, r_deep)
 
 
-def test_small_images_are_upsampled_first_and_augmented_after():
-    """8x8 images reach the default ConvNet at 32x32, augmented at that size in training;
-    ``module_`` on raw 8x8 input gives ``transform``'s embeddings, pickled too."""
-    X, y = zero_shot_images(n_classes=4, per_class=6, side=8)
-    seen_shapes = []
-
-    def augment(x):
-        seen_shapes.append(tuple(x.shape[1:]))
-        return x
-
-    est = fast(max_iter=1, augment=augment).fit(X, y)
-    assert isinstance(est.module_.resize, Resize) and est.module_.resize.size == (32, 32)
-    assert est.module_.backbone.input_size == (32, 32)
-    assert est.module_.backbone.out_features == 64 * 2 * 2  # ends on a 2x2 map
-    assert set(seen_shapes) == {(1, 32, 32)}
-    est = fast(max_iter=1).fit(X, y)  # the default augmentation (picklable)
-    with torch.no_grad():
-        Z = est.module_(torch.from_numpy(X))[0].numpy()
-    np.testing.assert_allclose(Z, est.transform(X), atol=1e-6)
-    back = pickle.loads(pickle.dumps(est))
-    np.testing.assert_array_equal(back.transform(X), est.transform(X))
-    # 16 pixels and more: no resizing (USPS, Omniglot, AT&T keep their size)
-    X16, y16 = zero_shot_images(n_classes=4, per_class=6, side=16)
-    assert fast(max_iter=1).fit(X16, y16).module_.resize is None
-
-
-def test_resize_is_bilinear_commutes_with_standardisation_and_passes_its_size():
-    x = torch.rand(3, 2, 8, 8)
-    layer = Resize((32, 32))
-    out = layer(x)
-    np.testing.assert_allclose(out.numpy(), torch.nn.functional.interpolate(
-        x, size=(32, 32), mode="bilinear", align_corners=False).numpy())
-    assert layer(out) is out  # already at its size: unchanged (resized before augmenting)
-    standardize = Standardize([[[1.0]], [[-2.0]]], [[[3.0]], [[0.5]]])
-    np.testing.assert_allclose(layer(standardize(x)).numpy(), standardize(layer(x)).numpy(),
-                               atol=1e-5)
-    assert layer(torch.ones(4, 5)).shape == (4, 5)  # vectors pass
-
-
 def test_feature_extractor_resizes_to_the_networks_input_size():
     """A pretrained network's input size (e.g. 224x224): the wrapped module sees it."""
     sizes = []
@@ -232,64 +164,9 @@ def test_feature_extractor_resizes_to_the_networks_input_size():
 
 
 # ----------------------------------------------------------------- standardisation
-@pytest.mark.parametrize("scale", [1e-6, 1e-12, 1e30])
-def test_input_scale_never_collapses_the_embedding(scale):
-    X, y = zero_shot_vectors(per_class=10)
-    ref = fast(max_iter=3).fit(X, y)
-    est = fast(max_iter=3).fit(X * scale, y)
-    Z, Z_ref = est.transform(X * scale), ref.transform(X)
-    assert np.isfinite(Z).all()
-    assert np.linalg.matrix_rank(Z, tol=1e-3) == np.linalg.matrix_rank(Z_ref, tol=1e-3) > 20
-    # the standardised inputs are the same, so is the model (up to float32 rounding)
-    np.testing.assert_allclose(Z, Z_ref, atol=2e-2)
-    np.testing.assert_allclose(est.module_.standardize.mean.numpy(),
-                               ref.module_.standardize.mean.numpy() * scale, rtol=1e-4,
-                               atol=1e-6 * scale)
-
-
-def test_input_that_underflows_is_refused():
-    X, y = zero_shot_vectors(per_class=5)
-    with pytest.raises(ValueError, match="constant"):
-        fast(max_iter=1).fit(X.astype(np.float64) * 1e-200, y)
-    with pytest.raises(ValueError, match="constant"):
-        fast(max_iter=1).fit(np.ones_like(X), y)
-
-
-def test_standardisation_is_the_first_layer_of_the_model():
-    X, y = zero_shot_images(n_classes=4, per_class=6)
-    X = X * 50 + 7
-    est = fast(max_iter=1).fit(X, y)
-    layer = est.module_.standardize
-    assert isinstance(layer, Standardize) and layer.mean.shape == (1, 1, 1, 1)
-    assert layer.mean.item() == pytest.approx(X.mean(), rel=1e-4)
-    assert layer.scale.item() == pytest.approx(X.std(), rel=1e-4)
-    # module_ alone, on raw input, gives transform's embeddings (pickled too)
-    with torch.no_grad():
-        Z = est.module_(torch.from_numpy(X))[0].numpy()
-    np.testing.assert_allclose(Z, est.transform(X), atol=1e-6)
-    back = pickle.loads(pickle.dumps(est))
-    np.testing.assert_array_equal(back.transform(X), est.transform(X))
-    assert fast(max_iter=1, standardize=False).fit(X, y).module_.standardize is None
-
-
-def test_vectors_are_standardised_per_feature():
-    rng = np.random.RandomState(0)
-    X = rng.randn(200, 3) * [1.0, 1e4, 1e-4] + [0.0, 5.0, -3.0]
-    X[:, 0] = 2.0  # a constant feature is centred, not blown up
-    layer = fit_standardize(torch.as_tensor(X, dtype=torch.float32), np.arange(200), (3,))
-    out = layer(torch.as_tensor(X, dtype=torch.float32)).numpy()
-    np.testing.assert_allclose(out[:, 1:].std(axis=0), 1.0, rtol=1e-3)
-    # feature 2 varies by 1e-4 around -3: float32 inputs hold it to about 2e-3 of its scale
-    np.testing.assert_allclose(out.mean(axis=0), 0.0, atol=1e-2)
-    assert np.all(out[:, 0] == 0.0)
 
 
 # ----------------------------------------------------------------- bad inputs
-@pytest.mark.parametrize("channels", [1, 3])
-def test_channels_last_images_are_refused(channels):
-    X = np.random.RandomState(0).rand(12, 16, 16, channels)
-    with pytest.raises(ValueError, match="channels-last.*transpose"):
-        fast(max_iter=1).fit(X, np.repeat([0, 1, 2], 4))
 
 
 def test_one_normalised_component_is_not_only_plus_or_minus_one():
@@ -301,83 +178,10 @@ def test_one_normalised_component_is_not_only_plus_or_minus_one():
     assert Z.shape == (len(X), 1) and len(np.unique(Z)) > 2
 
 
-def test_training_that_does_not_improve_says_so():
-    X, y = zero_shot_vectors(per_class=8)
-    with pytest.warns(UserWarning, match="did not improve on the untrained network"):
-        fast(learning_rate=1e-12, max_iter=2, validation_fraction=0.2).fit(X, y)
-    # the default: no validation set, so the epoch loss is watched; one batch of every
-    # sample per epoch gives the same loss each epoch, up to the order of its sums
-    X, y = zero_shot_vectors(n_classes=4, per_class=8)
-    with pytest.warns(UserWarning, match="did not lower the loss after its first epoch"):
-        fast(learning_rate=1e-12, max_iter=3, n_classes_per_batch=4, n_samples_per_class=8,
-             loader_params={"batches_per_epoch": 1}).fit(X, y)
-    X, y = zero_shot_vectors(per_class=20)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
-        fast(max_iter=5).fit(X, y)
-
-
 # ----------------------------------------------------------------- augmentation
-def test_augmentation_in_training_only_and_seeded(monkeypatch):
-    X, y = zero_shot_images(n_classes=4, per_class=8)
-    calls = []
-    real = RandomAffine.__call__
-
-    def spy(self, x):
-        calls.append(tuple(x.shape))
-        return real(self, x)
-
-    monkeypatch.setattr(RandomAffine, "__call__", spy)
-    a = fast(max_iter=2).fit(X, y)
-    n_train_calls = len(calls)
-    assert n_train_calls >= 2 and all(len(s) == 4 for s in calls)
-    a.transform(X)
-    assert len(calls) == n_train_calls  # never in transform
-    b = fast(max_iter=2).fit(X, y)
-    np.testing.assert_array_equal(a.transform(X), b.transform(X))  # seeded
-    calls.clear()
-    fast(max_iter=1, augment=False).fit(X, y)
-    assert calls == []
-    Xv, yv = zero_shot_vectors(per_class=4)
-    fast(max_iter=1).fit(Xv, yv)
-    assert calls == []  # "auto": off for vectors
-    with pytest.raises(ValueError, match="augment=True needs images"):
-        fast(max_iter=1, augment=True).fit(Xv, yv)
-
-
-def test_custom_augmentation_callable():
-    X, y = zero_shot_images(n_classes=4, per_class=8)
-    seen = []
-
-    def flip(x):
-        seen.append(x.shape)
-        return torch.flip(x, dims=[3])
-
-    fast(max_iter=1, augment=flip).fit(X, y)
-    assert seen and all(s[1:] == (1, 16, 16) for s in seen)
-
-
-def test_random_affine_moves_pixels_and_keeps_shape():
-    torch.manual_seed(0)
-    x = torch.zeros(8, 1, 16, 16)
-    x[:, :, 6:10, 6:10] = 1.0
-    out = RandomAffine(degrees=10, translate=0.1, scale=0.1)(x)
-    assert out.shape == x.shape and torch.isfinite(out).all()
-    assert not torch.allclose(out, x)
-    assert (out.sum(dim=(1, 2, 3)) / x.sum(dim=(1, 2, 3))).sub(1).abs().max() < 0.3
 
 
 # ----------------------------------------------------------------- schedule
-def test_cosine_schedule_and_constant():
-    X, y = zero_shot_vectors(per_class=5)
-    est = fast(max_iter=4, early_stopping=False, learning_rate=2e-3).fit(X, y)
-    rates = [r["learning_rate"] for r in est.history_]
-    assert rates[0] <= 2e-3 and rates == sorted(rates, reverse=True) and rates[-1] == 0.0
-    const = fast(max_iter=3, early_stopping=False, learning_rate=2e-3,
-                 optimizer_params={"lr_schedule": "constant"}).fit(X, y)
-    assert all("learning_rate" not in r for r in const.history_)
-    groups = const._resume_state["optimizer"]["param_groups"]
-    assert all(g["lr"] == pytest.approx(2e-3) for g in groups)
 
 
 # ----------------------------------------------------------------- pretrained backbones
@@ -466,16 +270,6 @@ def test_thread_policy_follows_the_default_backbones(monkeypatch):
 
 
 # ----------------------------------------------------------------- bad backbones, bad datasets
-class _EvalNaN(nn.Module):
-    """Fine in training mode, NaN in evaluation mode (e.g. broken running statistics)."""
-
-    def __init__(self):
-        super().__init__()
-        self.linear = nn.Linear(40, 8)
-
-    def forward(self, x):
-        out = self.linear(x)
-        return out if self.training else out * float("nan")
 
 
 class _Double(nn.Module):
@@ -487,33 +281,11 @@ class _Double(nn.Module):
         return self.linear(x).double()
 
 
-def test_backbone_nan_in_eval_mode_only_is_a_clear_error():
-    X, y = zero_shot_vectors(per_class=5)
-    with pytest.raises(ValueError, match="NaN or infinite embeddings.*evaluation mode"):
-        fast(backbone=_EvalNaN(), max_iter=1).fit(X, y)
-
-
 def test_float64_backbone_features_are_cast():
     X, y = zero_shot_vectors(per_class=5)
     est = fast(backbone=_Double(), max_iter=1).fit(X, y)
     Z = est.transform(X)
     assert Z.dtype == np.float32 and np.isfinite(Z).all() and Z.shape == (len(X), 128)
-
-
-def test_transform_of_a_dataset_with_nan_is_refused_like_arrays():
-    from torch.utils.data import TensorDataset
-
-    X, y = zero_shot_vectors(per_class=5)
-    est = fast(max_iter=1).fit(X, y)
-    bad = X.copy()
-    bad[7, 3] = np.nan
-    with pytest.raises(ValueError, match="Input X contains NaN"):
-        est.transform(bad)
-    with pytest.raises(ValueError, match="Input X contains NaN or infinity.*Dataset"):
-        est.transform(TensorDataset(torch.from_numpy(bad)))
-    bad[7, 3] = np.inf
-    with pytest.raises(ValueError, match="Input X contains NaN or infinity.*Dataset"):
-        est.transform(TensorDataset(torch.from_numpy(bad), torch.from_numpy(y)))
 
 
 @pytest.mark.parametrize("make", [lambda: ConvNet(3, (16, 16), width=8),

@@ -1,6 +1,5 @@
 """The deep learner's defaults on vectors: unseen classes against the raw features, the
-input layer (one scale for features of one unit, principal axes), the batch plan and the
-epoch budget."""
+batch plan and the epoch budget (the input layer: test_inputs.py)."""
 
 from __future__ import annotations
 
@@ -10,24 +9,12 @@ import torch
 from sklearn.datasets import make_classification
 
 from skdml import DeepMetricTransformer
-from skdml.deep._inputs import fit_standardize
 from skdml.deep._config import resolve_config
 from skdml.metrics import recall_at_k
 
+from _deep_helpers import many_classes
+
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread(monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-
-
-def many_classes(seed):
-    """20 classes in 40 features (12 informative, 8 redundant, 20 noise); 30 per class."""
-    X, y = make_classification(n_samples=600, n_features=40, n_informative=12,
-                               n_redundant=8, n_classes=20, n_clusters_per_class=1,
-                               class_sep=2.0, random_state=seed)
-    return X.astype(np.float32), y
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -58,64 +45,6 @@ def test_defaults_learn_past_raw_features_when_half_the_features_are_noise(seed)
     r_raw = recall_at_k(X[~seen], y[~seen], k=1)
     r_deep = recall_at_k(est.transform(X[~seen]), y[~seen], k=1)
     assert r_deep >= r_raw + 0.03, (r_raw, r_deep)
-
-
-def test_the_untrained_default_embedding_is_the_inputs_principal_components():
-    """Identity-preserving start: before training the embedding is PCA of the scaled input."""
-    X, y = many_classes(0)
-    est = DeepMetricTransformer(random_state=0, device="cpu", learning_rate=1e-12,
-                                max_iter=1, normalize=False,
-                                optimizer_params={"ema_epochs": None}).fit(X, y)
-    layer = est.module_.standardize
-    Xs = (X - X.mean(axis=0)) / layer.scale.numpy()[0]
-    _, _, vt = np.linalg.svd(Xs, full_matrices=False)
-    Z = est.transform(X)
-    assert Z.shape == (600, 128)
-    np.testing.assert_allclose(np.abs(Z[:, :40]), np.abs(Xs @ vt.T), atol=1e-3)
-    np.testing.assert_allclose(Z[:, 40:], 0.0, atol=1e-3)  # nothing from the blocks yet
-
-
-def test_wide_vectors_are_projected_once_on_at_most_256_principal_axes():
-    rng = np.random.RandomState(0)
-    y = np.repeat(np.arange(6), 50)
-    X = (rng.rand(300, 600) + 0.5 * y[:, None] * rng.rand(1, 600)).astype(np.float32)
-    est = DeepMetricTransformer(random_state=0, device="cpu", max_iter=2).fit(X, y)
-    layer = est.module_.standardize
-    W = layer.components.numpy()
-    assert W.shape == (600, 256) and est.module_.backbone.in_features == 256
-    np.testing.assert_allclose(W.T @ W, np.eye(256), atol=1e-4)
-    with torch.no_grad():  # module_ alone, on raw input, gives transform's embeddings
-        np.testing.assert_allclose(est.module_(torch.from_numpy(X))[0].numpy(),
-                                   est.transform(X), atol=1e-5)
-
-
-def test_features_of_one_unit_share_one_scale_and_other_features_get_their_own():
-    rng = np.random.RandomState(0)
-    pixels = rng.rand(200, 5) * [1.0, 0.5, 0.8, 0.3, 0.9]  # one unit: within 100x of the median
-    tabular = rng.randn(200, 3) * [1.0, 1e4, 1e-2]  # three units
-    one = fit_standardize(torch.as_tensor(pixels, dtype=torch.float32), np.arange(200), (5,),
-                          scale="auto")
-    assert np.ptp(one.scale.numpy()) == 0.0
-    assert one.scale.numpy()[0, 0] == pytest.approx(np.sqrt((pixels.var(0)).mean()), rel=1e-4)
-    own = fit_standardize(torch.as_tensor(tabular, dtype=torch.float32), np.arange(200), (3,),
-                          scale="auto")
-    np.testing.assert_allclose(own.scale.numpy()[0], tabular.std(0), rtol=1e-4)
-
-
-def test_informative_and_noise_features_of_one_unit_keep_their_geometry():
-    """make_classification's layout: half the features are noise of unit spread, half
-    informative ones spread 14x more. Scaling each to unit variance would blow the noise up
-    to the signal's size (unseen-class Recall@1 0.778 against 0.863, deep_vector.md); the
-    median is the mean of the two middle spreads, not the lower one."""
-    rng = np.random.RandomState(0)
-    X = rng.randn(400, 10) * np.r_[np.ones(5), np.full(5, 14.0)]
-    layer = fit_standardize(torch.as_tensor(X, dtype=torch.float32), np.arange(400), (10,),
-                            scale="auto")
-    assert np.ptp(layer.scale.numpy()) == 0.0
-    wide = rng.randn(400, 4) * [1.0, 1.0, 1.0, 300.0]  # 300x: different units
-    own = fit_standardize(torch.as_tensor(wide, dtype=torch.float32), np.arange(400), (4,),
-                          scale="auto")
-    np.testing.assert_allclose(own.scale.numpy()[0], wide.std(0), rtol=1e-4)
 
 
 def config(est, y, input_shape, in_memory=True):

@@ -8,7 +8,6 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.utils.validation import validate_data
 
-from skdml._training import ClassBalancedBatchSampler
 from skdml.linear import BaseMahalanobis, check_n_components
 from skdml.linear._preprocessing import reduce_input
 
@@ -97,13 +96,3 @@ def test_check_n_components_and_reduction():
     np.testing.assert_allclose(Xr, (X - X.mean(0)) @ P.T, atol=1e-10)
 
 
-def test_class_balanced_sampler_plan_is_seeded_and_balanced():
-    y = np.repeat(np.arange(6), [5, 5, 5, 5, 5, 2])
-    a = list(ClassBalancedBatchSampler(y, 3, 4, np.random.RandomState(0), n_batches=20))
-    b = list(ClassBalancedBatchSampler(y, 3, 4, np.random.RandomState(0), n_batches=20))
-    assert all(np.array_equal(i, j) for i, j in zip(a, b))
-    for batch in a:
-        labels, counts = np.unique(y[batch], return_counts=True)
-        assert len(labels) == 3 and np.all(counts == 4)
-    with pytest.raises(ValueError, match="only 6 classes"):
-        ClassBalancedBatchSampler(y, 7, 2, np.random.RandomState(0))

@@ -1,9 +1,10 @@
-"""Tests of skdml.DeepMetricTransformer (CPU; GPU-only paths are mocked or gpu-marked)."""
+"""skdml/deep/_estimator.py: DeepMetricTransformer as a scikit-learn estimator (fit, transform,
+backbones, pickling, Pipeline and GridSearchCV, devices). CPU; GPU-only paths are mocked
+or gpu-marked. The tests of each other module live in the file named after it."""
 
 from __future__ import annotations
 
 import functools
-import os
 import pickle
 
 import numpy as np
@@ -14,67 +15,20 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from torch import nn
-from torch.utils.data import Dataset
 
-from skdml import DeepMetricTransformer
-from skdml.deep import MLP, ConvNet, NonFiniteLossError, SmallCNN, SmallResNet
-from skdml.deep import _data as tmod
+from skdml.deep import MLP, ConvNet, SmallCNN, SmallResNet
 from skdml.deep._network import build_optimizer
-from skdml.losses import AMSoftmaxLoss, JRSRegularizer
-from skdml._training import load_checkpoint
+from skdml.losses import JRSRegularizer
 from skdml._utils import cuda_syncs
 from skdml.metrics import recall_at_k, recall_at_k_scorer
 from skdml.model_selection import ClassDisjointSplit
+
+from _deep_helpers import assert_same_params, make, params_of, tiny_cnn, tiny_mlp
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 CUDA = torch.cuda.is_available()
 gpu = pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread(monkeypatch):
-    """Tiny nets on a shared 2-core machine: one intra-op thread was measured ~10x faster
-    under load (OMP spin-waiting); ``torch_threads`` honours ``OMP_NUM_THREADS``."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-
-
-def tiny_mlp(input_shape, hidden=(16, 8), dropout=0.0):
-    return MLP(int(np.prod(input_shape)), hidden=hidden, dropout=dropout)
-
-
-def tiny_cnn(input_shape):
-    return SmallCNN(input_shape[0], widths=(4, 8))
-
-
-def make(**kw):
-    params = dict(backbone=tiny_mlp, n_components=4, max_iter=2, device="cpu",
-                  random_state=0, learning_rate=1e-3)
-    params.update(kw)
-    return DeepMetricTransformer(**params)
-
-
-@pytest.fixture(scope="module")
-def blobs():
-    rng = np.random.RandomState(0)
-    y = np.repeat(np.arange(6), 12)
-    centers = rng.randn(6, 10) * 3
-    X = centers[y] + rng.randn(len(y), 10)
-    return X, y
-
-
-def params_of(est):
-    return {k: v.detach().clone() for k, v in est.module_.state_dict().items()}
-
-
-def assert_same_params(a, b):
-    assert a.keys() == b.keys()
-    for k in a:
-        assert torch.equal(a[k], b[k]), k
-
-
-def without_seconds(history):
-    return [{k: v for k, v in rec.items() if k != "seconds"} for rec in history]
 
 
 # ----------------------------------------------------------------- scikit-learn API
@@ -121,52 +75,6 @@ def test_default_backbone_vectors_is_mlp(blobs):
     assert isinstance(est.module_.backbone, MLP)
 
 
-class PairDataset(Dataset):
-    def __init__(self, X, y, with_targets):
-        self.X, self.y = torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y)
-        if with_targets:
-            self.targets = list(np.asarray(y))
-
-    def __len__(self):
-        return len(self.X)
-
-    def __getitem__(self, i):
-        return self.X[i], self.y[i]
-
-
-class XOnlyDataset(Dataset):
-    def __init__(self, X):
-        self.X = torch.as_tensor(X, dtype=torch.float32)
-
-    def __len__(self):
-        return len(self.X)
-
-    def __getitem__(self, i):
-        return self.X[i]
-
-
-@pytest.mark.parametrize("with_targets", [True, False])
-def test_torch_dataset_matches_arrays(blobs, with_targets):
-    X, y = blobs
-    labels = np.array(["c%d" % v for v in y])  # non-integer labels, encoded inside fit
-    ds = PairDataset(X.astype(np.float32), y, with_targets)
-    if with_targets:
-        ds.targets = list(labels)
-    ref = make().fit(X.astype(np.float32), labels if with_targets else y)
-    est = make().fit(ds)
-    assert without_seconds(est.history_) == without_seconds(ref.history_)
-    Z = est.transform(XOnlyDataset(X))
-    np.testing.assert_allclose(Z, ref.transform(X), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(est.transform(ds), Z, rtol=1e-6, atol=1e-7)
-    assert not hasattr(est, "n_features_in_")
-
-
-def test_dataset_without_labels_raises(blobs):
-    X, _ = blobs
-    with pytest.raises(ValueError, match="Labels are missing"):
-        make().fit(XOnlyDataset(X))
-
-
 def test_backbone_instance_is_copied_not_mutated(blobs):
     X, y = blobs
     backbone = MLP(10, hidden=(8,))
@@ -194,20 +102,6 @@ def test_backbone_builder_receives_input_shape(blobs):
 
 
 # ----------------------------------------------------------------- losses and regularisers
-def _pml_triplet():
-    pml = pytest.importorskip("pytorch_metric_learning.losses")
-    return pml.TripletMarginLoss(margin=0.1)
-
-
-@pytest.mark.parametrize("loss", ["triplet", "npair", "binomial", "amsoftmax", "pml", AMSoftmaxLoss])
-def test_losses(blobs, loss):
-    X, y = blobs
-    if loss == "pml":
-        loss = _pml_triplet()
-    est = make(loss=loss).fit(X, y)
-    assert all(np.isfinite(rec["loss"]) for rec in est.history_)
-    if loss in ("amsoftmax", AMSoftmaxLoss):
-        assert est.loss_.proxies.shape == (6, 4)  # n_classes and embedding_dim filled in
 
 
 def test_amsoftmax_proxies_trained_with_head_lr(blobs):
@@ -220,25 +114,6 @@ def test_amsoftmax_proxies_trained_with_head_lr(blobs):
     n_backbone = sum(1 for n, _ in est.module_.named_parameters() if n.startswith("backbone."))
     small = [g for g in groups if g["lr"] == pytest.approx(1e-3)][0]
     assert len(small["params"]) == n_backbone  # head + proxies form the other group
-
-
-def test_ec_gradient_reaches_only_the_head(blobs):
-    X, y = blobs
-
-    def zero_loss(z, labels):
-        return 0.0 * z.sum()
-
-    backbone = MLP(10, hidden=(8,))
-    est = make(backbone=backbone, loss=zero_loss, regularizer="ec", regularizer_weight=1.0,
-               optimizer_params={"weight_decay": 0.0}).fit(X, y)
-    init = make(backbone=backbone, loss=zero_loss, optimizer_params={"weight_decay": 0.0},
-                learning_rate=1e-12, max_iter=1)
-    init.fit(X, y)
-    for name, p in est.module_.named_parameters():
-        if name.startswith("backbone."):
-            assert torch.equal(p, backbone.get_parameter(name[len("backbone."):])), name
-    assert not torch.allclose(est.module_.head.weight, init.module_.head.weight)
-    assert est.history_[0]["regularizer"] > 0
 
 
 @pytest.mark.parametrize("loss", ["binomial", "amsoftmax"])
@@ -305,139 +180,6 @@ def test_aux_losses_are_added_and_logged(blobs):
 
 
 # ----------------------------------------------------------------- determinism, resume, stop
-def test_same_seed_same_history_and_weights(blobs):
-    X, y = blobs
-    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
-              max_iter=3)
-    a, b = make(**kw).fit(X, y), make(**kw).fit(X, y)
-    assert without_seconds(a.history_) == without_seconds(b.history_)
-    assert all("seconds" in rec and "validation_score" in rec for rec in a.history_)
-    assert_same_params(params_of(a), params_of(b))
-    c = make(**{**kw, "random_state": 1}).fit(X, y)
-    assert without_seconds(c.history_) != without_seconds(a.history_)
-    # fit leaves the global torch RNG alone
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    make(**kw).fit(X, y)
-    assert torch.equal(torch.rand(3), expected)
-
-
-def test_checkpoint_resume_reaches_same_weights(blobs, tmp_path):
-    X, y = blobs
-    # a constant rate: the runs below stop at different max_iter (see the next test for the
-    # cosine schedule, whose horizon is max_iter)
-    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
-              optimizer_params={"lr_schedule": "constant"})
-    full = make(max_iter=4, **kw).fit(X, y)
-    path = tmp_path / "run" / "ckpt.pt"
-    make(max_iter=2, checkpoint_path=path, **kw).fit(X, y)
-    assert path.exists() and os.listdir(path.parent) == ["ckpt.pt"]  # atomic, no temp left
-    state = load_checkpoint(path)
-    assert state["epoch"] == 2 and len(state["history"]) == 2
-    assert {"model", "optimizer", "scaler", "numpy_rng", "torch_rng"} <= set(state)
-    resumed = make(max_iter=4, checkpoint_path=str(path), warm_start=True, **kw).fit(X, y)
-    assert resumed.n_iter_ == 4
-    assert_same_params(params_of(full), params_of(resumed))
-    assert without_seconds(full.history_) == without_seconds(resumed.history_)
-    # in-memory warm start (no checkpoint path) is equivalent too
-    est = make(max_iter=2, **kw).fit(X, y)
-    est.set_params(max_iter=4, warm_start=True).fit(X, y)
-    assert_same_params(params_of(full), params_of(est))
-    # a checkpoint from other data is refused
-    with pytest.raises(ValueError, match="other classes"):
-        make(max_iter=4, checkpoint_path=path, warm_start=True, **kw).fit(X[y < 4], y[y < 4])
-
-
-class _CountingLoss:
-    """Multi-similarity loss that counts its calls and raises KeyboardInterrupt at one."""
-
-    def __init__(self, interrupt_at=None):
-        from skdml.losses import MultiSimilarityLoss
-
-        self.loss, self.calls, self.interrupt_at = MultiSimilarityLoss(), 0, interrupt_at
-
-    def __call__(self, z, labels):
-        self.calls += 1
-        if self.calls == self.interrupt_at:
-            raise KeyboardInterrupt
-        return self.loss(z, labels)
-
-
-def test_interrupted_cosine_fit_resumes_exactly(blobs, tmp_path):
-    """Ctrl-C in epoch 3 of 4; resuming the checkpoint (same max_iter) gives the same model."""
-    X, y = blobs
-    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
-              max_iter=4, optimizer_params={"lr_schedule": "cosine"})
-    counting = _CountingLoss()
-    full = make(loss=counting, **kw).fit(X, y)
-    per_epoch = counting.calls // 4
-    rates = [r["learning_rate"] for r in full.history_]
-    assert rates[0] > rates[1] > rates[2] > rates[3] == 0.0  # cosine to 0 at max_iter
-    path = tmp_path / "ckpt.pt"
-    est = make(checkpoint_path=path, loss=_CountingLoss(2 * per_epoch + 1), **kw)
-    with pytest.raises(KeyboardInterrupt):
-        est.fit(X, y)
-    assert not hasattr(est, "module_")  # the interrupted fit left no model
-    assert load_checkpoint(path)["epoch"] == 2
-    resumed = make(checkpoint_path=path, warm_start=True, loss=_CountingLoss(), **kw).fit(X, y)
-    assert [r["learning_rate"] for r in resumed.history_] == pytest.approx(rates)
-    assert without_seconds(resumed.history_) == without_seconds(full.history_)
-    assert_same_params(params_of(full), params_of(resumed))
-
-
-def test_early_stopping_restores_best_weights(blobs):
-    X, _ = blobs
-    y = np.random.RandomState(0).randint(0, 6, len(X))  # noise labels: val score wanders
-    kw = dict(validation_fraction=0.34, learning_rate=3e-2, max_iter=12, n_classes_per_batch=3,
-              optimizer_params={"lr_schedule": "constant"})  # one schedule whatever max_iter
-    est = make(early_stopping=True, n_iter_no_change=1, **kw).fit(X, y)
-    scores = [rec["validation_score"] for rec in est.history_]
-    assert est.n_iter_ == len(scores) and est.n_iter_ < 12
-    assert est.best_iteration_ < est.n_iter_
-    assert est.best_validation_score_ == max(scores) == scores[est.best_iteration_ - 1]
-    # the same run stopped at the best epoch has exactly the restored weights
-    ref = make(**{**kw, "max_iter": est.best_iteration_}).fit(X, y)
-    assert_same_params(params_of(ref), params_of(est))
-
-
-def test_fitted_network_is_the_weight_average(blobs):
-    """The average follows training without changing it, and is what fit keeps and validates."""
-    X, y = blobs
-    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
-              max_iter=4)
-    last = make(optimizer_params={"ema_epochs": None}, **kw).fit(X, y)
-    averaged = make(**kw).fit(X, y)  # ema_epochs=5 by default
-    for a, b in zip(last.history_, averaged.history_):
-        assert {k: v for k, v in a.items() if k not in ("seconds", "validation_score")} == \
-            {k: v for k, v in b.items() if k not in ("seconds", "validation_score")}
-    # the trained weights are the same; the fitted network is their average
-    raw_last, raw_averaged = (e._resume_state["model"] for e in (last, averaged))
-    assert_same_params(raw_last, raw_averaged)
-    assert_same_params(params_of(last), raw_last)
-    assert_same_params(params_of(averaged), averaged._resume_state["average"]["model"])
-    assert not torch.equal(params_of(averaged)["head.weight"], raw_averaged["head.weight"])
-    # validation scores the average (not the last weights)
-    assert [r["validation_score"] for r in averaged.history_] != \
-        [r["validation_score"] for r in last.history_]
-    assert not np.allclose(averaged.transform(X), last.transform(X))
-    # ema_epochs=0 is the same as None
-    assert_same_params(params_of(make(optimizer_params={"ema_epochs": 0}, **kw).fit(X, y)),
-                       params_of(last))
-
-
-def test_validation_splits(blobs):
-    X, y = blobs
-    # the one rule of every learner: whole classes from 5 classes up, samples of each below
-    est = make(validation_fraction=0.3, max_iter=1).fit(X, y)
-    train, val = est._resume_state["split"]
-    assert not set(y[train]) & set(y[val])
-    est = make(validation_fraction=0.3, max_iter=1).fit(X[y < 4], y[y < 4])
-    train, val = est._resume_state["split"]
-    assert set(y[val]) == set(y[train]) == {0, 1, 2, 3}
-    assert 0.0 <= est.history_[0]["validation_score"] <= 1.0
-    with pytest.raises(ValueError, match="at least 2 classes for training"):
-        make(validation_fraction=0.7).fit(X[y < 5], y[y < 5])
 
 
 # ----------------------------------------------------------------- pickling, cloning, search
@@ -492,44 +234,6 @@ def test_pipeline_and_grid_search(blobs):
 
 
 # ----------------------------------------------------------------- errors
-def test_clear_errors(blobs):
-    X, y = blobs
-    with pytest.raises(ValueError, match="requires y"):
-        make().fit(X)
-    with pytest.raises(ValueError, match="1 class"):
-        make().fit(X, np.zeros(len(X)))
-    with pytest.raises(ValueError, match="batch plan cannot be met"):
-        make(n_classes_per_batch=7).fit(X, y)
-    with pytest.raises(ValueError, match="rank 5"):
-        make().fit(np.zeros((12, 1, 2, 3, 4)), np.repeat([0, 1], 6))
-    with pytest.raises(ValueError):
-        make().fit(X[:, 0], y)
-    with pytest.raises(ValueError, match="NaN"):
-        make().fit(np.where(X > 2, np.nan, X), y)
-    with pytest.raises(ValueError):
-        make().fit(np.zeros((0, 10)), np.zeros(0))
-    fitted = make(max_iter=1).fit(X, y)
-    with pytest.raises(ValueError, match="features"):
-        fitted.transform(X[:, :5])
-    with pytest.raises(ValueError, match="loss_params"):
-        make(loss=_pml_triplet(), loss_params={"margin": 1.0}).fit(X, y)
-
-
-def test_non_finite_loss_stops_with_step(blobs):
-    X, y = blobs
-    calls = {"n": 0}
-
-    def nan_at_step_3(z, labels):
-        calls["n"] += 1
-        base = (z[:, 0] ** 2).mean()
-        return base * float("nan") if calls["n"] == 3 else base
-
-    est = make(loss=nan_at_step_3, loader_params={"batches_per_epoch": 4})
-    with pytest.raises(NonFiniteLossError, match=r"epoch 1, step 3/"):
-        est.fit(X, y)
-    assert not hasattr(est, "module_")  # a failed fit leaves the estimator unfitted
-    with pytest.raises(ValueError, match="Non-finite"):  # also a ValueError
-        make(loss=lambda z, labels: z.sum() * float("inf")).fit(X, y)
 
 
 # ----------------------------------------------------------------- devices, AMP, loaders
@@ -566,30 +270,6 @@ def test_amp_fp16_uses_grad_scaler(blobs, monkeypatch):
     est.fit(X_img, np.repeat(np.arange(3), 8))
     assert calls == ["scale", "step", "update"] * 2
     assert est._resume_state["scaler"]["scale"] > 0  # an enabled scaler has state
-
-
-def test_dataloader_gets_pin_memory_and_workers(blobs, monkeypatch):
-    X, y = blobs
-    seen = []
-    Real = tmod.DataLoader
-
-    def spy(*args, **kwargs):
-        seen.append((kwargs["num_workers"], kwargs["pin_memory"]))
-        return Real(*args, **{**kwargs, "pin_memory": False, "num_workers": 0})
-
-    monkeypatch.setattr(tmod, "DataLoader", spy)
-    make(max_iter=1, loader_params={"pin_memory": True, "num_workers": 3}).fit(X, y)
-    assert seen and set(seen) == {(3, True)}
-    seen.clear()
-    make(max_iter=1).fit(X, y)
-    assert set(seen) == {(0, False)}  # "auto": pin only for CUDA
-
-
-def test_num_workers_real_run(blobs):
-    X, y = blobs
-    a = make(max_iter=1, loader_params={"num_workers": 1}).fit(X, y)
-    b = make(max_iter=1).fit(X, y)
-    assert without_seconds(a.history_) == without_seconds(b.history_)
 
 
 def test_verbose_table_and_progress(blobs, capsys):

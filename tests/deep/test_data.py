@@ -1,0 +1,101 @@
+"""skdml/deep/_data.py: arrays and torch Datasets as training sources, their labels, and the
+DataLoaders of training and transform."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import Dataset
+
+from skdml.deep import _data as tmod
+
+from _deep_helpers import fast, make, without_seconds, zero_shot_vectors
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+class PairDataset(Dataset):
+    def __init__(self, X, y, with_targets):
+        self.X, self.y = torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y)
+        if with_targets:
+            self.targets = list(np.asarray(y))
+
+    def __len__(self):
+        return len(self.X)
+
+    def __getitem__(self, i):
+        return self.X[i], self.y[i]
+
+
+class XOnlyDataset(Dataset):
+    def __init__(self, X):
+        self.X = torch.as_tensor(X, dtype=torch.float32)
+
+    def __len__(self):
+        return len(self.X)
+
+    def __getitem__(self, i):
+        return self.X[i]
+
+
+@pytest.mark.parametrize("with_targets", [True, False])
+def test_torch_dataset_matches_arrays(blobs, with_targets):
+    X, y = blobs
+    labels = np.array(["c%d" % v for v in y])  # non-integer labels, encoded inside fit
+    ds = PairDataset(X.astype(np.float32), y, with_targets)
+    if with_targets:
+        ds.targets = list(labels)
+    ref = make().fit(X.astype(np.float32), labels if with_targets else y)
+    est = make().fit(ds)
+    assert without_seconds(est.history_) == without_seconds(ref.history_)
+    Z = est.transform(XOnlyDataset(X))
+    np.testing.assert_allclose(Z, ref.transform(X), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(est.transform(ds), Z, rtol=1e-6, atol=1e-7)
+    assert not hasattr(est, "n_features_in_")
+
+
+def test_dataset_without_labels_raises(blobs):
+    X, _ = blobs
+    with pytest.raises(ValueError, match="Labels are missing"):
+        make().fit(XOnlyDataset(X))
+
+
+def test_dataloader_gets_pin_memory_and_workers(blobs, monkeypatch):
+    X, y = blobs
+    seen = []
+    Real = tmod.DataLoader
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs["num_workers"], kwargs["pin_memory"]))
+        return Real(*args, **{**kwargs, "pin_memory": False, "num_workers": 0})
+
+    monkeypatch.setattr(tmod, "DataLoader", spy)
+    make(max_iter=1, loader_params={"pin_memory": True, "num_workers": 3}).fit(X, y)
+    assert seen and set(seen) == {(3, True)}
+    seen.clear()
+    make(max_iter=1).fit(X, y)
+    assert set(seen) == {(0, False)}  # "auto": pin only for CUDA
+
+
+def test_num_workers_real_run(blobs):
+    X, y = blobs
+    a = make(max_iter=1, loader_params={"num_workers": 1}).fit(X, y)
+    b = make(max_iter=1).fit(X, y)
+    assert without_seconds(a.history_) == without_seconds(b.history_)
+
+
+def test_transform_of_a_dataset_with_nan_is_refused_like_arrays():
+    from torch.utils.data import TensorDataset
+
+    X, y = zero_shot_vectors(per_class=5)
+    est = fast(max_iter=1).fit(X, y)
+    bad = X.copy()
+    bad[7, 3] = np.nan
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        est.transform(bad)
+    with pytest.raises(ValueError, match="Input X contains NaN or infinity.*Dataset"):
+        est.transform(TensorDataset(torch.from_numpy(bad)))
+    bad[7, 3] = np.inf
+    with pytest.raises(ValueError, match="Input X contains NaN or infinity.*Dataset"):
+        est.transform(TensorDataset(torch.from_numpy(bad), torch.from_numpy(y)))

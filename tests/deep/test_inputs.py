@@ -1,0 +1,216 @@
+"""skdml/deep/_inputs.py: the input layers of the network (standardisation on the input's
+principal axes, resizing) and training-time augmentation."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from skdml import DeepMetricTransformer
+from skdml.deep import RandomAffine, Resize, Standardize
+from skdml.deep._inputs import fit_standardize
+
+from _deep_helpers import fast, many_classes, zero_shot_images, zero_shot_vectors
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def test_small_images_are_upsampled_first_and_augmented_after():
+    """8x8 images reach the default ConvNet at 32x32, augmented at that size in training;
+    ``module_`` on raw 8x8 input gives ``transform``'s embeddings, pickled too."""
+    X, y = zero_shot_images(n_classes=4, per_class=6, side=8)
+    seen_shapes = []
+
+    def augment(x):
+        seen_shapes.append(tuple(x.shape[1:]))
+        return x
+
+    est = fast(max_iter=1, augment=augment).fit(X, y)
+    assert isinstance(est.module_.resize, Resize) and est.module_.resize.size == (32, 32)
+    assert est.module_.backbone.input_size == (32, 32)
+    assert est.module_.backbone.out_features == 64 * 2 * 2  # ends on a 2x2 map
+    assert set(seen_shapes) == {(1, 32, 32)}
+    est = fast(max_iter=1).fit(X, y)  # the default augmentation (picklable)
+    with torch.no_grad():
+        Z = est.module_(torch.from_numpy(X))[0].numpy()
+    np.testing.assert_allclose(Z, est.transform(X), atol=1e-6)
+    back = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(back.transform(X), est.transform(X))
+    # 16 pixels and more: no resizing (USPS, Omniglot, AT&T keep their size)
+    X16, y16 = zero_shot_images(n_classes=4, per_class=6, side=16)
+    assert fast(max_iter=1).fit(X16, y16).module_.resize is None
+
+
+def test_resize_is_bilinear_commutes_with_standardisation_and_passes_its_size():
+    x = torch.rand(3, 2, 8, 8)
+    layer = Resize((32, 32))
+    out = layer(x)
+    np.testing.assert_allclose(out.numpy(), torch.nn.functional.interpolate(
+        x, size=(32, 32), mode="bilinear", align_corners=False).numpy())
+    assert layer(out) is out  # already at its size: unchanged (resized before augmenting)
+    standardize = Standardize([[[1.0]], [[-2.0]]], [[[3.0]], [[0.5]]])
+    np.testing.assert_allclose(layer(standardize(x)).numpy(), standardize(layer(x)).numpy(),
+                               atol=1e-5)
+    assert layer(torch.ones(4, 5)).shape == (4, 5)  # vectors pass
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e-12, 1e30])
+def test_input_scale_never_collapses_the_embedding(scale):
+    X, y = zero_shot_vectors(per_class=10)
+    ref = fast(max_iter=3).fit(X, y)
+    est = fast(max_iter=3).fit(X * scale, y)
+    Z, Z_ref = est.transform(X * scale), ref.transform(X)
+    assert np.isfinite(Z).all()
+    assert np.linalg.matrix_rank(Z, tol=1e-3) == np.linalg.matrix_rank(Z_ref, tol=1e-3) > 20
+    # the standardised inputs are the same, so is the model (up to float32 rounding)
+    np.testing.assert_allclose(Z, Z_ref, atol=2e-2)
+    np.testing.assert_allclose(est.module_.standardize.mean.numpy(),
+                               ref.module_.standardize.mean.numpy() * scale, rtol=1e-4,
+                               atol=1e-6 * scale)
+
+
+def test_input_that_underflows_is_refused():
+    X, y = zero_shot_vectors(per_class=5)
+    with pytest.raises(ValueError, match="constant"):
+        fast(max_iter=1).fit(X.astype(np.float64) * 1e-200, y)
+    with pytest.raises(ValueError, match="constant"):
+        fast(max_iter=1).fit(np.ones_like(X), y)
+
+
+def test_standardisation_is_the_first_layer_of_the_model():
+    X, y = zero_shot_images(n_classes=4, per_class=6)
+    X = X * 50 + 7
+    est = fast(max_iter=1).fit(X, y)
+    layer = est.module_.standardize
+    assert isinstance(layer, Standardize) and layer.mean.shape == (1, 1, 1, 1)
+    assert layer.mean.item() == pytest.approx(X.mean(), rel=1e-4)
+    assert layer.scale.item() == pytest.approx(X.std(), rel=1e-4)
+    # module_ alone, on raw input, gives transform's embeddings (pickled too)
+    with torch.no_grad():
+        Z = est.module_(torch.from_numpy(X))[0].numpy()
+    np.testing.assert_allclose(Z, est.transform(X), atol=1e-6)
+    back = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(back.transform(X), est.transform(X))
+    assert fast(max_iter=1, standardize=False).fit(X, y).module_.standardize is None
+
+
+def test_vectors_are_standardised_per_feature():
+    rng = np.random.RandomState(0)
+    X = rng.randn(200, 3) * [1.0, 1e4, 1e-4] + [0.0, 5.0, -3.0]
+    X[:, 0] = 2.0  # a constant feature is centred, not blown up
+    layer = fit_standardize(torch.as_tensor(X, dtype=torch.float32), np.arange(200), (3,))
+    out = layer(torch.as_tensor(X, dtype=torch.float32)).numpy()
+    np.testing.assert_allclose(out[:, 1:].std(axis=0), 1.0, rtol=1e-3)
+    # feature 2 varies by 1e-4 around -3: float32 inputs hold it to about 2e-3 of its scale
+    np.testing.assert_allclose(out.mean(axis=0), 0.0, atol=1e-2)
+    assert np.all(out[:, 0] == 0.0)
+
+
+def test_augmentation_in_training_only_and_seeded(monkeypatch):
+    X, y = zero_shot_images(n_classes=4, per_class=8)
+    calls = []
+    real = RandomAffine.__call__
+
+    def spy(self, x):
+        calls.append(tuple(x.shape))
+        return real(self, x)
+
+    monkeypatch.setattr(RandomAffine, "__call__", spy)
+    a = fast(max_iter=2).fit(X, y)
+    n_train_calls = len(calls)
+    assert n_train_calls >= 2 and all(len(s) == 4 for s in calls)
+    a.transform(X)
+    assert len(calls) == n_train_calls  # never in transform
+    b = fast(max_iter=2).fit(X, y)
+    np.testing.assert_array_equal(a.transform(X), b.transform(X))  # seeded
+    calls.clear()
+    fast(max_iter=1, augment=False).fit(X, y)
+    assert calls == []
+    Xv, yv = zero_shot_vectors(per_class=4)
+    fast(max_iter=1).fit(Xv, yv)
+    assert calls == []  # "auto": off for vectors
+    with pytest.raises(ValueError, match="augment=True needs images"):
+        fast(max_iter=1, augment=True).fit(Xv, yv)
+
+
+def test_custom_augmentation_callable():
+    X, y = zero_shot_images(n_classes=4, per_class=8)
+    seen = []
+
+    def flip(x):
+        seen.append(x.shape)
+        return torch.flip(x, dims=[3])
+
+    fast(max_iter=1, augment=flip).fit(X, y)
+    assert seen and all(s[1:] == (1, 16, 16) for s in seen)
+
+
+def test_random_affine_moves_pixels_and_keeps_shape():
+    torch.manual_seed(0)
+    x = torch.zeros(8, 1, 16, 16)
+    x[:, :, 6:10, 6:10] = 1.0
+    out = RandomAffine(degrees=10, translate=0.1, scale=0.1)(x)
+    assert out.shape == x.shape and torch.isfinite(out).all()
+    assert not torch.allclose(out, x)
+    assert (out.sum(dim=(1, 2, 3)) / x.sum(dim=(1, 2, 3))).sub(1).abs().max() < 0.3
+
+
+def test_the_untrained_default_embedding_is_the_inputs_principal_components():
+    """Identity-preserving start: before training the embedding is PCA of the scaled input."""
+    X, y = many_classes(0)
+    est = DeepMetricTransformer(random_state=0, device="cpu", learning_rate=1e-12,
+                                max_iter=1, normalize=False,
+                                optimizer_params={"ema_epochs": None}).fit(X, y)
+    layer = est.module_.standardize
+    Xs = (X - X.mean(axis=0)) / layer.scale.numpy()[0]
+    _, _, vt = np.linalg.svd(Xs, full_matrices=False)
+    Z = est.transform(X)
+    assert Z.shape == (600, 128)
+    np.testing.assert_allclose(np.abs(Z[:, :40]), np.abs(Xs @ vt.T), atol=1e-3)
+    np.testing.assert_allclose(Z[:, 40:], 0.0, atol=1e-3)  # nothing from the blocks yet
+
+
+def test_wide_vectors_are_projected_once_on_at_most_256_principal_axes():
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(6), 50)
+    X = (rng.rand(300, 600) + 0.5 * y[:, None] * rng.rand(1, 600)).astype(np.float32)
+    est = DeepMetricTransformer(random_state=0, device="cpu", max_iter=2).fit(X, y)
+    layer = est.module_.standardize
+    W = layer.components.numpy()
+    assert W.shape == (600, 256) and est.module_.backbone.in_features == 256
+    np.testing.assert_allclose(W.T @ W, np.eye(256), atol=1e-4)
+    with torch.no_grad():  # module_ alone, on raw input, gives transform's embeddings
+        np.testing.assert_allclose(est.module_(torch.from_numpy(X))[0].numpy(),
+                                   est.transform(X), atol=1e-5)
+
+
+def test_features_of_one_unit_share_one_scale_and_other_features_get_their_own():
+    rng = np.random.RandomState(0)
+    pixels = rng.rand(200, 5) * [1.0, 0.5, 0.8, 0.3, 0.9]  # one unit: within 100x of the median
+    tabular = rng.randn(200, 3) * [1.0, 1e4, 1e-2]  # three units
+    one = fit_standardize(torch.as_tensor(pixels, dtype=torch.float32), np.arange(200), (5,),
+                          scale="auto")
+    assert np.ptp(one.scale.numpy()) == 0.0
+    assert one.scale.numpy()[0, 0] == pytest.approx(np.sqrt((pixels.var(0)).mean()), rel=1e-4)
+    own = fit_standardize(torch.as_tensor(tabular, dtype=torch.float32), np.arange(200), (3,),
+                          scale="auto")
+    np.testing.assert_allclose(own.scale.numpy()[0], tabular.std(0), rtol=1e-4)
+
+
+def test_informative_and_noise_features_of_one_unit_keep_their_geometry():
+    """make_classification's layout: half the features are noise of unit spread, half
+    informative ones spread 14x more. Scaling each to unit variance would blow the noise up
+    to the signal's size (unseen-class Recall@1 0.778 against 0.863, deep_vector.md); the
+    median is the mean of the two middle spreads, not the lower one."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(400, 10) * np.r_[np.ones(5), np.full(5, 14.0)]
+    layer = fit_standardize(torch.as_tensor(X, dtype=torch.float32), np.arange(400), (10,),
+                            scale="auto")
+    assert np.ptp(layer.scale.numpy()) == 0.0
+    wide = rng.randn(400, 4) * [1.0, 1.0, 1.0, 300.0]  # 300x: different units
+    own = fit_standardize(torch.as_tensor(wide, dtype=torch.float32), np.arange(400), (4,),
+                          scale="auto")
+    np.testing.assert_allclose(own.scale.numpy()[0], wide.std(0), rtol=1e-4)

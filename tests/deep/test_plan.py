@@ -1,0 +1,98 @@
+"""skdml/deep/_plan.py: the checks of fit and transform inputs, and the objective built
+from the fit's ObjectiveConfig (losses and regularisers)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from skdml.deep import MLP
+from skdml.losses import AMSoftmaxLoss
+
+from _deep_helpers import fast, make
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def test_clear_errors(blobs):
+    X, y = blobs
+    with pytest.raises(ValueError, match="requires y"):
+        make().fit(X)
+    with pytest.raises(ValueError, match="1 class"):
+        make().fit(X, np.zeros(len(X)))
+    with pytest.raises(ValueError, match="batch plan cannot be met"):
+        make(n_classes_per_batch=7).fit(X, y)
+    with pytest.raises(ValueError, match="rank 5"):
+        make().fit(np.zeros((12, 1, 2, 3, 4)), np.repeat([0, 1], 6))
+    with pytest.raises(ValueError):
+        make().fit(X[:, 0], y)
+    with pytest.raises(ValueError, match="NaN"):
+        make().fit(np.where(X > 2, np.nan, X), y)
+    with pytest.raises(ValueError):
+        make().fit(np.zeros((0, 10)), np.zeros(0))
+    fitted = make(max_iter=1).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        fitted.transform(X[:, :5])
+    with pytest.raises(ValueError, match="loss_params"):
+        make(loss=_pml_triplet(), loss_params={"margin": 1.0}).fit(X, y)
+
+
+def _pml_triplet():
+    pml = pytest.importorskip("pytorch_metric_learning.losses")
+    return pml.TripletMarginLoss(margin=0.1)
+
+
+@pytest.mark.parametrize("loss", ["triplet", "npair", "binomial", "amsoftmax", "pml", AMSoftmaxLoss])
+def test_losses(blobs, loss):
+    X, y = blobs
+    if loss == "pml":
+        loss = _pml_triplet()
+    est = make(loss=loss).fit(X, y)
+    assert all(np.isfinite(rec["loss"]) for rec in est.history_)
+    if loss in ("amsoftmax", AMSoftmaxLoss):
+        assert est.loss_.proxies.shape == (6, 4)  # n_classes and embedding_dim filled in
+
+
+def test_ec_gradient_reaches_only_the_head(blobs):
+    X, y = blobs
+
+    def zero_loss(z, labels):
+        return 0.0 * z.sum()
+
+    backbone = MLP(10, hidden=(8,))
+    est = make(backbone=backbone, loss=zero_loss, regularizer="ec", regularizer_weight=1.0,
+               optimizer_params={"weight_decay": 0.0}).fit(X, y)
+    init = make(backbone=backbone, loss=zero_loss, optimizer_params={"weight_decay": 0.0},
+                learning_rate=1e-12, max_iter=1)
+    init.fit(X, y)
+    for name, p in est.module_.named_parameters():
+        if name.startswith("backbone."):
+            assert torch.equal(p, backbone.get_parameter(name[len("backbone."):])), name
+    assert not torch.allclose(est.module_.head.weight, init.module_.head.weight)
+    assert est.history_[0]["regularizer"] > 0
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_channels_last_images_are_refused(channels):
+    X = np.random.RandomState(0).rand(12, 16, 16, channels)
+    with pytest.raises(ValueError, match="channels-last.*transpose"):
+        fast(max_iter=1).fit(X, np.repeat([0, 1, 2], 4))
+
+
+def test_the_objective_is_built_from_its_config_alone():
+    from skdml.deep._config import ObjectiveConfig
+    from skdml.deep._plan import build_objective
+    from skdml.losses import EnergyConfusion, TripletLoss
+
+    ec = EnergyConfusion(log=False)
+    config = ObjectiveConfig(loss="triplet", loss_params={"margin": 0.3}, regularizer=ec,
+                             regularizer_weight=0.5, n_components=4)
+    objective = build_objective(config, n_classes=3)
+    assert isinstance(objective.loss, TripletLoss) and objective.loss.margin == 0.3
+    assert objective.regularizer is not ec and objective.regularizer.log is False  # a copy
+    assert objective.weight == 0.5
+    proxies = build_objective(ObjectiveConfig("amsoftmax", {}, None, 0.0, 4), n_classes=3)
+    assert proxies.loss.proxies.shape == (3, 4) and proxies.regularizer is None
+    with pytest.raises(ValueError, match="resolved by fit"):
+        build_objective(ObjectiveConfig("auto", {}, None, 0.0, 4), n_classes=3)

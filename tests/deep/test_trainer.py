@@ -1,0 +1,257 @@
+"""skdml/deep/_trainer.py: one fit from its FitConfig (the network built once, seeding,
+checkpoints and resuming, early stopping, the weight average, the schedule, the checks of
+a fit that does not learn)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from skdml.deep import NonFiniteLossError
+from skdml._training import load_checkpoint
+
+from _deep_helpers import (assert_same_params, fast, make, params_of, tiny_mlp,
+                           without_seconds, zero_shot_vectors)
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def test_same_seed_same_history_and_weights(blobs):
+    X, y = blobs
+    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
+              max_iter=3)
+    a, b = make(**kw).fit(X, y), make(**kw).fit(X, y)
+    assert without_seconds(a.history_) == without_seconds(b.history_)
+    assert all("seconds" in rec and "validation_score" in rec for rec in a.history_)
+    assert_same_params(params_of(a), params_of(b))
+    c = make(**{**kw, "random_state": 1}).fit(X, y)
+    assert without_seconds(c.history_) != without_seconds(a.history_)
+    # fit leaves the global torch RNG alone
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    make(**kw).fit(X, y)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_checkpoint_resume_reaches_same_weights(blobs, tmp_path):
+    X, y = blobs
+    # a constant rate: the runs below stop at different max_iter (see the next test for the
+    # cosine schedule, whose horizon is max_iter)
+    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
+              optimizer_params={"lr_schedule": "constant"})
+    full = make(max_iter=4, **kw).fit(X, y)
+    path = tmp_path / "run" / "ckpt.pt"
+    make(max_iter=2, checkpoint_path=path, **kw).fit(X, y)
+    assert path.exists() and os.listdir(path.parent) == ["ckpt.pt"]  # atomic, no temp left
+    state = load_checkpoint(path)
+    assert state["epoch"] == 2 and len(state["history"]) == 2
+    assert {"model", "optimizer", "scaler", "numpy_rng", "torch_rng"} <= set(state)
+    resumed = make(max_iter=4, checkpoint_path=str(path), warm_start=True, **kw).fit(X, y)
+    assert resumed.n_iter_ == 4
+    assert_same_params(params_of(full), params_of(resumed))
+    assert without_seconds(full.history_) == without_seconds(resumed.history_)
+    # in-memory warm start (no checkpoint path) is equivalent too
+    est = make(max_iter=2, **kw).fit(X, y)
+    est.set_params(max_iter=4, warm_start=True).fit(X, y)
+    assert_same_params(params_of(full), params_of(est))
+    # a checkpoint from other data is refused
+    with pytest.raises(ValueError, match="other classes"):
+        make(max_iter=4, checkpoint_path=path, warm_start=True, **kw).fit(X[y < 4], y[y < 4])
+
+
+class _CountingLoss:
+    """Multi-similarity loss that counts its calls and raises KeyboardInterrupt at one."""
+
+    def __init__(self, interrupt_at=None):
+        from skdml.losses import MultiSimilarityLoss
+
+        self.loss, self.calls, self.interrupt_at = MultiSimilarityLoss(), 0, interrupt_at
+
+    def __call__(self, z, labels):
+        self.calls += 1
+        if self.calls == self.interrupt_at:
+            raise KeyboardInterrupt
+        return self.loss(z, labels)
+
+
+def test_interrupted_cosine_fit_resumes_exactly(blobs, tmp_path):
+    """Ctrl-C in epoch 3 of 4; resuming the checkpoint (same max_iter) gives the same model."""
+    X, y = blobs
+    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
+              max_iter=4, optimizer_params={"lr_schedule": "cosine"})
+    counting = _CountingLoss()
+    full = make(loss=counting, **kw).fit(X, y)
+    per_epoch = counting.calls // 4
+    rates = [r["learning_rate"] for r in full.history_]
+    assert rates[0] > rates[1] > rates[2] > rates[3] == 0.0  # cosine to 0 at max_iter
+    path = tmp_path / "ckpt.pt"
+    est = make(checkpoint_path=path, loss=_CountingLoss(2 * per_epoch + 1), **kw)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(X, y)
+    assert not hasattr(est, "module_")  # the interrupted fit left no model
+    assert load_checkpoint(path)["epoch"] == 2
+    resumed = make(checkpoint_path=path, warm_start=True, loss=_CountingLoss(), **kw).fit(X, y)
+    assert [r["learning_rate"] for r in resumed.history_] == pytest.approx(rates)
+    assert without_seconds(resumed.history_) == without_seconds(full.history_)
+    assert_same_params(params_of(full), params_of(resumed))
+
+
+def test_early_stopping_restores_best_weights(blobs):
+    X, _ = blobs
+    y = np.random.RandomState(0).randint(0, 6, len(X))  # noise labels: val score wanders
+    kw = dict(validation_fraction=0.34, learning_rate=3e-2, max_iter=12, n_classes_per_batch=3,
+              optimizer_params={"lr_schedule": "constant"})  # one schedule whatever max_iter
+    est = make(early_stopping=True, n_iter_no_change=1, **kw).fit(X, y)
+    scores = [rec["validation_score"] for rec in est.history_]
+    assert est.n_iter_ == len(scores) and est.n_iter_ < 12
+    assert est.best_iteration_ < est.n_iter_
+    assert est.best_validation_score_ == max(scores) == scores[est.best_iteration_ - 1]
+    # the same run stopped at the best epoch has exactly the restored weights
+    ref = make(**{**kw, "max_iter": est.best_iteration_}).fit(X, y)
+    assert_same_params(params_of(ref), params_of(est))
+
+
+def test_fitted_network_is_the_weight_average(blobs):
+    """The average follows training without changing it, and is what fit keeps and validates."""
+    X, y = blobs
+    kw = dict(backbone=functools.partial(tiny_mlp, dropout=0.3), validation_fraction=0.34,
+              max_iter=4)
+    last = make(optimizer_params={"ema_epochs": None}, **kw).fit(X, y)
+    averaged = make(**kw).fit(X, y)  # ema_epochs=5 by default
+    for a, b in zip(last.history_, averaged.history_):
+        assert {k: v for k, v in a.items() if k not in ("seconds", "validation_score")} == \
+            {k: v for k, v in b.items() if k not in ("seconds", "validation_score")}
+    # the trained weights are the same; the fitted network is their average
+    raw_last, raw_averaged = (e._resume_state["model"] for e in (last, averaged))
+    assert_same_params(raw_last, raw_averaged)
+    assert_same_params(params_of(last), raw_last)
+    assert_same_params(params_of(averaged), averaged._resume_state["average"]["model"])
+    assert not torch.equal(params_of(averaged)["head.weight"], raw_averaged["head.weight"])
+    # validation scores the average (not the last weights)
+    assert [r["validation_score"] for r in averaged.history_] != \
+        [r["validation_score"] for r in last.history_]
+    assert not np.allclose(averaged.transform(X), last.transform(X))
+    # ema_epochs=0 is the same as None
+    assert_same_params(params_of(make(optimizer_params={"ema_epochs": 0}, **kw).fit(X, y)),
+                       params_of(last))
+
+
+def test_validation_splits(blobs):
+    X, y = blobs
+    # the one rule of every learner: whole classes from 5 classes up, samples of each below
+    est = make(validation_fraction=0.3, max_iter=1).fit(X, y)
+    train, val = est._resume_state["split"]
+    assert not set(y[train]) & set(y[val])
+    est = make(validation_fraction=0.3, max_iter=1).fit(X[y < 4], y[y < 4])
+    train, val = est._resume_state["split"]
+    assert set(y[val]) == set(y[train]) == {0, 1, 2, 3}
+    assert 0.0 <= est.history_[0]["validation_score"] <= 1.0
+    with pytest.raises(ValueError, match="at least 2 classes for training"):
+        make(validation_fraction=0.7).fit(X[y < 5], y[y < 5])
+
+
+def test_non_finite_loss_stops_with_step(blobs):
+    X, y = blobs
+    calls = {"n": 0}
+
+    def nan_at_step_3(z, labels):
+        calls["n"] += 1
+        base = (z[:, 0] ** 2).mean()
+        return base * float("nan") if calls["n"] == 3 else base
+
+    est = make(loss=nan_at_step_3, loader_params={"batches_per_epoch": 4})
+    with pytest.raises(NonFiniteLossError, match=r"epoch 1, step 3/"):
+        est.fit(X, y)
+    assert not hasattr(est, "module_")  # a failed fit leaves the estimator unfitted
+    with pytest.raises(ValueError, match="Non-finite"):  # also a ValueError
+        make(loss=lambda z, labels: z.sum() * float("inf")).fit(X, y)
+
+
+def test_training_that_does_not_improve_says_so():
+    X, y = zero_shot_vectors(per_class=8)
+    with pytest.warns(UserWarning, match="did not improve on the untrained network"):
+        fast(learning_rate=1e-12, max_iter=2, validation_fraction=0.2).fit(X, y)
+    # the default: no validation set, so the epoch loss is watched; one batch of every
+    # sample per epoch gives the same loss each epoch, up to the order of its sums
+    X, y = zero_shot_vectors(n_classes=4, per_class=8)
+    with pytest.warns(UserWarning, match="did not lower the loss after its first epoch"):
+        fast(learning_rate=1e-12, max_iter=3, n_classes_per_batch=4, n_samples_per_class=8,
+             loader_params={"batches_per_epoch": 1}).fit(X, y)
+    X, y = zero_shot_vectors(per_class=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        fast(max_iter=5).fit(X, y)
+
+
+class _EvalNaN(nn.Module):
+    """Fine in training mode, NaN in evaluation mode (e.g. broken running statistics)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(40, 8)
+
+    def forward(self, x):
+        out = self.linear(x)
+        return out if self.training else out * float("nan")
+
+
+def test_backbone_nan_in_eval_mode_only_is_a_clear_error():
+    X, y = zero_shot_vectors(per_class=5)
+    with pytest.raises(ValueError, match="NaN or infinite embeddings.*evaluation mode"):
+        fast(backbone=_EvalNaN(), max_iter=1).fit(X, y)
+
+
+def test_cosine_schedule_and_constant():
+    X, y = zero_shot_vectors(per_class=5)
+    est = fast(max_iter=4, early_stopping=False, learning_rate=2e-3).fit(X, y)
+    rates = [r["learning_rate"] for r in est.history_]
+    assert rates[0] <= 2e-3 and rates == sorted(rates, reverse=True) and rates[-1] == 0.0
+    const = fast(max_iter=3, early_stopping=False, learning_rate=2e-3,
+                 optimizer_params={"lr_schedule": "constant"}).fit(X, y)
+    assert all("learning_rate" not in r for r in const.history_)
+    groups = const._resume_state["optimizer"]["param_groups"]
+    assert all(g["lr"] == pytest.approx(2e-3) for g in groups)
+
+
+def test_a_resumed_fit_takes_the_current_rates_from_its_one_optimiser(blobs, monkeypatch):
+    """warm_start: the optimiser state is resumed, the current learning_rate, head_lr_mult
+    and weight_decay apply, and no second optimiser is built to read them."""
+    import skdml.deep._trainer as trainer
+
+    X, y = blobs
+    est = make(loss="amsoftmax", max_iter=1, optimizer_params={"lr_schedule": "constant"})
+    est.fit(X, y)
+    built = []
+    real = trainer.build_optimizer
+    monkeypatch.setattr(trainer, "build_optimizer",
+                        lambda *a, **k: built.append(k) or real(*a, **k))
+    est.set_params(warm_start=True, max_iter=2, learning_rate=5e-4,
+                   optimizer__weight_decay=0.03, optimizer__head_lr_mult=4.0)
+    est.fit(X, y)
+    assert len(built) == 1 and est.n_iter_ == 2
+    groups = est._resume_state["optimizer"]["param_groups"]
+    assert sorted(g["lr"] for g in groups) == pytest.approx([5e-4, 2e-3])
+    assert all(g["weight_decay"] == 0.03 for g in groups)
+    assert all(s["step"] > 0 for s in est._resume_state["optimizer"]["state"].values())
+
+
+def test_the_backbone_is_built_once_per_fit_in_the_trainer(blobs):
+    X, y = blobs
+    calls = []
+
+    def builder(shape):
+        calls.append(shape)
+        return tiny_mlp(shape)
+
+    make(backbone=builder, max_iter=1).fit(X, y)
+    assert calls == [(10,)]
+    images = np.random.RandomState(0).rand(24, 1, 8, 8).astype(np.float32)
+    est = fast(max_iter=1, n_components=3).fit(images, np.repeat(np.arange(4), 6))
+    assert type(est.module_.backbone).__name__ == "ConvNet"  # the default one, built there too

@@ -1,0 +1,47 @@
+"""skdml/_training/_splits.py: the one validation hold-out rule of every learner."""
+
+import numpy as np
+import pytest
+
+from skdml._training import validation_holdout
+from skdml._training._splits import (MIN_CLASSES_CLASS_DISJOINT, class_disjoint_holdout,
+                                     stratified_holdout)
+
+
+def rng(seed=0):
+    return np.random.RandomState(seed)
+
+
+@pytest.mark.parametrize("n_classes", [MIN_CLASSES_CLASS_DISJOINT, 12])
+def test_whole_classes_are_held_out_from_five_classes_up(n_classes):
+    y = np.repeat(np.arange(n_classes), 6)
+    train, val, split = validation_holdout(y, None, "auto", rng())
+    assert split == "class_disjoint"
+    assert not set(y[train]) & set(y[val])
+    assert len(np.unique(y[val])) == max(2, round(0.2 * n_classes))
+    assert sorted(np.concatenate([train, val])) == list(range(len(y)))
+
+
+def test_fewer_classes_hold_out_a_tenth_of_each_class_keeping_a_pair_for_training():
+    y = np.repeat(np.arange(4), [20, 20, 3, 2])
+    train, val, split = validation_holdout(y, None, "auto", rng())
+    assert split == "stratified"
+    held = dict(zip(*np.unique(y[val], return_counts=True)))
+    assert held == {0: 2, 1: 2, 2: 1}  # 10 % of 20; the 3-sample class gives one, not two
+    assert all(np.sum(y[train] == c) >= 2 for c in range(4))
+
+
+def test_the_same_seed_draws_the_same_split_and_fractions_are_honoured():
+    y = np.repeat(np.arange(10), 5)
+    a = validation_holdout(y, 0.4, "auto", rng(3))
+    b = validation_holdout(y, 0.4, "auto", rng(3))
+    assert np.array_equal(a[1], b[1]) and len(np.unique(y[a[1]])) == 4
+    train, val = stratified_holdout(y, 0.4, rng(0))
+    assert len(val) == 20 and len(train) == 30
+
+
+def test_impossible_hold_outs_raise():
+    with pytest.raises(ValueError, match="needs at least 2 classes for training"):
+        class_disjoint_holdout(np.repeat(np.arange(5), 3), 0.8, rng())
+    with pytest.raises(ValueError, match="at least one class with 3 or more samples"):
+        validation_holdout(np.repeat(np.arange(3), 2), None, "auto", rng())
