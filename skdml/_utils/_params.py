@@ -24,7 +24,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, make_constraint
 
 __all__ = ["NestedParamsMixin", "StrictInterval", "check_params", "constructor_keys",
-           "non_negative_real", "positive_int", "rebuild_with"]
+           "loss_keys", "non_negative_real", "positive_int", "rebuild_with"]
 
 
 class StrictInterval(Interval):
@@ -102,6 +102,25 @@ def constructor_keys(target, exclude=()):
                   and p.name not in exclude)
 
 
+def loss_keys(loss):
+    """The options of ``loss`` (a name of the loss registry or a class); ``None``: any.
+
+    The one list of ``loss_params`` keys, checked by ``set_params(loss__<key>=...)``
+    and by the fit. Raises a ``ValueError`` when the loss takes no options:
+    ``"auto"`` (the learner chooses it) and a loss already built.
+    """
+    from ..losses import LOSSES  # the losses use this module's checks
+
+    if isinstance(loss, str) and loss == "auto":
+        raise ValueError("loss='auto' is chosen by the learner and takes no options: name "
+                         "the loss (e.g. loss='binomial') to set loss__<key>.")
+    target = LOSSES.get(loss) if isinstance(loss, str) else loss
+    if not isinstance(target, type):
+        raise ValueError(f"The loss {type(loss).__name__} is already built: set its options "
+                         "when you build it, or pass a name or a class to set loss__<key>.")
+    return constructor_keys(target)
+
+
 def rebuild_with(obj, **options):
     """A new ``type(obj)`` with ``obj``'s constructor options and ``options`` over them.
 
@@ -126,6 +145,8 @@ class NestedParamsMixin:
       the key is set in a new copy of that dict;
     - a dict ``{key: parameter}`` (``"loss": {"margin": "margin"}``): the key
       is another name of that parameter;
+    - ``"loss_params"``: the options of the loss named by the ``loss``
+      parameter (:func:`loss_keys`, from the loss registry);
     - ``"<instance>"``: the parameter of the prefix's name holds a name, a
       class or an instance, and the key is an option of that object
       (:meth:`_set_nested_option` builds the object with it).
@@ -144,7 +165,9 @@ class NestedParamsMixin:
     def _nested_keys(self, prefix):
         """The keys ``prefix__<key>`` takes now, or ``None`` for any; raise ``ValueError`` if none."""
         route = self._nested_params[prefix]
-        return sorted(route) if isinstance(route, dict) else None
+        if isinstance(route, dict):
+            return sorted(route)
+        return loss_keys(self.loss) if route == "loss_params" else None
 
     def _set_nested_option(self, prefix, key, value):  # pragma: no cover - "<instance>" routes
         raise NotImplementedError

@@ -36,7 +36,7 @@ from sklearn.utils._param_validation import Options, StrOptions
 from torch import nn
 
 from .._training import validation_holdout
-from .._utils._params import StrictInterval, constructor_keys, rebuild_with
+from .._utils._params import StrictInterval, constructor_keys, loss_keys, rebuild_with
 from ..losses import LOSSES, REGULARIZERS, get_regularizer
 from ._inputs import RandomAffine
 
@@ -150,22 +150,6 @@ def optimizer_keys(optimizer):
     if torch_keys is None:
         return None
     return sorted(set(OPTIMIZER_DEFAULTS) | set(torch_keys))
-
-
-def loss_keys(loss):
-    """The ``loss_params`` keys of ``loss`` (from the loss registry); ``None``: any.
-
-    Raises a ``ValueError`` when the loss takes no options: ``"auto"`` (it is
-    chosen from the data) and a loss already built.
-    """
-    if isinstance(loss, str) and loss == "auto":
-        raise ValueError("loss='auto' picks the loss from the data and takes no options: "
-                         "name the loss (e.g. loss='binomial') to set loss__<key>.")
-    target = LOSSES.get(loss) if isinstance(loss, str) else loss
-    if not isinstance(target, type):
-        raise ValueError(f"The loss {type(loss).__name__} is already built: set its options "
-                         "when you build it, or pass a name or a class to set loss__<key>.")
-    return constructor_keys(target)
 
 
 def regularizer_keys(regularizer):

@@ -185,7 +185,7 @@ def test_a_misspelt_nested_key_is_refused_at_set_params(key, match):
     assert est.n_components == 4 and est.optimizer_params == {"weight_decay": 0.5}  # unchanged
     with pytest.raises(ValueError, match=r"loss__alpha.*\['loss__margin', 'loss__reduction'\]"):
         est.set_params(loss__alpha=2.0)
-    with pytest.raises(ValueError, match="loss='auto' picks the loss"):
+    with pytest.raises(ValueError, match="loss='auto' is chosen by the learner"):
         fast().set_params(loss__margin=0.2)
     with pytest.raises(ValueError, match="set regularizer"):
         fast().set_params(regularizer__log=False)
