@@ -6,7 +6,7 @@ from numbers import Real
 
 from sklearn.utils._param_validation import StrOptions
 
-from .._utils._params import StrictInterval
+from .._utils._params import NestedParamsMixin, StrictInterval
 from ..losses import LOSSES, MetricObjective, build_loss, get_regularizer
 from ._supervised import (
     LinearMetricLearner,
@@ -31,7 +31,7 @@ class _ECAMLObjective(LinearObjective):
 
 
 @fill_validation_params_doc
-class ECAML(LinearMetricLearner):
+class ECAML(NestedParamsMixin, LinearMetricLearner):
     r"""Energy Confused Adversarial Metric Learning, linear version.
 
     Learns a linear map ``L`` (``components_``) by minimising (ECAML Eq. 7/11)
@@ -72,6 +72,7 @@ class ECAML(LinearMetricLearner):
         owns (e.g. proxies) are not trained.
     loss_params : dict, default=None
         Keyword arguments for the named loss (e.g. ``{"margin": 0.2}``).
+        One key at a time, checked against the loss: ``set_params(loss__margin=0.2)``.
     regularizer_weight : float or "auto", default="auto"
         The weight :math:`\lambda` of the EC term; 0 gives the plain metric
         loss (the papers' ablation). ``"auto"`` takes the paper's values
@@ -84,7 +85,8 @@ class ECAML(LinearMetricLearner):
         same weight means the same in :class:`~skdml.DeepMetricTransformer`
         with ``regularizer="ec"`` (both use :class:`skdml.losses.MetricObjective`).
     ec_log : bool, default=True
-        Use :math:`\log(1 + EC)` (Eq. 11) instead of EC (Eq. 3).
+        Use :math:`\log(1 + EC)` (Eq. 11) instead of EC (Eq. 3); also
+        ``set_params(regularizer__log=...)``, as in the deep learner.
     init : {"pca", "lda", "identity", "random"} or ndarray, default="pca"
         Initial ``L``. ``"pca"``: leading principal axes; ``"lda"``: the
         discriminant directions completed by principal axes; ``"identity"``:
@@ -222,6 +224,9 @@ class ECAML(LinearMetricLearner):
     >>> pipe[0].transform(X).shape, pipe[0].n_iter_ > 0
     ((300, 2), True)
     """
+
+    #: ``set_params(loss__margin=...)``, ``regularizer__log``: the deep learner's nested names
+    _nested_params = {"loss": "loss_params", "regularizer": {"log": "ec_log"}}
 
     _parameter_constraints: dict = {
         **LinearMetricLearner._parameter_constraints,

@@ -7,7 +7,7 @@ from numbers import Real
 import torch
 import torch.nn.functional as F
 
-from .._utils._params import StrictInterval
+from .._utils._params import NestedParamsMixin, StrictInterval
 from ..losses import MetricObjective, build_loss, get_regularizer
 from ._supervised import (
     DTYPE,
@@ -47,7 +47,7 @@ class _JRDObjective(LinearObjective):
 
 
 @fill_validation_params_doc
-class JRD(LinearMetricLearner):
+class JRD(NestedParamsMixin, LinearMetricLearner):
     r"""Distance metric learning with Joint Representation Diversification, linear version.
 
     The embedding is :math:`\hat x = (W^\top x + b) / \|W^\top x + b\|` and the
@@ -86,9 +86,11 @@ class JRD(LinearMetricLearner):
         means the same in :class:`~skdml.DeepMetricTransformer` with
         ``regularizer="jrs"``.
     margin : float, default=0.1
-        AM-Softmax additive margin ``m`` in [0, 1).
+        AM-Softmax additive margin ``m`` in [0, 1); also set by
+        ``set_params(loss__margin=...)``, as in the deep learner.
     scale : float, default=20.0
-        AM-Softmax scale ``s`` (fixed to 20 in the paper).
+        AM-Softmax scale ``s`` (fixed to 20 in the paper); also
+        ``loss__scale``.
     init : {"pca", "lda", "identity", "random"} or ndarray, default="pca"
         Initial ``W^T``, as for :class:`~skdml.ECAML`. The proxies start at the
         normalised class means of the initial embedding, the bias at 0.
@@ -206,6 +208,9 @@ class JRD(LinearMetricLearner):
     """
 
     _epoch_learning_rate = 0.015  # "auto": 3e-4 at USPS's 50 batches an epoch
+
+    #: ``set_params(loss__margin=...)``: the AM-Softmax options are the margin and scale parameters
+    _nested_params = {"loss": {"margin": "margin", "scale": "scale"}}
 
     _parameter_constraints: dict = {
         **LinearMetricLearner._parameter_constraints,

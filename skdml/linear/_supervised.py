@@ -36,7 +36,7 @@ from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLoss
                          validation_holdout)
 from .._utils import thread_limits, torch_rng_scope, torch_seed, transactional_fit
 from .._utils._params import StrictInterval
-from ..callbacks import UserCallbacks, check_callbacks
+from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
 from ._base import BaseMahalanobis, check_n_components
 from ._preprocessing import InputSpace, initial_components, polar, qr_retraction
 
@@ -185,7 +185,7 @@ class _LinearTrainable(Trainable):
                 p.copy_(value)
 
 
-class LinearMetricLearner(BaseMahalanobis):
+class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
     """Base of ECAML and JRD: fits ``components_`` by minimising a torch objective.
 
     Subclasses implement ``_make_objective(n_classes, n_components, dim)``
