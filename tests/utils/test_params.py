@@ -1,5 +1,6 @@
 """skdml/_utils/_params.py: the constraint helpers and the one routing of nested parameters."""
 
+import numpy as np
 import pytest
 from sklearn.base import BaseEstimator, clone
 from sklearn.pipeline import Pipeline
@@ -64,3 +65,31 @@ def test_constructor_keys_and_rebuild_with():
 
     with pytest.raises(ValueError, match="does not keep its options"):
         rebuild_with(Opaque(), hidden=2)
+
+
+def test_ecaml_and_jrd_route_the_same_nested_names_as_the_deep_learner():
+    from sklearn.model_selection import GridSearchCV
+
+    from skdml import ECAML, JRD
+
+    ecaml = ECAML(loss="triplet").set_params(loss__margin=0.3, regularizer__log=False)
+    assert ecaml.loss_params == {"margin": 0.3} and ecaml.ec_log is False
+    with pytest.raises(ValueError, match=r"loss__marg.*\['loss__margin', 'loss__reduction'\]"):
+        ECAML(loss="triplet").set_params(loss__marg=0.3)
+    with pytest.raises(ValueError, match="regularizer__logg"):
+        ECAML().set_params(regularizer__logg=False)
+    with pytest.raises(ValueError, match="loss='auto' is chosen by the learner"):
+        ECAML(loss="auto").set_params(loss__margin=0.3)
+    jrd = JRD().set_params(loss__margin=0.25, loss__scale=16.0)
+    assert (jrd.margin, jrd.scale) == (0.25, 16.0)
+    with pytest.raises(ValueError, match=r"Valid loss__ keys are \['loss__margin', 'loss__scale'\]"):
+        JRD().set_params(loss__alpha=1.0)
+    # GridSearchCV searches a nested loss option of a linear learner as well
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 10)
+    X = rng.randn(40, 5) + 2 * y[:, None]
+    search = GridSearchCV(
+        ECAML(n_components=2, loss="triplet", max_iter=2, early_stopping=False,
+              random_state=0),
+        {"loss__margin": [0.05, 0.5]}, cv=2, scoring=lambda est, X, y: 0.0).fit(X, y)
+    assert search.best_estimator_.loss_params in ({"margin": 0.05}, {"margin": 0.5})
