@@ -342,7 +342,8 @@ callable, default="auto"
         super().__setstate__(state)
         if "module_" in self.__dict__ and "_embedding" not in self.__dict__:
             # a model pickled by an earlier skdml kept no fitted transform settings
-            self.n_components_ = int(self.module_.head.out_features)
+            head = self.module_.head  # an identity head: the backbone's width
+            self.n_components_ = int(getattr(head, "out_features", self.module_.in_features))
             self._embedding = EmbeddingConfig(
                 LoaderConfig.of(check_loader_params(self.loader_params), self.device_),
                 self.amp, self.n_components_)

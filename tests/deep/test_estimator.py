@@ -207,6 +207,17 @@ def test_pickle_from_before_the_resize_layer_still_transforms(blobs):
     np.testing.assert_array_equal(back.transform(X), Z)
 
 
+def test_pickle_without_fitted_transform_settings_still_transforms(blobs):
+    """A pickle from before ``n_components_`` and the fitted transform settings existed."""
+    X, y = blobs
+    est = make().fit(X, y)
+    Z = est.transform(X)
+    del est.n_components_, est._embedding  # the fitted state as an earlier skdml kept it
+    back = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(back.transform(X), Z)
+    assert back.n_components_ == 4 and len(back.get_feature_names_out()) == 4
+
+
 def test_model_fitted_on_gpu_unpickles_on_cpu(blobs, monkeypatch):
     """Mocked: a model recorded as fitted on cuda unpickles on a CPU-only machine."""
     X, y = blobs
