@@ -16,7 +16,6 @@ and ``GridSearchCV`` see nothing new.
 
 from __future__ import annotations
 
-import copy
 import inspect
 from numbers import Integral, Real
 
@@ -196,7 +195,10 @@ class NestedParamsMixin:
                 plain[name] = value
         if not nested:
             return super().set_params(**plain)
-        probe = copy.copy(self)  # checked on a copy: a refused key changes nothing
+        # checked on a shallow copy first (no pickling hooks: a fitted network is not
+        # copied), so that a refused key changes nothing
+        probe = object.__new__(type(self))
+        probe.__dict__.update(self.__dict__)
         super(NestedParamsMixin, probe).set_params(**plain)
         for prefix, key, value in nested:
             probe._set_nested(prefix, key, value)

@@ -93,3 +93,13 @@ def test_ecaml_and_jrd_route_the_same_nested_names_as_the_deep_learner():
               random_state=0),
         {"loss__margin": [0.05, 0.5]}, cv=2, scoring=lambda est, X, y: 0.0).fit(X, y)
     assert search.best_estimator_.loss_params in ({"margin": 0.05}, {"margin": 0.5})
+
+
+def test_set_params_copies_no_fitted_state_to_check_a_key():
+    class Heavy(Toy):
+        def __getstate__(self):  # a fitted deep model copies its network here
+            raise AssertionError("set_params must not pickle or copy the estimator")
+
+    heavy = Heavy()
+    heavy.fitted_ = object()
+    assert heavy.set_params(opt__decay=1.0).opt_params == {"decay": 1.0}
