@@ -136,7 +136,9 @@ def test_history_records_share_one_layout():
 
 
 def test_one_validation_rule():
-    """The deep learner holds out what ECAML holds out: whole classes from 5 classes up."""
+    """One hold-out rule: the deep learner, like ECAML set for unseen classes, holds out
+    whole classes from 5 classes up (ECAML's default task, k-NN on the training classes,
+    holds out samples of every class)."""
     from skdml._training import validation_holdout
 
     y = np.repeat(np.arange(10), 6)
@@ -147,5 +149,8 @@ def test_one_validation_rule():
     X = np.random.RandomState(0).randn(len(y), 5) + y[:, None]
     deep = DeepMetricTransformer(n_components=3, max_iter=1, early_stopping=True,
                                  device="cpu", random_state=0).fit(X, y)
-    linear = ECAML(n_components=3, max_iter=2, early_stopping=True, random_state=0).fit(X, y)
+    linear = ECAML(n_components=3, max_iter=2, early_stopping=True,
+                   validation_split="class_disjoint", random_state=0).fit(X, y)
     assert deep.validation_split_ == linear.validation_split_ == "class_disjoint"
+    knn = ECAML(n_components=3, max_iter=2, early_stopping=True, random_state=0).fit(X, y)
+    assert knn.validation_split_ == "stratified"

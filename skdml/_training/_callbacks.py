@@ -96,6 +96,8 @@ class EarlyStopping(Callback):
     no improvement and is never the best.
     """
 
+    stops_early = True  # the loop's max_iter is an upper bound (see Progress)
+
     def __init__(self, *, monitor="validation_score", greater_is_better=True,
                  n_iter_no_change=10, tol=1e-4, restore_best=False):
         self.monitor = monitor
@@ -219,7 +221,10 @@ class Progress(Callback):
             from tqdm.auto import tqdm
 
             self.start = loop.epoch
-            self.bar = tqdm(desc=self.desc, unit="step", leave=True, dynamic_ncols=True)
+            # with early stopping the total (max_iter's steps) is an upper bound, and so is
+            # the ETA: the label says so
+            desc = f"{self.desc} (at most)" if loop.may_stop_early else self.desc
+            self.bar = tqdm(desc=desc, unit="step", leave=True, dynamic_ncols=True)
 
     def on_step_end(self, loop):
         if self.bar is None:
@@ -242,6 +247,10 @@ class Progress(Callback):
 
     def on_train_end(self, loop):
         if self.bar is not None and loop.stop_reason:
+            # the total was the most steps max_iter allows: a run that stops earlier ends its
+            # bar at the steps it took, so the bar reaches its total
+            self.bar.total = self.bar.n
+            self.bar.refresh()
             self.bar.write(f"{self.desc}: stopped at epoch {loop.epoch} ({loop.stop_reason}).")
 
     def close(self):

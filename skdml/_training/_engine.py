@@ -93,6 +93,7 @@ class _Loop:
         self.step = 0  # steps completed in the current epoch
         self.stop_reason = None
         self.batch_loss = None  # the last step's loss (detached, on the device)
+        self.may_stop_early = False
 
     def stop(self, reason):
         """Ask the loop to stop after the current epoch."""
@@ -199,7 +200,10 @@ def train_epochs(trainable, optimizer, batches, *, max_iter, callbacks=(), start
     (30, 'max_iter', 2.0)
     """
     history = [] if history is None else history
+    callbacks = list(callbacks)
     loop = _Loop(trainable, optimizer, max_iter, history, None)
+    # a callback that can stop the run before max_iter (the progress bar's total is a bound)
+    loop.may_stop_early = any(getattr(cb, "stops_early", False) for cb in callbacks)
     loop.epoch = start_epoch
     guard = _Guard(device)
     for cb in callbacks:

@@ -7,8 +7,9 @@ from ._threads import (ENV_OVERRIDE, SMALL_STEP_FLOPS, _THREAD_VARS, choose_n_th
                        thread_budget, thread_limits)
 from ._torch import as_float_tensor, cuda_syncs, resolve_device, torch_rng_scope, torch_seed
 from ._transactional import transactional_fit
+from ._warnings import warn_user
 
 __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "_THREAD_VARS", "as_float_tensor",
            "atomic_write_bytes", "check_output_file", "choose_n_threads", "cuda_syncs",
            "keep_freed_buffers", "resolve_device", "thread_budget", "thread_limits",
-           "torch_rng_scope", "torch_seed", "transactional_fit"]
+           "torch_rng_scope", "torch_seed", "transactional_fit", "warn_user"]

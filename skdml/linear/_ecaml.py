@@ -22,6 +22,20 @@ PAPER_EC_WEIGHTS = {"triplet": 0.02, "npair": 0.3, "binomial": 0.13}
 DEFAULT_EC_WEIGHT = 0.1
 #: The pair and triplet losses of ECAML (AM-Softmax is JRD's).
 ECAML_LOSSES = sorted(set(LOSSES) - {"amsoftmax"})
+#: ``loss="auto"``: the loss for each task (``validation_split``). LMNN asks for what k-NN
+#: rewards, each sample's nearest neighbours in its own class; the binomial deviance on
+#: cosines was the retrieval default (see the linear study).
+AUTO_LOSS = {"stratified": "lmnn", "class_disjoint": "binomial"}
+#: ``loss="auto"`` for k-NN (stratified validation with early stopping): ``fit`` trains
+#: each of these on the same hold-out from the same start and keeps the one with the best
+#: held-out k-NN accuracy (LMNN won on AT&T, COIL-20 and USPS, the binomial loss on
+#: scikit-learn's digits at k=1).
+AUTO_LOSS_CANDIDATES = ("lmnn", "binomial")
+#: ``n_classes_per_batch="auto"`` and ``n_samples_per_class="auto"`` per resolved loss: LMNN
+#: chooses its target neighbours among the positives of a batch, so it takes up to 32 of a
+#: class (K never exceeds the largest class), closer to a sample's true nearest neighbours.
+AUTO_BATCH_PLANS = {"lmnn": (8, 32)}
+DEFAULT_BATCH_PLAN = (16, 8)
 
 
 class _ECAMLObjective(LinearObjective):
@@ -48,6 +62,15 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
     zero-shot retrieval). ``L`` lies on the Stiefel manifold (orthonormal rows)
     or in Euclidean space.
 
+    **Two tasks, one switch.** By default the metric is fitted for k-NN
+    classification of the classes it is trained on (a ``Pipeline`` with
+    :class:`~sklearn.neighbors.KNeighborsClassifier`): LMNN loss, early
+    stopping on held-out samples of every class, and the PCA start kept
+    unless learning beats it there. For retrieval or clustering of classes
+    never seen in training, pass ``validation_split="class_disjoint"``:
+    binomial loss, early stopping on held-out *classes*, and the start kept
+    unless learning beats it significantly on them.
+
     Read more in the :doc:`User Guide </linear>`.
 
     Parameters
@@ -56,22 +79,28 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
         Embedding dimension. ``None`` means ``min(n_features, n_samples,
         128)`` (or the number of rows of an ``init`` array): a step costs
         O(n_features x n_components), and 128 is the deep learner's default.
-    loss : str or callable, default="binomial"
-        The metric loss: ``"binomial"``, ``"triplet"``, ``"npair"``, ``"lmnn"``
+    loss : "auto", str or callable, default="auto"
+        The metric loss: ``"lmnn"``, ``"binomial"``, ``"triplet"``, ``"npair"``
         or ``"multisimilarity"``, resolved by :func:`skdml.losses.get_loss`, or
         any callable ``loss(embeddings, labels) -> scalar tensor`` (e.g. a
-        pytorch-metric-learning loss). ``"triplet"`` and ``"binomial"`` (the
-        paper's losses) work on unit-normalised embeddings (cosines),
-        ``"npair"`` on raw dot products. **For k-NN on the training classes**
-        use ``loss="lmnn", n_classes_per_batch=8, n_samples_per_class=16,
-        validation_split="stratified"`` (:class:`~skdml.losses.LMNNLoss`; the
-        default validation holds out whole classes and kept the PCA start on
-        AT&T and COIL-20), or search the small grid of
-        :doc:`/tuning_linear`; it is not the default because it costs
-        retrieval of unseen classes (:doc:`/linear`). Parameters a callable
-        owns (e.g. proxies) are not trained.
+        pytorch-metric-learning loss). ``"auto"`` follows the task
+        (``validation_split``). For k-NN on the training classes it chooses,
+        on the held-out samples, between ``"lmnn"``
+        (:class:`~skdml.losses.LMNNLoss`, which asks for what k-NN rewards:
+        each sample's nearest neighbours in its own class) and ``"binomial"``:
+        both train from the same start on the same hold-out, the better one
+        is refitted (``loss_``, ``candidate_scores_``), like
+        :class:`~sklearn.linear_model.LogisticRegressionCV` choosing ``C``;
+        without early stopping it is ``"lmnn"``. For unseen classes
+        (``validation_split="class_disjoint"``) it is ``"binomial"`` (the
+        paper's binomial deviance on cosines). ``"triplet"`` and
+        ``"binomial"`` (the paper's losses) work on unit-normalised
+        embeddings, ``"npair"`` on raw dot products, ``"lmnn"`` on squared
+        Euclidean distances. Parameters a callable owns (e.g. proxies) are
+        not trained.
     loss_params : dict, default=None
-        Keyword arguments for the named loss (e.g. ``{"margin": 0.2}``).
+        Keyword arguments for the named loss (e.g. ``{"margin": 0.2}``);
+        ``loss="auto"`` takes none (name the loss to pass its parameters).
         One key at a time, checked against the loss: ``set_params(loss__margin=0.2)``.
     regularizer_weight : float or "auto", default="auto"
         The weight :math:`\lambda` of the EC term; 0 gives the plain metric
@@ -124,12 +153,15 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
         within the first epoch), 0.01 on AT&T (2 batches an epoch, where
         1e-3 had not converged after 300 epochs). See the
         :doc:`linear study </reports/linear_study>`.
-    n_classes_per_batch : int, default=16
+    n_classes_per_batch : int or "auto", default="auto"
         ``P``, classes per batch (capped at the number of classes).
-    n_samples_per_class : int, default=8
+        ``"auto"``: 8 with the LMNN loss, 16 otherwise.
+    n_samples_per_class : int or "auto", default="auto"
         ``K``, samples per class and batch (drawn with replacement from
-        smaller classes). With ``loss="lmnn"``, 8 x 16 batches give better
-        target neighbours (see the :doc:`linear study </reports/linear_study>`).
+        smaller classes; never more than the largest class holds).
+        ``"auto"``: 32 with the LMNN loss, which picks each sample's target
+        neighbours among the positives of its batch (more of them come
+        closer to its true nearest neighbours), 8 otherwise.
     n_reduce : int, "auto" or None, default=None
         PCA reduction of the input before optimising
         (:func:`skdml.base.reduce_input`), folded into ``components_``: an int
@@ -150,8 +182,9 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
         Seeds the initialisation, the batches and torch.
     callbacks : list of skdml.callbacks.Callback, default=None
         Called at the start, after every step, after every epoch and at the end
-        of the Adam solver's training run (with early stopping, the run
-        that chooses the model); a callback can log or stop training
+        of the Adam solver's training run (with early stopping, each run that
+        chooses the model: one per candidate loss with ``loss="auto"``); a
+        callback can log or stop training
         (``info.stop()``). See :mod:`skdml.callbacks`. Not used by
         ``solver="conjugate_gradient"``.
 
@@ -161,6 +194,14 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
         The learned linear map ``L``; ``transform(X) = X @ components_.T``.
     classes_ : ndarray of shape (n_classes,)
         The training classes.
+    loss_ : str or callable
+        The loss the returned model was trained with (``loss="auto"``
+        resolved or chosen).
+    candidate_scores_ : dict
+        With ``loss="auto"`` and stratified early stopping: the best held-out
+        score of each candidate loss (``"lmnn"``, ``"binomial"``), each
+        trained on the same hold-out from the same start; the best one that
+        beats the start is refitted on all the data.
     n_iter_ : int
         Epochs or iterations run (with early stopping: the validation run's
         epochs, or the refit's after stratified validation; the returned
@@ -230,18 +271,19 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
 
     _parameter_constraints: dict = {
         **LinearMetricLearner._parameter_constraints,
-        "loss": [StrOptions(set(ECAML_LOSSES)), callable],
+        "loss": [StrOptions({"auto", *ECAML_LOSSES}), callable],
         "loss_params": [dict, None],
         "regularizer_weight": [StrictInterval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "ec_log": ["boolean"],
     }
 
-    def __init__(self, n_components=None, *, loss="binomial", loss_params=None, regularizer_weight="auto",
-                 ec_log=True, init="pca", manifold="euclidean", solver="adam", max_iter=300,
-                 tol=1e-4, learning_rate="auto", n_classes_per_batch=16, n_samples_per_class=8,
-                 n_reduce=None, early_stopping="auto", validation_fraction=None,
-                 validation_split="auto", n_iter_no_change=10, verbose=0, random_state=None,
-                 callbacks=None):
+    def __init__(self, n_components=None, *, loss="auto", loss_params=None,
+                 regularizer_weight="auto", ec_log=True, init="pca", manifold="euclidean",
+                 solver="adam", max_iter=300, tol=1e-4, learning_rate="auto",
+                 n_classes_per_batch="auto", n_samples_per_class="auto", n_reduce=None,
+                 early_stopping="auto", validation_fraction=None,
+                 validation_split="stratified", n_iter_no_change=10, verbose=0,
+                 random_state=None, callbacks=None):
         self.n_components = n_components
         self.loss = loss
         self.loss_params = loss_params
@@ -264,17 +306,44 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
         self.random_state = random_state
         self.callbacks = callbacks
 
-    def _resolved_ec_weight(self):
+    def _resolved_loss(self):
+        """The loss name (or callable) when no choice is made on a hold-out."""
+        if isinstance(self.loss, str) and self.loss == "auto":
+            return AUTO_LOSS[self.validation_split]
+        return self.loss
+
+    def _candidates(self, y):
+        """``loss="auto"`` for k-NN with early stopping: the losses to choose among."""
+        if isinstance(self.loss, str) and self.loss == "auto" and \
+                self.validation_split == "stratified" and self._use_early_stopping(y):
+            return list(AUTO_LOSS_CANDIDATES)
+        return [self._resolved_loss()]
+
+    def _auto_batch_plan_of(self, candidate):
+        loss = self._resolved_loss() if candidate is None else candidate
+        return AUTO_BATCH_PLANS.get(loss, DEFAULT_BATCH_PLAN) if isinstance(loss, str) \
+            else DEFAULT_BATCH_PLAN
+
+    def _store_candidate(self, candidate):
+        self.loss_ = self._resolved_loss() if candidate is None else candidate
+
+    def _resolved_ec_weight(self, loss):
         if self.regularizer_weight != "auto":
             return float(self.regularizer_weight)
-        return PAPER_EC_WEIGHTS.get(self.loss, DEFAULT_EC_WEIGHT) if isinstance(
-            self.loss, str) else DEFAULT_EC_WEIGHT
+        return PAPER_EC_WEIGHTS.get(loss, DEFAULT_EC_WEIGHT) if isinstance(
+            loss, str) else DEFAULT_EC_WEIGHT
 
-    def _make_objective(self, n_classes, n_components, dim):
-        return _ECAMLObjective(n_components, dim, self._build_objective())
+    def _make_objective(self, n_classes, n_components, dim, candidate=None):
+        return _ECAMLObjective(n_components, dim, self._build_objective(candidate))
 
-    def _build_objective(self):
+    def _build_objective(self, candidate=None):
         """The :class:`~skdml.losses.MetricObjective`: the loss plus weighted EC."""
-        loss = build_loss(self.loss, self.loss_params)
-        ec = get_regularizer("ec", log=self.ec_log)
-        return MetricObjective(loss, ec, self._resolved_ec_weight())
+        if self.loss_params and isinstance(self.loss, str) and self.loss == "auto":
+            raise ValueError(
+                "loss_params needs a named loss: loss='auto' chooses the loss on held-out "
+                "data (for k-NN: 'lmnn' or 'binomial'). Name it (e.g. loss='lmnn') to pass "
+                "its parameters.")
+        loss = self._resolved_loss() if candidate is None else candidate
+        return MetricObjective(build_loss(loss, self.loss_params),
+                               get_regularizer("ec", log=self.ec_log),
+                               self._resolved_ec_weight(loss))

@@ -119,10 +119,11 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         within the first epoch), 0.01 on AT&T (2 batches an epoch, where
         3e-4 had not converged after 300 epochs). See the
         :doc:`linear study </reports/linear_study>`.
-    n_classes_per_batch : int, default=16
-        ``P``, classes per batch (capped at the number of classes).
-    n_samples_per_class : int, default=8
-        ``K``, samples per class and batch.
+    n_classes_per_batch : int or "auto", default="auto"
+        ``P``, classes per batch (capped at the number of classes);
+        ``"auto"``: 16.
+    n_samples_per_class : int or "auto", default="auto"
+        ``K``, samples per class and batch; ``"auto"``: 8.
     n_reduce : int, "auto" or None, default=None
         PCA reduction of the input, folded into ``components_``, as for
         :class:`~skdml.ECAML` (int: that many dimensions; ``"auto"``: lossless
@@ -221,10 +222,10 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
 
     def __init__(self, n_components=None, *, regularizer_weight=1.0, margin=0.1, scale=20.0, init="pca",
                  manifold="euclidean", solver="adam", max_iter=300, tol=1e-4,
-                 learning_rate="auto", n_classes_per_batch=16, n_samples_per_class=8,
+                 learning_rate="auto", n_classes_per_batch="auto", n_samples_per_class="auto",
                  n_reduce=None, early_stopping="auto", validation_fraction=None,
-                 validation_split="auto", n_iter_no_change=10, verbose=0, random_state=None,
-                 callbacks=None):
+                 validation_split="stratified", n_iter_no_change=10, verbose=0,
+                 random_state=None, callbacks=None):
         self.n_components = n_components
         self.regularizer_weight = regularizer_weight
         self.margin = margin
@@ -246,7 +247,7 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         self.random_state = random_state
         self.callbacks = callbacks
 
-    def _make_objective(self, n_classes, n_components, dim):
+    def _make_objective(self, n_classes, n_components, dim, candidate=None):
         objective = self._build_objective(n_classes, n_components)
         objective.loss.to(DTYPE)
         return _JRDObjective(n_components, dim, objective)

@@ -18,7 +18,6 @@ the two solvers, both from the shared training machinery:
 from __future__ import annotations
 
 import math
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -34,7 +33,7 @@ from sklearn.utils.validation import validate_data
 from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLossError, Progress,
                          Trainable, Validation, run_manopt, train_epochs,
                          validation_holdout)
-from .._utils import thread_limits, torch_rng_scope, torch_seed, transactional_fit
+from .._utils import thread_limits, torch_rng_scope, torch_seed, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
 from ._base import BaseMahalanobis, check_n_components
@@ -63,36 +62,38 @@ VALIDATION_PARAMS_DOC = """\
         Adam solver only. Hold out a validation set (see
         ``validation_split``), train on the rest and score the start and
         each epoch on it; stop when that score has not improved by more than
-        ``tol`` for ``max(10 epochs, 300 steps)``. Class-disjoint validation
-        keeps the model of the best epoch if its Recall@1 on the held-out
-        classes beats the start's significantly (a paired test over the
-        queries, 2 standard errors), and the start itself otherwise
-        (``best_iteration_ = 0``): on AT&T faces and digits, gains on a few held-out
-        classes within that noise did not carry over to other unseen
-        classes. Stratified validation refits from the same start on *all*
-        the data for the best epoch count (the latest among equal scores) at
-        as many steps an epoch, so that tiny classes (AT&T: 7 faces a person)
-        lose no training sample, or keeps the start when no epoch beat it by
-        more than ``tol``. ``"auto"``: on when some class has at least 3
-        samples. The objectives over-fit the training classes (held-out
-        accuracy falls with the epochs on USPS, unseen-class retrieval on
-        AT&T faces); this guards against it.
+        ``tol`` for ``max(10 epochs, 300 steps)``. The start (the PCA
+        initialisation) is kept (``best_iteration_ = 0``) unless learning
+        beats it on the held-out set: by more than ``tol`` with stratified
+        validation, significantly with class-disjoint validation (a paired
+        test of Recall@1 over the queries, 2 standard errors; on AT&T faces
+        and digits, gains on a few held-out classes within that noise did not
+        carry over to other unseen classes). Stratified validation then
+        refits from the same start on *all* the data for the best epoch
+        count (the latest among equal scores), so that tiny classes (AT&T: 7
+        faces a person) lose no training sample; class-disjoint validation
+        keeps the model of the best epoch. ``"auto"``: on when some class has
+        at least 3 samples. The objectives over-fit the training classes
+        (held-out accuracy falls with the epochs on USPS, unseen-class
+        retrieval on AT&T faces); this guards against it.
     validation_fraction : float, default=None
-        Fraction held out when early stopping is used: of the classes
-        (``None``: 0.2, at least 2 classes) for class-disjoint validation, of
-        each class (``None``: 0.1) for stratified validation.
-    validation_split : {"auto", "class_disjoint", "stratified"}, default="auto"
-        How the early-stopping validation set is drawn.
-        ``"class_disjoint"``: whole classes are held out and the score is the
-        mean of Recall@1 and MAP@R among them (leave-one-out retrieval), what
-        retrieval of *unseen* classes needs. ``"stratified"``: a fraction of
-        each class is held out and the score is the mean 1-NN / 10-NN
-        accuracy of the held-out samples against the training ones, what
-        k-NN classification of the *training* classes needs. ``"auto"``:
-        class-disjoint from 5 classes up, stratified below (too few classes
-        to hold some out). Measured on class-disjoint halves of AT&T, COIL-20,
-        USPS and digits, stratified validation let JRD lose up to 0.16
-        Recall@1 against its PCA start (``benchmarks/studies/bench_linear_unseen.py``).
+        Fraction held out when early stopping is used: of each class
+        (``None``: 0.1) for stratified validation, of the classes (``None``:
+        0.2, at least 2 classes) for class-disjoint validation.
+    validation_split : {"stratified", "class_disjoint"}, default="stratified"
+        **The task the metric is for**, and how early stopping measures it.
+        ``"stratified"``: k-NN classification of the *training* classes (a
+        ``Pipeline`` with ``KNeighborsClassifier``); a fraction of each class
+        is held out and scored by the mean 1-NN / 10-NN accuracy of the
+        held-out samples against the training ones. ``"class_disjoint"``:
+        retrieval or clustering of classes *never seen* in training; whole
+        classes are held out and scored by the mean of Recall@1 and MAP@R
+        among them (leave-one-out retrieval). Each guards the other task
+        poorly: measured on class-disjoint halves of AT&T, COIL-20, USPS and
+        digits, stratified validation let JRD lose up to 0.16 Recall@1
+        against its PCA start (``benchmarks/studies/bench_linear_unseen.py``),
+        and class-disjoint validation kept the PCA start in closed-set k-NN
+        on AT&T and COIL-20 (:doc:`/linear`).
 """
 _VALIDATION_PARAMS_PLACEHOLDER = "    {validation_params}\n"
 
@@ -188,9 +189,11 @@ class _LinearTrainable(Trainable):
 class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
     """Base of ECAML and JRD: fits ``components_`` by minimising a torch objective.
 
-    Subclasses implement ``_make_objective(n_classes, n_components, dim)``
+    Subclasses implement ``_make_objective(n_classes, n_components, dim, candidate)``
     returning a :class:`LinearObjective`, and may implement
-    ``_store_extras(objective, space)`` for extra fitted attributes.
+    ``_store_extras(objective, space)`` for extra fitted attributes, ``_candidates(y)``
+    for settings to choose among on the hold-out (e.g. ECAML's ``loss="auto"``) and
+    ``_store_candidate(candidate)`` to record the choice.
     """
 
     _parameter_constraints: dict = {
@@ -201,12 +204,14 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         "max_iter": [StrictInterval(Integral, 0, None, closed="left")],
         "tol": [StrictInterval(Real, 0, None, closed="left")],
         "learning_rate": [StrictInterval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "n_classes_per_batch": [StrictInterval(Integral, 2, None, closed="left")],
-        "n_samples_per_class": [StrictInterval(Integral, 2, None, closed="left")],
+        "n_classes_per_batch": [StrictInterval(Integral, 2, None, closed="left"),
+                                StrOptions({"auto"})],
+        "n_samples_per_class": [StrictInterval(Integral, 2, None, closed="left"),
+                                StrOptions({"auto"})],
         "n_reduce": [StrictInterval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "early_stopping": ["boolean", StrOptions({"auto"})],
         "validation_fraction": [StrictInterval(Real, 0, 1, closed="neither"), None],
-        "validation_split": [StrOptions({"auto", "class_disjoint", "stratified"})],
+        "validation_split": [StrOptions({"stratified", "class_disjoint"})],
         "n_iter_no_change": [StrictInterval(Integral, 1, None, closed="left")],
         "verbose": ["verbose"],
         "random_state": ["random_state"],
@@ -253,43 +258,56 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
                 f"n_components={n_components} exceeds the {space.dim} dimensions left after the "
                 "PCA reduction (at most n_samples); lower n_components.")
         if self.manifold == "stiefel" and n_components >= space.dim:
-            warnings.warn(
+            warn_user(
                 f"{type(self).__name__}: with manifold='stiefel' and n_components="
                 f"{n_components} equal to the input dimension, L is orthogonal and the learned "
                 "distance is the Euclidean one whatever the objective; choose n_components < "
                 "n_features or manifold='euclidean'.", UserWarning)
-        P = min(self.n_classes_per_batch, len(classes))
-        flops = 6.0 * P * self.n_samples_per_class * space.dim * n_components
+        candidates = self._candidates(y)
+        P, K = self._batch_plan(len(classes), candidates[0])
+        flops = 6.0 * P * K * space.dim * n_components
         with thread_limits(flops_per_step=flops), torch_rng_scope():
             L0 = initial_components(self.init, X_t, y, n_components, space, self.manifold, rng)
             torch.manual_seed(torch_seed(rng))
-            objective = self._make_objective(len(classes), n_components, space.dim)
             X_tensor = torch.as_tensor(X_t, dtype=DTYPE)
             y_tensor = torch.as_tensor(y, dtype=torch.int64)
-            with torch.no_grad():
-                objective.L.copy_(torch.as_tensor(L0, dtype=DTYPE))
-            objective.init_extras(X_tensor, y_tensor)
+
+            def start(candidate):
+                """A fresh objective of ``candidate`` at the initial point ``L0``."""
+                objective = self._make_objective(len(classes), n_components, space.dim,
+                                                 candidate)
+                with torch.no_grad():
+                    objective.L.copy_(torch.as_tensor(L0, dtype=DTYPE))
+                objective.init_extras(X_tensor, y_tensor)
+                return objective
+
+            candidate = candidates[0]
             if self.max_iter == 0:  # the starting point itself, e.g. to measure a gain
+                objective = start(candidate)
                 fitted = {"n_iter_": 0, "history_": []}
                 converged = True
             elif self.solver == "conjugate_gradient":
-                sampler = ClassBalancedBatchSampler(y, P, self.n_samples_per_class, rng)
+                objective = start(candidate)
+                sampler = ClassBalancedBatchSampler(y, P, K, rng)
                 fitted, converged = self._solve_batch(objective, X_tensor, y_tensor, sampler)
             else:
-                fitted, converged = self._solve_minibatch(objective, X_tensor, y, P, rng)
+                objective, candidate, fitted, converged = self._solve_minibatch(
+                    start, candidates, X_tensor, y, len(classes), rng)
             L = objective.L.detach().to(torch.float64).numpy()
             if self.manifold == "stiefel":  # remove float32 round-off of the constraint
                 L = polar(L)
         # a fit that fails above leaves the estimator as it was: attributes are set only here
-        for stale in ("best_iteration_", "best_validation_score_", "validation_split_"):
+        for stale in ("best_iteration_", "best_validation_score_", "validation_split_",
+                      "candidate_scores_"):
             self.__dict__.pop(stale, None)
         self.components_ = space.fold(L)
         self.classes_ = classes
+        self._store_candidate(candidate)
         for key, value in fitted.items():
             setattr(self, key, value)
         self._store_extras(objective, space)
         if not converged:
-            warnings.warn(
+            warn_user(
                 f"{type(self).__name__} ({self.solver} solver) did not converge within "
                 f"max_iter={self.max_iter} iterations; increase max_iter or tol.",
                 ConvergenceWarning)
@@ -345,12 +363,39 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         """The user's ``callbacks``, as one callback of the training loop."""
         return UserCallbacks(self, check_callbacks(self.callbacks))
 
-    def _solve_minibatch(self, objective, X, y, P, rng):
-        """Adam over class-balanced batches (+ early stopping and refit); return ``(fitted, converged)``."""
-        K, stiefel, name = self.n_samples_per_class, self.manifold == "stiefel", type(self).__name__
+    #: ``n_classes_per_batch="auto"`` and ``n_samples_per_class="auto"`` (set by subclasses).
+    _auto_batch_plan = (16, 8)
+
+    def _candidates(self, y):
+        """The settings ``fit`` chooses among on the hold-out (default: the one setting)."""
+        return [None]
+
+    def _batch_plan(self, n_classes, candidate=None):
+        """``(P, K)``: classes per batch (at most ``n_classes``) and samples per class."""
+        auto_P, auto_K = self._auto_batch_plan_of(candidate)
+        P = auto_P if self.n_classes_per_batch == "auto" else self.n_classes_per_batch
+        K = auto_K if self.n_samples_per_class == "auto" else self.n_samples_per_class
+        return min(P, n_classes), K
+
+    def _auto_batch_plan_of(self, candidate):
+        """The ``"auto"`` batch plan of a candidate setting (default: ``_auto_batch_plan``)."""
+        return self._auto_batch_plan
+
+    def _solve_minibatch(self, start, candidates, X, y, n_classes, rng):
+        """Adam over class-balanced batches (+ early stopping and refit).
+
+        ``start(candidate)`` returns a fresh objective at the initial point. With
+        early stopping, every candidate trains on the same hold-out from the same
+        start; the one with the best held-out score that beats the start is
+        refitted (stratified) or kept (class-disjoint), else the start itself.
+        Returns ``(objective, candidate, fitted, converged)``.
+        """
+        stiefel, name = self.manifold == "stiefel", type(self).__name__
         y_tensor = torch.as_tensor(y, dtype=torch.int64)
         if not self._use_early_stopping(y):
-            sampler = ClassBalancedBatchSampler(y, P, K, rng)
+            candidate = candidates[0]
+            objective = start(candidate)
+            sampler = ClassBalancedBatchSampler(y, *self._batch_plan(n_classes, candidate), rng)
             stopper = EarlyStopping(monitor="loss", greater_is_better=False,
                                     n_iter_no_change=self.n_iter_no_change, tol=self.tol)
             result = train_epochs(_LinearTrainable(objective, X, y_tensor, stiefel),
@@ -358,12 +403,52 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
                                   max_iter=self.max_iter,
                                   callbacks=[stopper, Progress(self.verbose, name),
                                              self._user_callbacks()])
-            return {"n_iter_": result.n_iter, "history_": result.history}, \
+            return objective, candidate, {"n_iter_": result.n_iter, "history_": result.history}, \
                 result.stop_reason != "max_iter"
-        # a) choose the number of epochs on a hold-out; epoch 0 (the start) is a candidate
+        # a) each candidate chooses its number of epochs on one hold-out; epoch 0 (the start)
+        # is a candidate too
         refit_seed = rng.randint(np.iinfo(np.int32).max)  # drawn first: reproducible
         train, val, split = validation_holdout(y, self.validation_fraction,
                                                self.validation_split, rng)
+        runs = [self._validation_run(start(candidate), candidate, X, y, train, val, split,
+                                     n_classes, rng) for candidate in candidates]
+        improving = [run for run in runs if run["best"] > 0]
+        run = max(improving, key=lambda r: r["best_score"]) if improving else runs[0]
+        objective, candidate, best = run["objective"], run["candidate"], run["best"]
+        # class-disjoint: keep the validated model (the best epoch of its run), not a refit on
+        # all the classes, whose epoch count did not carry over (AT&T faces, digits)
+        keep_validated = split == "class_disjoint"
+        refit_history = []
+        if best == 0 or not keep_validated:
+            with torch.no_grad():
+                for p, p0 in zip(objective.parameters, run["start"]):
+                    p.copy_(p0)
+        if best > 0 and not keep_validated:
+            # b) refit on all the data for that many epochs of as many steps, from the same
+            # start (tiny classes, e.g. 7 faces a person, cannot spare their held-out samples)
+            n_batches = run["n_batches"]  # the refit steps at the rate the epochs were counted at
+            sampler = ClassBalancedBatchSampler(y, *self._batch_plan(n_classes, candidate),
+                                                np.random.RandomState(refit_seed),
+                                                n_batches=n_batches)
+            refit = train_epochs(_LinearTrainable(objective, X, y_tensor, stiefel),
+                                 self._optimizer(objective, n_batches), lambda epoch: sampler,
+                                 max_iter=best,
+                                 callbacks=[Progress(self.verbose, f"{name} (refit)")])
+            refit_history = refit.history
+        history = run["history"] + [dict(record, refit=True) for record in refit_history]
+        # n_iter_: the epochs the returned model's run took (sklearn's meaning, >= 1 once
+        # training ran); best_iteration_: the epoch of the returned model (0: the start)
+        n_iter = best if refit_history else run["n_iter"]
+        fitted = {"n_iter_": n_iter, "history_": history, "best_iteration_": best,
+                  "best_validation_score_": run["best_score"], "validation_split_": split}
+        if len(candidates) > 1:
+            fitted["candidate_scores_"] = {r["candidate"]: r["best_score"] for r in runs}
+        return objective, candidate, fitted, run["stop_reason"] != "max_iter"
+
+    def _validation_run(self, objective, candidate, X, y, train, val, split, n_classes, rng):
+        """Train ``objective`` on ``train``, scoring the start and every epoch on ``val``."""
+        stiefel, name = self.manifold == "stiefel", type(self).__name__
+        y_tensor = torch.as_tensor(y, dtype=torch.int64)
         X_train, X_val, y_train, y_val = X[train], X[val], y[train], y[val]
         per_query = []  # class-disjoint: the per-query scores of the start and each epoch
         if split == "class_disjoint":  # classes the training run never sees
@@ -375,14 +460,13 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
                 return _knn_score(objective.L.detach(), X_train, X_val, y_train, y_val)
         start = [p.detach().clone() for p in objective.parameters]
         start_score = score_fn()
-        P_train = min(P, len(np.unique(y_train)))
-        sampler = ClassBalancedBatchSampler(y_train, P_train, K, rng)
+        P, K = self._batch_plan(n_classes, candidate)
+        sampler = ClassBalancedBatchSampler(y_train, min(P, len(np.unique(y_train))), K, rng)
         patience = max(self.n_iter_no_change, -(-MIN_STEPS_NO_CHANGE // len(sampler)))
-        # class-disjoint: keep the validated model (the best epoch of this run), not a refit on
-        # all the classes, whose epoch count did not carry over (AT&T faces, digits)
-        keep_validated = split == "class_disjoint"
         stopper = EarlyStopping(n_iter_no_change=patience, tol=self.tol,
-                                restore_best=keep_validated)
+                                restore_best=split == "class_disjoint")
+        if candidate is not None and self.verbose:
+            name = f"{name} ({candidate})"
         result = train_epochs(_LinearTrainable(objective, X_train, y_tensor[train], stiefel),
                               self._optimizer(objective, len(sampler)), lambda epoch: sampler,
                               max_iter=self.max_iter,
@@ -392,30 +476,10 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         if not _improves(stopper.best_value, start_score, self.tol,
                          per_query[best][:, 0] - per_query[0][:, 0] if per_query else None):
             best = 0  # learning did not beat the start on the held-out set: keep the start
-        refit_history = []
-        if best == 0 or not keep_validated:
-            with torch.no_grad():
-                for p, p0 in zip(objective.parameters, start):
-                    p.copy_(p0)
-        if best > 0 and not keep_validated:
-            # b) refit on all the data for that many epochs of as many steps, from the same
-            # start (tiny classes, e.g. 7 faces a person, cannot spare their held-out samples)
-            n_batches = len(sampler)  # the refit steps at the rate the epochs were counted at
-            sampler = ClassBalancedBatchSampler(y, P, K, np.random.RandomState(refit_seed),
-                                                n_batches=n_batches)
-            refit = train_epochs(_LinearTrainable(objective, X, y_tensor, stiefel),
-                                 self._optimizer(objective, n_batches), lambda epoch: sampler,
-                                 max_iter=best,
-                                 callbacks=[Progress(self.verbose, f"{name} (refit)")])
-            refit_history = refit.history
-        history = result.history + [dict(record, refit=True) for record in refit_history]
-        best_score = stopper.best_value if best > 0 else start_score
-        # n_iter_: the epochs the returned model's run took (sklearn's meaning, >= 1 once
-        # training ran); best_iteration_: the epoch of the returned model (0: the start)
-        n_iter = best if refit_history else result.n_iter
-        fitted = {"n_iter_": n_iter, "history_": history, "best_iteration_": best,
-                  "best_validation_score_": best_score, "validation_split_": split}
-        return fitted, result.stop_reason != "max_iter"
+        return {"objective": objective, "candidate": candidate, "start": start, "best": best,
+                "best_score": stopper.best_value if best > 0 else start_score,
+                "history": result.history, "n_iter": result.n_iter,
+                "n_batches": len(sampler), "stop_reason": result.stop_reason}
 
     def _solve_batch(self, objective, X, y, sampler):
         """Riemannian conjugate gradient over a fixed set of batches; return ``(fitted, converged)``."""
@@ -469,8 +533,12 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         return {"n_iter_": max(run.n_iter, 1), "history_": run.history}, run.converged
 
     # ---------------------------------------------------------------- hooks
-    def _make_objective(self, n_classes, n_components, dim):  # pragma: no cover - abstract
+    def _make_objective(self, n_classes, n_components, dim,
+                        candidate=None):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _store_candidate(self, candidate):
+        """Store the setting the fit chose (default: nothing to store)."""
 
     def _store_extras(self, objective, space):
         """Store extra fitted attributes (default: none)."""

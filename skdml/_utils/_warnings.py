@@ -1,0 +1,39 @@
+"""Warnings that point at the user's line, not at skdml's (or scikit-learn's) internals."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+__all__ = ["warn_user"]
+
+#: Frames in these packages are skipped: a warning raised inside ``fit`` (through
+#: scikit-learn's ``Pipeline``, ``GridSearchCV`` or skdml's own wrappers) is reported
+#: at the first line outside them, the line the user wrote.
+_INTERNAL = tuple(os.path.dirname(__import__(name).__file__) + os.sep
+                  for name in ("skdml", "sklearn"))
+
+
+def _user_stacklevel():
+    """The ``stacklevel`` of the first frame outside skdml and scikit-learn (for our caller)."""
+    frame, level = sys._getframe(2), 2  # 1: warn_user's caller
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame, level = frame.f_back, level + 1
+    return level if frame is not None else 2
+
+
+def warn_user(message, category=UserWarning):
+    """``warnings.warn(message, category)`` attributed to the user's line.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from skdml._utils import warn_user
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_user("look here")
+    >>> caught[0].filename.endswith(".py") or caught[0].filename.startswith("<doctest")
+    True
+    """
+    warnings.warn(message, category, stacklevel=_user_stacklevel())
