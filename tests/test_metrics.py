@@ -329,6 +329,7 @@ def test_blocks_respect_the_memory_budget(monkeypatch):
     X, y = _blobs(500, 4, 10, seed=12)
     expected = retrieval_scores(X, y, k=[1, 4])
     monkeypatch.setattr(_neighbors, "_BLOCK_BYTES", 64 * 2**10)
+    monkeypatch.setattr(_neighbors, "_CPU_BLOCK_BYTES", 64 * 2**10)
     depth = np.full(500, 4)
     rows = [stop - start for start, stop, _ in _neighbors.neighbor_blocks(
         X, X, depth, exclude_self=True, metric="euclidean", batch_size=None,

@@ -1,4 +1,12 @@
-"""Clustering scores: NMI and pairwise F1 of a k-means clustering against the classes."""
+"""Clustering scores: NMI and pairwise F1 of a k-means clustering against the classes.
+
+k-means runs on the robustly standardised embeddings (:func:`_standardise`). Up
+to :data:`SKLEARN_SEEDING_MAX_CLUSTERS` clusters it is scikit-learn's ``KMeans``
+as it is; with more clusters (retrieval data sets have thousands of classes)
+the same greedy k-means++ seeding runs in :func:`_greedy_kmeans_pp`, then
+scikit-learn's Lloyd iterations: scikit-learn's seeding of float32 data took 41
+of the 43 s of ``clustering_scores`` on 60,000 rows with 3,000 classes.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +14,12 @@ import math
 from numbers import Integral
 
 import numpy as np
+import torch
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
+from .._utils import thread_limits
 from ._validation import check_embeddings, check_labels
 
 __all__ = ["nmi_score", "clustering_f1_score", "clustering_scores"]
@@ -104,10 +114,63 @@ def _cluster(X, y, random_state, n_init):
             f"y has a single class ({classes[0]!r}): clustering scores need at least 2 classes."
         )
     Z = _standardise(X)
-    kmeans = KMeans(n_clusters=classes.size, n_init=int(n_init),
-                    random_state=check_random_state(random_state))
-    clusters = kmeans.fit_predict(Z)
-    return _contingency(codes, np.unique(clusters, return_inverse=True)[1])
+    return _contingency(codes, np.unique(_kmeans(Z, classes.size, random_state, int(n_init)),
+                                         return_inverse=True)[1])
+
+
+#: Up to this many clusters, scikit-learn's ``KMeans`` as it is; beyond, the same greedy
+#: k-means++ seeding by :func:`_greedy_kmeans_pp`, then scikit-learn's Lloyd iterations.
+SKLEARN_SEEDING_MAX_CLUSTERS = 100
+
+
+def _greedy_kmeans_pp(Z, k, rng):
+    """Greedy k-means++ seeding, scikit-learn's algorithm, in one pass of torch per centre.
+
+    Each centre is the best (lowest potential) of ``2 + floor(log k)`` rows drawn
+    with probability proportional to their squared distance to the nearest centre
+    so far (Arthur & Vassilvitskii 2007; scikit-learn's ``kmeans_plusplus``). Per
+    centre: one ``(trials x d) @ (d x n)`` product fused with the norms, a minimum
+    and a sum, in float32 on one thread (memory-bound steps: threaded BLAS made
+    them 10x slower on a loaded machine); potentials and the sampling in float64.
+    ``O(n k d log k)`` time, ``O(n log k)`` memory beyond ``Z``.
+    """
+    n = Z.shape[0]
+    trials = 2 + int(np.log(k))
+    Zt = torch.from_numpy(np.ascontiguousarray(Z, dtype=np.float32))
+    sq = torch.einsum("ij,ij->i", Zt, Zt)
+    centres = np.empty(k, dtype=np.int64)
+    with thread_limits(1), torch.inference_mode():
+        centres[0] = rng.randint(n)
+        first = Zt[int(centres[0])]
+        closest = torch.clamp(sq - 2.0 * (Zt @ first) + sq[int(centres[0])], min=0.0)
+        potential = float(closest.sum(dtype=torch.float64))
+        for j in range(1, k):
+            cumulative = torch.cumsum(closest, 0, dtype=torch.float64).numpy()
+            draws = rng.uniform(size=trials) * potential
+            candidates = np.minimum(np.searchsorted(cumulative, draws), n - 1)
+            cand = torch.from_numpy(candidates)
+            d = torch.addmm(sq.unsqueeze(0), Zt[cand], Zt.T, beta=1.0, alpha=-2.0)
+            d += sq[cand].unsqueeze(1)
+            d.clamp_(min=0.0)
+            torch.minimum(d, closest.unsqueeze(0), out=d)
+            potentials = d.sum(dim=1, dtype=torch.float64)
+            best = int(torch.argmin(potentials))
+            centres[j], potential, closest = candidates[best], float(potentials[best]), d[best]
+    return Z[centres]
+
+
+def _kmeans(Z, n_clusters, random_state, n_init):
+    """Cluster labels of the best of ``n_init`` k-means runs (lowest inertia)."""
+    rng = check_random_state(random_state)
+    if n_clusters <= SKLEARN_SEEDING_MAX_CLUSTERS or n_clusters > Z.shape[0]:
+        return KMeans(n_clusters=n_clusters, n_init=n_init, random_state=rng).fit_predict(Z)
+    best = None
+    for _ in range(n_init):
+        seeds = _greedy_kmeans_pp(Z, n_clusters, rng)
+        run = KMeans(n_clusters=n_clusters, init=seeds, n_init=1, random_state=rng).fit(Z)
+        if best is None or run.inertia_ < best.inertia_:
+            best = run
+    return best.labels_
 
 
 @validate_params(_CONSTRAINTS, prefer_skip_nested_validation=True)

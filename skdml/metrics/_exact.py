@@ -303,11 +303,17 @@ class Frame:
             sq[start:start + step] = np.einsum("ij,ij->i", z, z)
         return torch.from_numpy(out).to(device), sq
 
-    def distances(self, start, stop, exclude_self):
-        """Search values of queries ``start:stop`` to every reference (float32, device)."""
+    def distances(self, start, stop, exclude_self, out=None):
+        """Search values of queries ``start:stop`` to every reference (float32, device).
+
+        ``out``: a ``(stop - start, n_ref)`` float32 tensor to write them into.
+        """
         q = self.Qz[start:stop]
         # ||q - r||^2 - ||q||^2 = ||r||^2 - 2 <q, r>: same ranking per query.
-        D = torch.addmm(self.r_sq.unsqueeze(0), q, self.Rz.T, beta=1.0, alpha=-2.0)
+        if out is None:
+            D = torch.addmm(self.r_sq.unsqueeze(0), q, self.Rz.T, beta=1.0, alpha=-2.0)
+        else:
+            D = torch.addmm(self.r_sq.unsqueeze(0), q, self.Rz.T, beta=1.0, alpha=-2.0, out=out)
         if exclude_self:
             rows = torch.arange(stop - start, device=D.device)
             D[rows, rows + start] = _INF

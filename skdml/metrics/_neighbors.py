@@ -31,17 +31,26 @@ On ordinary data (float32 ranking gaps far above float32 rounding) step 4 rarely
 fires and the cost is the float32 GEMM, the selection, and ``O(n_q L)`` host work
 (a few comparisons per candidate; only the uncertified pairs are visited); data on
 an integer grid are ranked exactly in float32 and skip steps 2 and 4 entirely.
+
+On the CPU the blocks are ranked side by side, one thread each (as many as the
+thread policy grants, :func:`skdml._utils.choose_n_threads`), each GEMM on one
+torch thread: the host work (selection, certification) is then parallel too,
+and no OpenMP pool spin-waits between the steps on a busy machine. The
+256 MiB budget is shared by the blocks in flight.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral
 
 import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from .._utils import resolve_device, thread_limits
+from .._utils import choose_n_threads, resolve_device, thread_limits
 from ._exact import Frame, ieee_float32
 from ._validation import check_k, check_labels, check_pair, encode_labels
 
@@ -50,6 +59,10 @@ __all__ = ["nearest_neighbors", "knn_accuracy"]
 #: Bytes of working memory one block of the neighbour search may use (distances
 #: of the query block to every reference, plus the per-candidate bookkeeping).
 _BLOCK_BYTES = 256 * 2**20
+#: On the CPU, bytes per query block (distances and bookkeeping): small enough that a block's
+#: distances are written into one reused buffer that stays in cache (a fresh 480 MB block
+#: made the d=32 GEMM 2.6x slower, most of it page faults).
+_CPU_BLOCK_BYTES = 32 * 2**20
 #: Host bytes per listed candidate: values, indices, bounds and their temporaries.
 _BYTES_PER_CANDIDATE = 192
 #: Host bytes of the temporaries of one CPU selection step (8 bytes per value).
@@ -123,6 +136,7 @@ def _sorted_keys(part, L, full):
     out = np.empty((n_rows, L), dtype=np.int64)
     todo = np.ones(n_rows, dtype=bool)
     stride = L // 64
+    threshold = None
     if stride >= 2:
         # A threshold from every stride-th column: the values <= it are a few more than L
         # in most rows (one comparison per value instead of a selection); rows where they
@@ -130,6 +144,14 @@ def _sorted_keys(part, L, full):
         sample = part[:, ::stride]
         rank = min(sample.shape[1] - 1, (5 * L) // (4 * stride) + 8)
         threshold = np.partition(sample, rank, axis=1)[:, rank]
+    elif n_ref >= 64 * L:
+        # Short lists: the L-th smallest of the minima of 4 L column groups. L groups have
+        # their minimum at or below it, so at least L values are: usually a few more than
+        # L (one reduction and one comparison per value instead of a selection).
+        width = n_ref // (4 * L)
+        minima = part[:, :width * 4 * L].reshape(n_rows, 4 * L, width).min(axis=2)
+        threshold = np.partition(minima, L - 1, axis=1)[:, L - 1]
+    if threshold is not None:
         flat = np.flatnonzero(part <= threshold[:, None])
         rows, cols = np.divmod(flat, n_ref)
         counts = np.bincount(rows, minlength=n_rows)
@@ -138,10 +160,20 @@ def _sorted_keys(part, L, full):
         if good.any():
             keys = _order_keys(part.ravel()[flat], cols)  # row by row, rows in order
             ends = np.cumsum(counts)
-            for r in np.flatnonzero(good):
-                row_keys = keys[ends[r] - counts[r]:ends[r]]
-                row_keys.sort()
-                out[r] = row_keys[:L]
+            if stride >= 2:  # long lists: one sort per row
+                for r in np.flatnonzero(good):
+                    row_keys = keys[ends[r] - counts[r]:ends[r]]
+                    row_keys.sort()
+                    out[r] = row_keys[:L]
+            else:  # short lists: one sort of a padded (rows, longest) table
+                owner = np.repeat(np.arange(n_rows), counts)
+                keep = good[owner]
+                table = np.full((n_rows, int(counts[good].max())), np.iinfo(np.int64).max)
+                table[owner[keep], (np.arange(flat.size) - (ends - counts)[owner])[keep]] = \
+                    keys[keep]
+                table = table[good]
+                table.sort(axis=1)
+                out[good] = table[:, :L]
             todo &= ~good
     if todo.any():
         rest = part[todo]
@@ -268,24 +300,53 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
     order_depth = (np.zeros(n_q, dtype=np.int64) if order_depth is None
                    else np.asarray(order_depth, dtype=np.int64))
     k_max = int(depth.max()) if depth.size else 0
-    if batch_size is None:
-        per_row = 4 * n_ref + _BYTES_PER_CANDIDATE * _list_length(k_max, n_ref)
-        batch_size = max(1, _BLOCK_BYTES // per_row)
     device = resolve_device(device)
-    flops = 2.0 * min(batch_size, n_q) * n_ref * Q.shape[1]
-    with thread_limits(flops_per_step=flops), ieee_float32(), torch.inference_mode():
-        frame = Frame(Q, R, exclude_self=exclude_self, metric=metric, device=device)
-        for start in range(0, n_q, batch_size):
-            stop = min(start + batch_size, n_q)
-            if int(depth[start:stop].max()) == 0:
-                yield start, stop, np.empty((stop - start, 0), dtype=np.int64)
-                continue
-            D = frame.distances(start, stop, exclude_self)
-            nbrs = _rank_block(D, np.arange(start, stop), depth[start:stop],
+    per_row = 4 * n_ref + _BYTES_PER_CANDIDATE * _list_length(k_max, n_ref)
+    cpu = device.type == "cpu"
+    block = batch_size or max(1, (_CPU_BLOCK_BYTES if cpu else _BLOCK_BYTES) // per_row)
+    workers = 1
+    if cpu:  # blocks ranked side by side, one thread each (module docstring)
+        workers = max(1, min(choose_n_threads(2.0 * n_q * n_ref * Q.shape[1]),
+                             -(-n_q // block)))
+    buffers = threading.local()  # each thread's distance block, reused (CPU)
+
+    def ranked(start, stop):
+        if int(depth[start:stop].max()) == 0:
+            return np.empty((stop - start, 0), dtype=np.int64)
+        with torch.inference_mode():  # thread-local: entered again in a worker
+            out = None
+            if cpu:
+                out = getattr(buffers, "D", None)
+                if out is None or out.shape[0] < stop - start:
+                    out = buffers.D = torch.empty((min(block, n_q), n_ref))
+                out = out[:stop - start]
+            D = frame.distances(start, stop, exclude_self, out=out)
+            return _rank_block(D, np.arange(start, stop), depth[start:stop],
                                order_depth[start:stop], tuple(cuts), frame, ref_keys,
                                query_keys)
-            del D
-            yield start, stop, nbrs
+
+    with thread_limits(1 if cpu else None,
+                       flops_per_step=2.0 * min(block, n_q) * n_ref * Q.shape[1]), \
+            ieee_float32(), torch.inference_mode():
+        frame = Frame(Q, R, exclude_self=exclude_self, metric=metric, device=device)
+
+        starts = range(0, n_q, block)
+        if workers == 1:
+            for start in starts:
+                stop = min(start + block, n_q)
+                yield start, stop, ranked(start, stop)
+            return
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            in_flight = deque()
+            for start in starts:
+                stop = min(start + block, n_q)
+                in_flight.append((start, stop, pool.submit(ranked, start, stop)))
+                if len(in_flight) >= workers:
+                    first, last, job = in_flight.popleft()
+                    yield first, last, job.result()
+            while in_flight:
+                first, last, job = in_flight.popleft()
+                yield first, last, job.result()
 
 
 _COMMON = {
