@@ -82,6 +82,12 @@ class EarlyStopping(Callback):
         Minimum improvement.
     restore_best : bool, default=False
         Load the state of the best epoch back at the end of training.
+    min_progress : float, default=0.0
+        A plateau counts only once learning has started: the monitored value
+        must first improve on the first epoch's by more than this fraction of
+        it (e.g. 0.05: a loss 5 % below its first epoch's). Before that, flat
+        epochs are an initial plateau, not convergence, and training goes on
+        (to ``max_iter`` if it never starts). 0: every plateau counts.
 
     Attributes
     ----------
@@ -94,12 +100,36 @@ class EarlyStopping(Callback):
     -----
     A NaN value (e.g. a validation score on a degenerate embedding) counts as
     no improvement and is never the best.
+
+    Examples
+    --------
+    A loss flat for 12 epochs, then falling: with ``min_progress`` the flat
+    start is not taken for convergence.
+
+    >>> from types import SimpleNamespace
+    >>> def run(stopper, losses):
+    ...     loop = SimpleNamespace(epoch=0, stop_reason=None)
+    ...     loop.stop = lambda reason: setattr(loop, "stop_reason", reason)
+    ...     for loss in losses:
+    ...         loop.epoch += 1
+    ...         stopper.on_epoch_end(loop, {"loss": loss})
+    ...         if loop.stop_reason:
+    ...             return loop.epoch
+    >>> losses = [0.93] * 12 + [0.9, 0.7, 0.5, 0.4, 0.35, 0.3]
+    >>> run(EarlyStopping(monitor="loss", greater_is_better=False), losses)
+    11
+    >>> print(run(EarlyStopping(monitor="loss", greater_is_better=False, min_progress=0.05),
+    ...           losses))
+    None
     """
 
     stops_early = True  # the loop's max_iter is an upper bound (see Progress)
 
     def __init__(self, *, monitor="validation_score", greater_is_better=True,
-                 n_iter_no_change=10, tol=1e-4, restore_best=False):
+                 n_iter_no_change=10, tol=1e-4, restore_best=False, min_progress=0.0):
+        self.min_progress = float(min_progress)
+        self.first = None  # the first epoch's value (min_progress)
+        self.started = self.min_progress <= 0
         self.monitor = monitor
         self.sign = 1.0 if greater_is_better else -1.0
         self.n_iter_no_change = int(n_iter_no_change)
@@ -117,7 +147,12 @@ class EarlyStopping(Callback):
     def on_epoch_end(self, loop, record):
         value = record.get(self.monitor, math.nan)
         v = self.sign * value if math.isfinite(value) else -math.inf
-        self.no_change = 0 if v > self.best + self.tol else self.no_change + 1
+        if not self.started and math.isfinite(v):
+            if self.first is None:
+                self.first = v
+            self.started = v > self.first + self.min_progress * abs(self.first)
+        self.no_change = 0 if v > self.best + self.tol or not self.started \
+            else self.no_change + 1
         if math.isfinite(v) and v >= self.best:
             self.best, self.best_epoch = v, loop.epoch
             if self.restore_best:
@@ -131,11 +166,13 @@ class EarlyStopping(Callback):
 
     def state_dict(self):
         return {"best": self.best, "best_epoch": self.best_epoch, "no_change": self.no_change,
-                "best_state": self.best_state}
+                "best_state": self.best_state, "first": self.first, "started": self.started}
 
     def load_state_dict(self, state):
         self.best, self.best_epoch = state["best"], state["best_epoch"]
         self.no_change, self.best_state = state["no_change"], state["best_state"]
+        # checkpoints written before min_progress existed: learning counts as started
+        self.first, self.started = state.get("first"), state.get("started", True)
 
 
 class Checkpoint(Callback):

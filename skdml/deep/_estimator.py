@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import torch
@@ -12,7 +11,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._utils import resolve_device, thread_limits, torch_rng_scope, torch_seed, transactional_fit
+from .._utils import (resolve_device, thread_limits, torch_rng_scope, torch_seed,
+                      transactional_fit, warn_user)
 from .._utils._params import NestedParamsMixin
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
 from ._config import (NESTED_PARAMS, PARAMETER_CONSTRAINTS, EmbeddingConfig, LoaderConfig,
@@ -418,12 +418,12 @@ callable, default="auto"
         for key, value in fitted.items():
             setattr(self, key, value)
         if not converged:
-            warnings.warn(
+            warn_user(
                 f"{type(self).__name__} reached max_iter={config.max_iter} ({self.n_iter_} epochs) "
                 f"while still improving (by more than tol={config.tol}); increase max_iter for a more "
                 "converged model.", ConvergenceWarning)
         if stalled:
-            warnings.warn(f"{type(self).__name__}: {stalled}", UserWarning)
+            warn_user(f"{type(self).__name__}: {stalled}", UserWarning)
         return self
 
     # ------------------------------------------------------------------ transform
