@@ -18,8 +18,8 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.model_selection import GridSearchCV
 from threadpoolctl import threadpool_info
 
-from skdml._utils import (_THREAD_VARS, ENV_OVERRIDE, SMALL_STEP_FLOPS, choose_n_threads,
-                          thread_budget, thread_limits)
+from skdml._utils import (_THREAD_VARS, ENV_OVERRIDE, SMALL_STEP_FLOPS, _threads,
+                          choose_n_threads, thread_budget, thread_limits)
 
 N_CPUS = cpu_count(only_physical_cores=False)
 
@@ -67,6 +67,8 @@ def _score_threads(estimator, X, y=None):
 def clean_thread_env(monkeypatch):
     for var in _THREAD_VARS + (ENV_OVERRIDE,):
         monkeypatch.delenv(var, raising=False)
+    # an idle machine, whatever else runs beside the tests (rule 4 has its own tests)
+    monkeypatch.setattr(_threads, "other_load", lambda: 0.0, raising=False)
     previous = torch.get_num_threads()
     yield
     torch.set_num_threads(previous)
@@ -184,3 +186,54 @@ def test_fits_use_the_policy(clean_thread_env, monkeypatch):
     if N_CPUS > 1:
         assert 1 in seen  # the small-step rule applied inside fit
     assert torch.get_num_threads() == N_CPUS  # and restored after
+
+
+# ---------------------------------------------------------------- rule 4: a busy machine
+@pytest.mark.parametrize("load, expected", [(0.0, 2), (0.4, 2), (0.6, 1), (1.0, 1), (6.0, 1)])
+def test_busy_machine_gets_fewer_threads(clean_thread_env, monkeypatch, load, expected):
+    monkeypatch.setattr(_threads, "machine_cpus", lambda: 2)
+    monkeypatch.setattr(_threads, "thread_budget", lambda: 2)
+    monkeypatch.setattr(_threads, "other_load", lambda: load)
+    assert choose_n_threads(SMALL_STEP_FLOPS * 100) == expected
+    with thread_limits(flops_per_step=SMALL_STEP_FLOPS * 100) as n:
+        assert n == expected == torch.get_num_threads()
+
+
+def test_override_wins_over_a_busy_machine(clean_thread_env, monkeypatch):
+    monkeypatch.setattr(_threads, "other_load", lambda: 6.0)
+    monkeypatch.setenv(ENV_OVERRIDE, str(N_CPUS))
+    assert choose_n_threads(SMALL_STEP_FLOPS * 100) == N_CPUS
+
+
+def test_other_load_leaves_out_this_process(monkeypatch):
+    # the 1-minute load counts this process's own recent work: it is subtracted
+    import time as _time
+    now, cpu = _time.monotonic(), _time.process_time()
+    monkeypatch.setattr(_threads, "_OWN_SAMPLES", __import__("collections").deque(
+        [(now - 30.0, cpu - 60.0)], maxlen=64))  # 2 busy threads of ours for 30 s
+    monkeypatch.setattr(_threads.os, "getloadavg", lambda: (2.3, 2.0, 2.0))
+    monkeypatch.setattr(_threads, "_runnable_now", lambda: None)
+    assert _threads.other_load() == pytest.approx(0.3, abs=0.05)
+    monkeypatch.setattr(_threads, "_runnable_now", lambda: 5)  # 4 others runnable now
+    assert _threads.other_load() == pytest.approx(4.0, abs=0.05)
+
+
+def test_the_issue_deep_fit_runs_on_one_thread_when_the_machine_is_busy(clean_thread_env,
+                                                                         monkeypatch):
+    """Digits 0-4 as (n, 1, 8, 8) images: too large for the small-step rule (issue 37)."""
+    from sklearn.datasets import load_digits
+
+    from skdml import DeepMetricTransformer
+
+    X, y = load_digits(return_X_y=True)
+    keep = y < 5
+    X, y = (X[keep] / 16.0).reshape(-1, 1, 8, 8).astype(np.float32)[:300], y[keep][:300]
+    monkeypatch.setattr(_threads, "machine_cpus", lambda: 2)
+    monkeypatch.setattr(_threads, "thread_budget", lambda: 2)
+    granted = []
+    choose = _threads.choose_n_threads
+    monkeypatch.setattr(_threads, "choose_n_threads",
+                        lambda flops=None: granted.append(choose(flops)) or granted[-1])
+    monkeypatch.setattr(_threads, "other_load", lambda: 4.0)
+    DeepMetricTransformer(max_iter=1, device="cpu", random_state=0).fit(X, y)
+    assert granted and set(granted) == {1}, granted  # every section of the fit: one thread

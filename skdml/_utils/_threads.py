@@ -22,6 +22,19 @@ the BLAS pools (through threadpoolctl, a scikit-learn dependency):
    start-up; on a loaded 2-core machine, two OpenMP threads spin-waiting on each
    other made tiny steps 10-30x slower than one thread (a default deep fit on
    digits: 97.7 s with 2 threads against 7.2 s with 1).
+4. **A busy machine gets fewer threads.** When a computation starts, the
+   threads other processes keep runnable (:func:`other_load`: the larger of
+   the instantaneous count of ``/proc/loadavg`` and the 1-minute load average,
+   each less this process's own share) are taken from the CPUs this process may
+   use: ``n = min(budget, max(1, round(cpus - other_load)))``. On a 2-core
+   machine with any competing busy process, a fit runs on one thread: two
+   threads whose parallel regions wait for each other at every operation, one
+   of them descheduled, burnt 5x the CPU and finished 2.4x later (a deep fit on
+   digits at load 6: 94 s wall, 40 s CPU with 2 threads; 40 s, 7.5 s with 1).
+   ``benchmarks/bench_contention.py`` measures the demo's fits idle and
+   loaded. The count is chosen once, at the start of the fit or score; set
+   ``SKDML_NUM_THREADS`` for a fixed count (rounding can differ in the last
+   bits between thread counts).
 """
 
 from __future__ import annotations
@@ -29,7 +42,9 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import warnings
+from collections import deque
 from contextlib import contextmanager
 
 import torch
@@ -37,7 +52,7 @@ from joblib import cpu_count
 from threadpoolctl import threadpool_limits
 
 __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "choose_n_threads", "machine_cpus",
-           "thread_budget", "thread_limits"]
+           "other_load", "thread_budget", "thread_limits"]
 
 #: Environment variable fixing the thread count of every skdml computation.
 ENV_OVERRIDE = "SKDML_NUM_THREADS"
@@ -136,6 +151,69 @@ def thread_budget() -> int:
     return max(budget, 1)
 
 
+#: ``(monotonic seconds, process CPU seconds)`` samples of this process, the oldest first:
+#: its own share of the load average is its CPU rate since the sample nearest a minute ago.
+_OWN_SAMPLES = deque([(time.monotonic(), time.process_time())], maxlen=64)
+_OWN_WINDOW = 60.0
+
+
+def _own_rate(now, cpu):
+    """Average number of this process's busy threads over about the last minute."""
+    then = [s for s in _OWN_SAMPLES if now - s[0] >= 1.0]
+    _OWN_SAMPLES.append((now, cpu))
+    if not then:
+        return 0.0
+    recent = [s for s in then if now - s[0] <= _OWN_WINDOW]
+    t0, c0 = recent[0] if recent else then[-1]
+    return max(cpu - c0, 0.0) / (now - t0)
+
+
+def _runnable_now():
+    """Runnable threads on the machine now (``/proc/loadavg``), least of 3 looks; or None."""
+    counts = []
+    for attempt in range(3):
+        try:
+            with open("/proc/loadavg", encoding="ascii") as fh:
+                counts.append(int(fh.read().split()[3].split("/")[0]))
+        except (OSError, ValueError, IndexError):
+            return None
+        if attempt < 2:
+            time.sleep(0.002)
+    return min(counts)
+
+
+def other_load() -> float:
+    """Threads that other processes keep runnable: the competition a computation starting now meets.
+
+    The larger of two estimates, each less this process's own threads: the
+    runnable count of ``/proc/loadavg`` now (least of three looks, less the
+    calling thread) and the 1-minute load average (less this process's average
+    CPU use over about the last minute). The larger, because a thread too many
+    costs far more on a busy machine than a thread too few on an idle one.
+    ``0.0`` where the operating system reports neither (Windows).
+
+    Returns
+    -------
+    load : float
+        At least 0.
+
+    Examples
+    --------
+    >>> other_load() >= 0.0
+    True
+    """
+    own = _own_rate(time.monotonic(), time.process_time())
+    estimates = []
+    now = _runnable_now()
+    if now is not None:
+        estimates.append(now - 1)
+    try:
+        estimates.append(os.getloadavg()[0] - own)
+    except (AttributeError, OSError):
+        pass
+    return max(max(estimates, default=0.0), 0.0)
+
+
 def choose_n_threads(flops_per_step=None) -> int:
     """Threads for a computation of ``flops_per_step`` operations per step.
 
@@ -150,7 +228,8 @@ def choose_n_threads(flops_per_step=None) -> int:
     -------
     n_threads : int
         The override if set; else 1 for a step below :data:`SMALL_STEP_FLOPS`;
-        else :func:`thread_budget`.
+        else :func:`thread_budget`, less the CPUs other processes keep busy
+        (:func:`other_load`), at least 1.
 
     Examples
     --------
@@ -162,7 +241,11 @@ def choose_n_threads(flops_per_step=None) -> int:
         return override
     if flops_per_step is not None and flops_per_step < SMALL_STEP_FLOPS:
         return 1
-    return thread_budget()
+    budget = thread_budget()
+    if budget == 1:
+        return 1
+    free = int(machine_cpus() - other_load() + 0.5)
+    return max(1, min(budget, free))
 
 
 @contextmanager
