@@ -43,11 +43,11 @@ def test_main_demo_quick(capsys):
     assert rows["raw pixels"][0] > 0.9 and rows["PCA"][0] > 0.9
     # Second table: each row is make_pipeline(learner, KNeighborsClassifier(1)).
     accuracies = _table(knn)
-    assert list(accuracies) == ["raw pixels", "standardized", "PCA"]
+    assert list(accuracies) == ["raw features", "standardized", "PCA"]  # wine: measurements
     for name, (accuracy, fit_s) in accuracies.items():
         assert 0.5 < accuracy <= 1.0 and fit_s >= 0, name
     # wine: the raw Euclidean metric is dominated by one feature; the metric matters
-    assert accuracies["standardized"][0] > accuracies["raw pixels"][0] + 0.1
+    assert accuracies["standardized"][0] > accuracies["raw features"][0] + 0.1
 
 
 DEEP = "deep (128-d)"
@@ -227,3 +227,17 @@ def test_demo_shows_progress_on_stderr_and_keeps_its_table_clean(capsys):
     assert "verbose" in _table(out.getvalue())
     run_demo(rows=rows, file=io.StringIO())  # without progress: silent, as before
     assert capsys.readouterr().err == ""
+
+
+def test_deep_row_is_bounded_in_time(monkeypatch):
+    """The deep row stops after the epoch that passes its wall-clock budget (issue 37)."""
+    import skdml.__main__ as demo
+
+    monkeypatch.setattr(demo, "DEEP_SECONDS", 0.0)  # every epoch passes it: stop after one
+    row = next(row for row in demo_rows() if row.name == DEEP)
+    out = io.StringIO()
+    results = run_demo(rows=[row], file=out)
+    assert DEEP in results
+    assert "stopped after epoch 1 of 20, at the demo's 0 s budget" in out.getvalue()
+    estimator = row.factory(16, 0)
+    assert estimator.get_params()["callbacks"][0].seconds == 0.0
