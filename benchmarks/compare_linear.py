@@ -309,13 +309,46 @@ def plot(results, keys, order, datasets):
     return fig
 
 
+def plot_gaps(results, keys, order, datasets):
+    """Each learner's accuracy minus the best rival's (NCA, LMNN, ITML), per data set and k."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rivals = [keys[m] for m in ("nca", "lmnn", "itml") if m in order]
+    ours = [m for m in ("pca", "ecaml", "jrd", "suml") if m in order]
+    fig, axes = plt.subplots(1, len(KS), figsize=(4.5 * len(KS), 3.6), squeeze=False,
+                             sharey=True)
+    width = 0.8 / max(len(ours), 1)
+    for ax, k in zip(axes[0], KS):
+        for i, m in enumerate(ours):
+            gaps = []
+            for name in datasets:
+                res = results[name]
+                best = max((np.mean(res[r]["acc"][k]) for r in rivals if res[r]["fit_s"]),
+                           default=np.nan)
+                mine = res[keys[m]]
+                gaps.append(100 * (np.mean(mine["acc"][k]) - best) if mine["fit_s"]
+                            else np.nan)
+            ax.bar(np.arange(len(datasets)) + i * width, gaps, width, label=keys[m],
+                   color=f"C{order.index(m)}")
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xticks(np.arange(len(datasets)) + 0.4 - width / 2)
+        ax.set_xticklabels([NAMES[d] for d in datasets])
+        ax.set_title(f"k={k}: accuracy minus the best rival (points)")
+    axes[0][0].set_ylabel("points (>= 0: at or above the best rival)")
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
 def goals(results, keys, order):
     lines = []
     rivals = [keys[m] for m in ("nca", "lmnn", "itml") if m in order]
     for name, res in results.items():
         best = {k: max((np.mean(res[m]["acc"][k]) for m in rivals if res[m]["fit_s"]),
                        default=np.nan) for k in KS}
-        lmnn = res.get(keys.get("lmnn", ""), {"fit_s": []})["fit_s"]
         for m in ("ecaml", "jrd"):
             if m not in order or not res[keys[m]]["fit_s"]:
                 continue
@@ -323,9 +356,13 @@ def goals(results, keys, order):
             ok = [np.mean(r["acc"][k]) >= best[k] - 1e-12 for k in KS]
             text = ", ".join(f"k={k} {100 * np.mean(r['acc'][k]):.1f} "
                              f"{'>=' if o else '<'} {100 * best[k]:.1f}" for k, o in zip(KS, ok))
-            if lmnn:
-                ratio = np.median(r["fit_s"]) / np.median(lmnn)
-                text += f"; fit {ratio:.2f} x LMNN ({'<=' if ratio <= 1 / 3 else '>'} 1/3)"
+            for rival in ("lmnn", "itml"):
+                times = res.get(keys.get(rival, ""), {"fit_s": []})["fit_s"]
+                if times:
+                    ratio = np.median(r["fit_s"]) / np.median(times)
+                    text += f"; fit {ratio:.2f} x {rival.upper()}"
+                elif rival == "itml" and res.get(keys["itml"], {}).get("note"):
+                    text += f"; ITML {res[keys['itml']]['note']}"
             lines.append(f"{NAMES[name]}, {keys[m]} vs the best of {', '.join(rivals)}: {text}")
         if "suml" in order and "pca" in order and res[keys["suml"]]["fit_s"]:
             s, p = res[keys["suml"]], res[keys["pca"]]
@@ -367,22 +404,43 @@ def main(argv=None):
                         help="JSON of an earlier run: its rows for the methods not run now "
                              "join the table (marked 'reused'); CPU-second fit times compare")
     parser.add_argument("--name", default=None)
+    parser.add_argument("--replot", default=None, metavar="JSON",
+                        help="rebuild the tables and figures of an earlier run from its JSON "
+                             "file (nothing is fitted)")
     args = parser.parse_args(argv)
     if args.quick:
         args.datasets, args.n_splits = ["att"], 1
-    load_start = os.getloadavg()
-    t0 = time.perf_counter()
-    results, keys, order, ml_versions, how = run(args)
-    total = time.perf_counter() - t0
+    if args.replot:
+        saved = json.loads(Path(args.replot).read_text())
+        info, results = saved["info"], saved["results"]
+        for res in results.values():
+            for row in res.values():
+                row["acc"] = {int(k): v for k, v in row["acc"].items()}
+        args.datasets = list(results)
+        names = list(results[args.datasets[0]])
+        keys = {m: next(k for k in names if m.upper() in k)
+                for m in ("pca", "nca", "lmnn", "itml", "ecaml", "jrd", "suml")
+                if any(m.upper() in k for k in names)}
+        order = [m for m in ("pca", "nca", "lmnn", "itml", "ecaml", "jrd", "suml") if m in keys]
+        ml_versions, how, total = info["metric_learn_environment"], \
+            info["metric_learn_venv"], info["total_s"]
+        load_start = info["load_average_start"]
+        args.n_splits = max(len(r["fit_s"]) for r in results[args.datasets[0]].values())
+    else:
+        load_start = os.getloadavg()
+        t0 = time.perf_counter()
+        results, keys, order, ml_versions, how = run(args)
+        total = time.perf_counter() - t0
+        info = {"command": "python benchmarks/compare_linear.py " + " ".join(argv),
+                "machine": machine(), "threads": "1 (BLAS, torch, metric-learn subprocesses)",
+                "load_average_start": load_start, "load_average_end": os.getloadavg(),
+                "main_environment": main_versions(),
+                "metric_learn_environment": ml_versions, "metric_learn_venv": how,
+                "total_s": total}
     header = ["method"] + [NAMES[d] for d in args.datasets]
     rows = [[keys[m]] + [cell(results[d][keys[m]]) for d in args.datasets] for m in order]
-    info = {"command": "python benchmarks/compare_linear.py " + " ".join(argv),
-            "machine": machine(), "threads": "1 (BLAS, torch, metric-learn subprocesses)",
-            "load_average_start": load_start, "load_average_end": os.getloadavg(),
-            "main_environment": main_versions(),
-            "metric_learn_environment": ml_versions, "metric_learn_venv": how,
-            "total_s": total}
     m = info["machine"]
+    name = args.name or ("linear_comparison_quick" if args.quick else "linear_comparison")
     md = (f"## Linear metric learners side by side (the linear study's protocol)\n\n"
           f"Command: `{info['command']}`  \n"
           f"Machine: {m['cpu']}, {m['cores']} cores, shared with other jobs (load average "
@@ -395,10 +453,12 @@ def main(argv=None):
           "training split. Cells: k-NN test accuracy % at k=1 / k=10 (mean over the splits), "
           "median fit time in CPU seconds (one thread; wall-clock times in the JSON file).\n\n" + markdown_table(header, rows)
           + "\n\n" + "\n".join(f"- {line}" for line in goals(results, keys, order))
-          + f"\n\nTotal time {total:.0f} s.")
-    name = args.name or ("linear_comparison_quick" if args.quick else "linear_comparison")
+          + f"\n\nTotal time {total:.0f} s.\n\n![accuracy against fit time]({name}.png)\n\n"
+          f"![gaps to the best rival]({name}_gaps.png)\n")
     save(name, md, {"info": info, "results": results},
-         figures=[(name, plot(results, keys, order, args.datasets))], threads=info["threads"])
+         figures=[(name, plot(results, keys, order, args.datasets)),
+                  (f"{name}_gaps", plot_gaps(results, keys, order, args.datasets))],
+         threads=info["threads"])
     print(f"Wrote {RESULTS / name}.md and .json")
 
 

@@ -132,6 +132,22 @@ ENTRIES = (
           needs="metric-learn",
           notes=("LMNN and ITML run in benchmarks/.venv-metric-learn (git-ignored), which "
                  "the script creates with pip on first use (network needed once)",)),
+    Entry("closed-set", "compare_linear.py",
+          "the users' first workflow: ECAML, JRD and SUML defaults in a k-NN pipeline against "
+          "NCA, LMNN and ITML run in the same run (AT&T, COIL-20, USPS; k=1/10; fit times "
+          "as ratios to LMNN and ITML; gaps to the best rival)",
+          (Run(("--itml-timeout", "150", "--name", "linear_closed_set"),
+               "linear_closed_set.{md,json,png}, linear_closed_set_gaps.png"),),
+          Run(("--quick", "--name", "linear_closed_set_quick"), "linear_closed_set_quick.*"),
+          needs="metric-learn"),
+    Entry("stress", "bench_stress.py",
+          "unseen-class Recall@1 and MAP@R on stress sets nobody tuned on (faces under strong "
+          "synthetic lighting, few training classes, noisy vectors) and the usual ones: raw, "
+          "PCA, ECAML, JRD, SUML and the deep defaults over two seeds, with fit times",
+          (Run((), "stress.{md,json,png}"),
+           Run(("--data", "att-light", "digits-light", "--methods", "deep", "--threads", "2",
+                "--name", "stress_two_threads"), "stress_two_threads.{md,json,png}")),
+          Run(("--quick",), "stress_quick.*")),
     Entry("ecaml-grid", "bench_ecaml_grid.py",
           "ECAML GridSearchCV over its documented grid (loss x early stopping) on the "
           "closed-set bar protocol (3 stratified 70/30 splits, 64 components, k=1/10), "

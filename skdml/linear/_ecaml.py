@@ -327,9 +327,11 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
     def _store_candidate(self, candidate):
         self.loss_ = self._resolved_loss() if candidate is None else candidate
 
-    def _resolved_ec_weight(self, loss):
+    def _resolved_ec_weight(self, loss=None):
+        """The EC weight of ``loss`` (``None``: the resolved loss); "auto": the paper's."""
         if self.regularizer_weight != "auto":
             return float(self.regularizer_weight)
+        loss = self._resolved_loss() if loss is None else loss
         return PAPER_EC_WEIGHTS.get(loss, DEFAULT_EC_WEIGHT) if isinstance(
             loss, str) else DEFAULT_EC_WEIGHT
 
