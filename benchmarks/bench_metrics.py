@@ -25,8 +25,16 @@ faiss is not installed (and is no dependency of skdml), so PML's default
 ``FaissKNN`` cannot run; every PML run uses its torch ``CustomKNN(LpDistance(
 normalize_embeddings=False))`` instead (plain Euclidean, like ours).
 
+Scaling with n (``--scaling``): the three problems of issue 37, each at several n,
+each run in a fresh process, this checkout and (``--checkout``) another one:
+``map_at_r`` on d=16 with 10 classes (R about n/10), ``recall_at_k`` (k=1, 2, 4,
+8) on d=32 with 100 classes, ``clustering_scores`` on d=32 with n/20 classes (3,000
+at n=60,000); blobs (class means plus unit noise). Wall time, CPU time (all threads)
+and peak memory growth.
+
 Usage::
 
+    python benchmarks/bench_metrics.py --scaling --checkout /tmp/old   # scaling with n
     python benchmarks/bench_metrics.py --quick          # N=5000 smoke run
     python benchmarks/bench_metrics.py                  # N=60000, d=512
     python benchmarks/bench_metrics.py --methods ours_recall pml_k8_batched
@@ -165,6 +173,88 @@ def _worker(args):
 
 
 # --------------------------------------------------------------------------------------
+# Scaling with n (issue 37's three problems)
+# --------------------------------------------------------------------------------------
+SCALING = {"map_at_r": (16, 10), "recall_at_k": (32, 100), "clustering": (32, None)}
+SCALING_N = (7_500, 15_000, 30_000, 60_000)
+
+
+def _scaling_worker(args):
+    if args.checkout:
+        sys.path.insert(0, str(Path(args.checkout).resolve()))
+    import numpy as np
+
+    import skdml
+    from skdml.metrics import clustering_scores, map_at_r, recall_at_k
+
+    problem, n = args.scaling_worker, args.n
+    d, n_classes = SCALING[problem]
+    n_classes = n_classes or max(2, n // 20)
+    rng = np.random.RandomState(args.seed)
+    y = rng.randint(0, n_classes, n)
+    X = (rng.randn(n, d) * (0.3 if problem == "clustering" else 1.0)
+         + rng.randn(n_classes, d)[y]).astype(np.float32)
+    run = {"map_at_r": lambda: map_at_r(X, y),
+           "recall_at_k": lambda: recall_at_k(X, y, k=KS)[1],
+           "clustering": lambda: clustering_scores(X, y, random_state=0)["nmi"]}[problem]
+    baseline_kib = _status_kib("VmRSS")
+    exact_peak = _reset_peak()
+    t0, c0 = time.perf_counter(), time.process_time()
+    score = run()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    peak_kib = _status_kib("VmHWM") if exact_peak else \
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print("RESULT " + json.dumps({
+        "problem": problem, "n": n, "d": d, "n_classes": n_classes, "wall_s": wall,
+        "cpu_s": cpu, "growth_mb": (peak_kib - baseline_kib) / 1024, "score": score,
+        "skdml": skdml.__file__}), flush=True)
+
+
+def _scaling(args):
+    from _common import markdown_table, save
+
+    checkouts = [None] + ([args.checkout] if args.checkout else [])
+    results, rows = [], []
+    for n in args.scaling_n:
+        for problem in SCALING:
+            row = {}
+            for checkout in checkouts:
+                cmd = [sys.executable, __file__, "--scaling-worker", problem, "--n", str(n),
+                       "--seed", str(args.seed)] + (["--checkout", checkout] if checkout else [])
+                res = _run_worker(problem, cmd, args)
+                res["checkout"] = checkout or "this"
+                results.append(res)
+                row[checkout or "this"] = res
+                print(f"  n={n} {problem} [{checkout or 'this checkout'}]: "
+                      + (res.get("error") or f"{res['wall_s']:.1f} s wall, {res['cpu_s']:.1f} s "
+                         f"CPU, +{res['growth_mb']:.0f} MB, score {res['score']:.4f}"),
+                      flush=True)
+            new, old = row["this"], row.get(args.checkout) if args.checkout else None
+
+            def cells(res):
+                if res is None or res.get("error"):
+                    return ["—"] * 3 if res is None else [res["error"][:40], "", ""]
+                return [f"{res['wall_s']:.1f}", f"{res['cpu_s']:.1f}", f"{res['growth_mb']:.0f}"]
+            ratio = (f"{old['cpu_s'] / new['cpu_s']:.1f}x" if old and not old.get("error")
+                     and not new.get("error") else "—")
+            same = ("—" if not old or old.get("error") or new.get("error") else
+                    "yes" if abs(old["score"] - new["score"]) < 1e-12 else
+                    f"{old['score']:.4f} vs {new['score']:.4f}")
+            rows.append([problem, n, *cells(new), *cells(old), ratio, same])
+    header = ["problem", "n", "wall (s)", "CPU (s)", "peak growth (MB)", "previous: wall (s)",
+              "CPU (s)", "peak growth (MB)", "CPU previous / this", "same score"]
+    markdown = (
+        "## Scaling with n: MAP@R (d=16, 10 classes), Recall@1/2/4/8 (d=32, 100 classes), "
+        "clustering scores (d=32, n/20 classes)\n\nEach run in a fresh process (float32 "
+        "blobs, seed 0); CPU = all threads of the process; 'previous' = the skdml of "
+        f"`{args.checkout}`. Clustering scores with over 100 classes now use skdml's greedy "
+        "k-means++ seeding (same algorithm, other random draws), so their scores differ from "
+        "the previous ones by the k-means run.\n\n" + markdown_table(header, rows))
+    save("metrics_scaling", markdown, {"args": vars(args), "results": results},
+         threads="the thread policy of each checkout")
+
+
+# --------------------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------------------
 def _run_method(method, args):
@@ -222,9 +312,19 @@ def main(argv=None):
     parser.add_argument("--checkout", help="also time the skdml of this checkout (its root "
                         "folder), each method in its own process; prints time ratios")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--scaling", action="store_true",
+                        help="issue 37's three problems at several n (with --checkout: "
+                             "against another checkout)")
+    parser.add_argument("--scaling-n", type=int, nargs="+", default=list(SCALING_N))
+    parser.add_argument("--scaling-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
         args.n = 5000
+        args.scaling_n = [2000, 4000]
+    if args.scaling_worker:
+        return _scaling_worker(args)
+    if args.scaling:
+        return _scaling(args)
     if args.worker:
         return _worker(args)
 

@@ -794,10 +794,11 @@ CASES = [
 
 
 def _families(attribute="CASES"):
-    """The later families (checkpoint safety, downloads, inputs, speed), one module each."""
+    """The later families (checkpoint safety, downloads, inputs, speed, issue 37's busy
+    machine), one module each."""
     import importlib
     out = []
-    for name in ("security", "lostwork", "inputs", "speed_linear", "speed_deep"):
+    for name in ("security", "lostwork", "inputs", "speed_linear", "speed_deep", "busy"):
         out += getattr(importlib.import_module(f"_robustness_cases_{name}"), attribute, [])
     return out
 
