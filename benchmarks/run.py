@@ -67,8 +67,15 @@ ENTRIES = (
     Entry("metrics", "bench_metrics.py",
           "exact Recall@K / MAP@R at N=60,000, d=512: peak memory and time against "
           "pytorch-metric-learning's AccuracyCalculator",
-          (Run((), "metrics_n60000_d512.{md,json,png}"),),
+          (Run((), "metrics_n60000_d512.{md,json,png}"),
+           Run(("--scaling",), "metrics_scaling.{md,json} (the published table adds "
+               "--checkout <the previous commit's checkout>)")),
           Run(("--quick",), "metrics_n5000_d512_quick.*")),
+    Entry("contention", "bench_contention.py",
+          "the demo's fits (deep on images and vectors, ECAML, SUML) idle and with 4 busy "
+          "processes, CPU and wall time in the same run, against the fair share",
+          (Run((), "contention_busy4.{md,json}"),),
+          Run(("--quick",), "contention_busy4_quick.*")),
     Entry("deep", "bench_deep.py",
           "DeepMetricTransformer overhead against a bare torch loop, fp32 vs AMP images/s; "
           "CPU zero-shot (USPS, COIL-20); NCHW vs channels-last step",
