@@ -174,3 +174,19 @@ def test_save_under_a_file_names_the_file(tmp_path):
     index = RetrievalIndex().fit(np.eye(3))
     with pytest.raises(NotADirectoryError, match="not_a_folder' is a file, not a folder"):
         index.save(blocker / "sub" / "index.npz")
+
+
+# ------------------------------------------------------------------ layout (issue 38)
+def test_file_helpers_live_in_utils_and_retrieval_uses_the_metrics_package():
+    import ast
+    import pathlib
+
+    import skdml.retrieval
+    from skdml._utils import atomic_write_bytes, check_output_file  # the shared file helpers
+
+    assert atomic_write_bytes.__module__ == check_output_file.__module__ == "skdml._utils._files"
+    tree = ast.parse(pathlib.Path(skdml.retrieval.__file__).read_text())
+    private = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+               and node.module and (node.module.startswith("metrics._")
+                                    or node.module.startswith("_training"))]
+    assert private == [], private  # only the package-level seam of skdml.metrics
