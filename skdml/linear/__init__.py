@@ -8,12 +8,22 @@
   the shared training engine).
 - :class:`SUML` (``_suml``, objective in ``_suml_objective``), :class:`ECAML`
   (``_ecaml``), :class:`JRD` (``_jrd``).
+- The classic catalogue (metric-learn's learners, issue 39): the weakly-supervised
+  bases (``_weakly``: :class:`BasePairsLearner`, :class:`BaseTripletsLearner`,
+  :class:`BaseQuadrupletsLearner`), their shared helpers (``_classic``), and one module
+  per learner: :class:`LFDA` (``_lfda``), :class:`RCA` and :class:`RCA_Supervised`
+  (``_rca``), :class:`ITML` and :class:`ITML_Supervised` (``_itml``).
 """
 
 from ._base import BaseMahalanobis, MahalanobisDistance, check_n_components
 from ._ecaml import ECAML
 from ._jrd import JRD
+from ._itml import ITML, ITML_Supervised
+from ._lfda import LFDA
+from ._rca import RCA, RCA_Supervised
 from ._suml import SUML
+from ._weakly import BasePairsLearner, BaseQuadrupletsLearner, BaseTripletsLearner
 
-__all__ = ["BaseMahalanobis", "ECAML", "JRD", "MahalanobisDistance", "SUML",
-           "check_n_components"]
+__all__ = ["BaseMahalanobis", "BasePairsLearner", "BaseQuadrupletsLearner",
+           "BaseTripletsLearner", "ECAML", "ITML", "ITML_Supervised", "JRD", "LFDA",
+           "MahalanobisDistance", "RCA", "RCA_Supervised", "SUML", "check_n_components"]

@@ -1,0 +1,242 @@
+"""Weak supervision from labels: similar/dissimilar pairs, kNN triplets and chunks.
+
+:class:`Constraints` turns (partially) labelled samples into the tuples the
+weakly-supervised learners of :mod:`skdml.linear` fit on. Its methods return
+*indices* into the samples: use them with a learner's ``preprocessor=X``, or
+gather the features with ``X[indices]``.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.neighbors import NearestNeighbors
+from sklearn.utils import check_array, check_random_state, column_or_1d
+
+__all__ = ["Constraints"]
+
+#: Rounds of rejection sampling :meth:`Constraints.positive_negative_pairs` draws at most.
+MAX_ROUNDS = 10
+
+
+def _positive_int(value, name):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) \
+            or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    return int(value)
+
+
+class Constraints:
+    """Build pairs, triplets and chunks from labelled samples.
+
+    Parameters
+    ----------
+    partial_labels : array-like of shape (n_samples,)
+        The class of each sample; samples labelled ``unknown_label`` belong
+        to no class (they are never drawn).
+    unknown_label : object, default=-1
+        The label of unlabelled samples (metric-learn's convention); ``None``:
+        every sample is labelled.
+
+    Attributes
+    ----------
+    partial_labels : ndarray of shape (n_samples,)
+        The labels, as given.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdml.constraints import Constraints
+    >>> labels = np.array([0, 0, 0, 1, 1, -1])
+    >>> pairs, y = Constraints(labels).labeled_pairs(4, random_state=0)
+    >>> pairs.shape, sorted(set(y.tolist()))
+    ((8, 2), [-1, 1])
+    >>> bool(np.all((labels[pairs[:, 0]] == labels[pairs[:, 1]]) == (y == 1)))
+    True
+    >>> Constraints(labels).chunks(n_chunks=2, chunk_size=2, random_state=0).tolist().count(-1)
+    2
+    """
+
+    def __init__(self, partial_labels, unknown_label=-1):
+        labels = column_or_1d(np.asarray(partial_labels), warn=True)
+        self.partial_labels = labels
+        self.unknown_label = unknown_label
+        known = np.ones(len(labels), dtype=bool) if unknown_label is None else \
+            labels != unknown_label
+        self._known = np.flatnonzero(known)
+        _, self._classes = np.unique(labels[self._known], return_inverse=True)
+
+    # ----------------------------------------------------------------- pairs
+    def positive_negative_pairs(self, n_constraints, same_length=False, random_state=None):
+        """Draw similar pairs (same label) and dissimilar pairs (different labels).
+
+        Each pair ``(a, b)`` draws ``a`` uniformly among the labelled samples
+        that have a partner, then ``b`` uniformly among its partners; pairs are
+        distinct (``(a, b)`` and ``(b, a)`` count as two) and never ``(a, a)``.
+        When fewer distinct pairs exist, all that could be drawn are returned
+        with a warning.
+
+        Parameters
+        ----------
+        n_constraints : int
+            Pairs of each kind.
+        same_length : bool, default=False
+            Cut the longer list so that both have the same length.
+        random_state : int, RandomState instance or None, default=None
+
+        Returns
+        -------
+        a, b : ndarray of shape (n_positive,)
+            Indices of the two samples of each similar pair.
+        c, d : ndarray of shape (n_negative,)
+            Indices of the two samples of each dissimilar pair.
+        """
+        n_constraints = _positive_int(n_constraints, "n_constraints")
+        rng = check_random_state(random_state)
+        a, b = self._pairs(n_constraints, True, rng)
+        c, d = self._pairs(n_constraints, False, rng)
+        if same_length and len(a) != len(c):
+            n = min(len(a), len(c))
+            a, b, c, d = a[:n], b[:n], c[:n], d[:n]
+        return a, b, c, d
+
+    def labeled_pairs(self, n_constraints, same_length=False, random_state=None):
+        """:meth:`positive_negative_pairs` as one array of index pairs and their labels.
+
+        Parameters
+        ----------
+        n_constraints : int
+            Pairs of each kind.
+        same_length : bool, default=False
+            As many dissimilar pairs as similar ones.
+        random_state : int, RandomState instance or None, default=None
+
+        Returns
+        -------
+        pairs : ndarray of shape (n_pairs, 2)
+            Sample indices; ``X[pairs]`` has shape (n_pairs, 2, n_features).
+        y : ndarray of shape (n_pairs,)
+            +1 for the similar pairs (first), -1 for the dissimilar ones.
+        """
+        a, b, c, d = self.positive_negative_pairs(n_constraints, same_length, random_state)
+        pairs = np.vstack([np.column_stack([a, b]), np.column_stack([c, d])])
+        return pairs, np.r_[np.ones(len(a), dtype=np.int64), -np.ones(len(c), dtype=np.int64)]
+
+    def _pairs(self, n_constraints, same, rng):
+        classes, n = self._classes, len(self._classes)
+        if n == 0:
+            raise ValueError("No labelled sample: every label is unknown_label.")
+        order = np.argsort(classes, kind="stable")
+        counts = np.bincount(classes)
+        starts = np.r_[0, np.cumsum(counts)[:-1]]
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n) - starts[classes[order]]  # position inside the class
+        partners = counts[classes] - 1 if same else n - counts[classes]
+        eligible = np.flatnonzero(partners > 0)
+        kind = "similar" if same else "dissimilar"
+        found = np.empty(0, dtype=np.int64)
+        for _ in range(MAX_ROUNDS if len(eligible) else 0):
+            need = n_constraints - len(found)
+            if need <= 0:
+                break
+            a = eligible[rng.randint(len(eligible), size=need)]
+            r = np.floor(rng.random_sample(need) * partners[a]).astype(np.int64)
+            if same:  # skip a itself inside its class
+                b = order[starts[classes[a]] + r + (r >= rank[a])]
+            else:  # skip a's class block in the class-sorted order
+                b = order[r + np.where(r >= starts[classes[a]], counts[classes[a]], 0)]
+            codes = np.r_[found, a * n + b]
+            _, first = np.unique(codes, return_index=True)
+            found = codes[np.sort(first)]
+        found = found[:n_constraints]
+        if len(found) < n_constraints:
+            warnings.warn(f"Only {len(found)} {kind} pairs could be drawn (requested "
+                          f"{n_constraints}).", UserWarning, stacklevel=3)
+        return self._known[found // n], self._known[found % n]
+
+    # -------------------------------------------------------------- triplets
+    def generate_knntriplets(self, X, k_genuine, k_impostor):
+        """Triplets ``(a, p, n)``: ``p`` among the ``k_genuine`` nearest same-class samples
+        of ``a`` and ``n`` among its ``k_impostor`` nearest samples of other classes.
+
+        Every labelled sample is an anchor, with every combination of its
+        genuine and impostor neighbours (Euclidean, in ``X``). A class with too
+        few samples gets fewer neighbours, with a warning.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        k_genuine : int
+        k_impostor : int
+
+        Returns
+        -------
+        triplets : ndarray of shape (n_triplets, 3)
+            Sample indices.
+        """
+        X = check_array(X, dtype=np.float64)
+        if len(X) != len(self.partial_labels):
+            raise ValueError(f"X has {len(X)} samples but the labels {len(self.partial_labels)}.")
+        k_genuine = _positive_int(k_genuine, "k_genuine")
+        k_impostor = _positive_int(k_impostor, "k_impostor")
+        known, classes = self._known, self._classes
+        out = []
+        for c in range(classes.max(initial=-1) + 1):
+            members, others = known[classes == c], known[classes != c]
+            kg, ki = min(k_genuine, len(members) - 1), min(k_impostor, len(others))
+            if (kg, ki) != (k_genuine, k_impostor):
+                warnings.warn(f"Class {self.partial_labels[members[0]]!r} gives {kg} genuine and "
+                              f"{ki} impostor neighbours (asked {k_genuine} and {k_impostor}).",
+                              UserWarning, stacklevel=2)
+            if kg < 1 or ki < 1:
+                continue
+            genuine = members[NearestNeighbors(n_neighbors=kg).fit(X[members]).kneighbors(
+                return_distance=False)]
+            impostor = others[NearestNeighbors(n_neighbors=ki).fit(X[others]).kneighbors(
+                X[members], return_distance=False)]
+            a = np.repeat(members, kg * ki)
+            p = np.repeat(genuine.reshape(-1), ki)
+            q = np.tile(impostor, (1, kg)).reshape(-1)
+            out.append(np.column_stack([a, p, q]))
+        if not out:
+            raise ValueError("No triplet can be formed: every class needs 2 labelled samples "
+                             "and another class.")
+        return np.vstack(out)
+
+    # ---------------------------------------------------------------- chunks
+    def chunks(self, n_chunks=100, chunk_size=2, random_state=None):
+        """Disjoint groups of ``chunk_size`` samples of one class each (RCA's chunklets).
+
+        The chunks are spread over the classes as evenly as they allow (each
+        class gives its first chunk before any gives a second), samples drawn
+        at random inside a class.
+
+        Parameters
+        ----------
+        n_chunks : int, default=100
+        chunk_size : int, default=2
+        random_state : int, RandomState instance or None, default=None
+
+        Returns
+        -------
+        chunks : ndarray of shape (n_samples,)
+            The chunk of each sample, -1 for samples in none.
+        """
+        n_chunks = _positive_int(n_chunks, "n_chunks")
+        chunk_size = _positive_int(chunk_size, "chunk_size")
+        rng = check_random_state(random_state)
+        pool = []  # (rank inside its class, random key, members) of every possible chunk
+        for c in range(self._classes.max(initial=-1) + 1):
+            members = rng.permutation(self._known[self._classes == c])
+            for j in range(len(members) // chunk_size):
+                pool.append((j, rng.random_sample(), members[j * chunk_size:(j + 1) * chunk_size]))
+        if len(pool) < n_chunks:
+            raise ValueError(f"Not enough samples for {n_chunks} chunks of {chunk_size} samples "
+                             f"of one class each: at most {len(pool)} can be formed.")
+        pool.sort(key=lambda item: item[:2])
+        chunks = np.full(len(self.partial_labels), -1, dtype=np.int64)
+        for i, (_, _, members) in enumerate(pool[:n_chunks]):
+            chunks[members] = i
+        return chunks

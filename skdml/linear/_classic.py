@@ -1,0 +1,136 @@
+"""Helpers shared by the classic learners (ITML, LSML, ... : metric-learn's catalogue).
+
+- :func:`components_from_metric`: ``L`` with ``L.T @ L = M`` for a PSD matrix ``M``;
+- :func:`prior_metric`: a Mahalanobis matrix from ``"identity"``, ``"covariance"``,
+  ``"random"`` or a user's matrix (ITML's prior, LSML's prior and start);
+- :func:`supervised_pairs`: labelled pairs drawn from class labels (the ``*_Supervised``
+  learners);
+- :func:`check_classic_input`: the supervised input checks, without the
+  "two samples a class" rule of the Adam learners where a learner does not need it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import eigh
+from sklearn.datasets import make_spd_matrix
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_array, check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import validate_data
+
+__all__ = ["check_classic_input", "components_from_metric", "prior_metric", "supervised_pairs",
+           "unique_points"]
+
+#: Eigenvalues below this fraction of the largest count as zero (definiteness checks).
+RANK_TOL = 1e-10
+
+
+def components_from_metric(M):
+    """``L`` of shape (d, d) with ``L.T @ L == M`` (``M`` symmetric PSD; round-off clipped).
+
+    ``L = diag(sqrt(w)) V.T`` from ``M = V diag(w) V.T``: rows ordered by
+    decreasing eigenvalue, so ``L[:k]`` is the best rank-k part.
+
+    Examples
+    --------
+    >>> M = np.array([[2.0, 1.0], [1.0, 2.0]])
+    >>> L = components_from_metric(M)
+    >>> bool(np.allclose(L.T @ L, M))
+    True
+    """
+    M = (M + M.T) / 2.0
+    w, V = np.linalg.eigh(M)
+    if w.min(initial=0.0) < -1e-8 * max(abs(w).max(initial=0.0), 1.0):
+        raise ValueError(f"The learned matrix is not positive semi-definite (smallest "
+                         f"eigenvalue {w.min():.3g}).")
+    order = np.argsort(w)[::-1]
+    return np.sqrt(np.clip(w[order], 0.0, None))[:, None] * V[:, order].T
+
+
+def unique_points(tuples, max_points=2000, random_state=None):
+    """The distinct samples of an array of tuples, at most ``max_points`` of them (drawn)."""
+    X = np.unique(tuples.reshape(-1, tuples.shape[-1]), axis=0)
+    if len(X) > max_points:
+        X = X[check_random_state(random_state).choice(len(X), max_points, replace=False)]
+    return X
+
+
+def prior_metric(prior, X, name="prior", random_state=None, strict_pd=True):
+    """A Mahalanobis matrix (n_features, n_features) from its specification.
+
+    Parameters
+    ----------
+    prior : {"identity", "covariance", "random"} or ndarray of shape (n_features, n_features)
+        ``"covariance"``: the inverse covariance of ``X``; ``"random"``: a
+        random SPD matrix; an array: that symmetric PSD matrix.
+    X : ndarray of shape (n_samples, n_features)
+        The samples (for ``"covariance"`` and the dimension).
+    name : str
+        The parameter's name, for messages.
+    random_state : RandomState
+    strict_pd : bool
+        Refuse a singular matrix (ITML's LogDet divergence needs a definite one).
+
+    Examples
+    --------
+    >>> prior_metric("identity", np.zeros((3, 2)))
+    array([[1., 0.],
+           [0., 1.]])
+    """
+    d = X.shape[1]
+    if isinstance(prior, str):
+        if prior == "identity":
+            return np.eye(d)
+        if prior == "random":
+            return make_spd_matrix(d, random_state=check_random_state(random_state))
+        cov = np.atleast_2d(np.cov(X, rowvar=False))
+        w, V = eigh(cov)
+        if w.min() <= RANK_TOL * max(w.max(), 1e-300):
+            if strict_pd:
+                raise ValueError(
+                    f"{name}='covariance' needs an invertible covariance matrix; this one is "
+                    "singular (fewer samples than features, or linearly dependent features). "
+                    f"Reduce the input with PCA or use {name}='identity'.")
+            w = np.where(w > RANK_TOL * w.max(), w, np.inf)  # pseudo-inverse
+        return (V / w) @ V.T
+    M = check_array(prior, dtype=np.float64, input_name=name)
+    if M.shape != (d, d):
+        raise ValueError(f"{name} must have shape ({d}, {d}) (n_features squared); got "
+                         f"{M.shape}.")
+    if not np.allclose(M, M.T):
+        raise ValueError(f"{name} must be a symmetric matrix.")
+    w = np.linalg.eigvalsh(M)
+    floor = RANK_TOL * max(abs(w).max(), 1e-300)
+    if w.min() < (floor if strict_pd else -floor):
+        raise ValueError(f"{name} must be positive {'definite' if strict_pd else 'semi-definite'}"
+                         f"; its smallest eigenvalue is {w.min():.3g}.")
+    return (M + M.T) / 2.0
+
+
+def check_classic_input(estimator, X, y):
+    """``(X float64, y encoded, classes)`` for a supervised classic learner; >= 2 classes."""
+    X, y = validate_data(estimator, X, y, dtype=np.float64, ensure_min_samples=2)
+    check_classification_targets(y)
+    encoder = LabelEncoder()
+    y = encoder.fit_transform(y)
+    if len(encoder.classes_) < 2:
+        raise ValueError(f"{type(estimator).__name__} is supervised and needs at least 2 "
+                         f"classes; y holds only 1 class ({encoder.classes_[0]!r}).")
+    return X, y, encoder.classes_
+
+
+def supervised_pairs(X, y, n_constraints, random_state, name):
+    """Labelled pairs (n_pairs, 2, n_features) and their labels drawn from class labels.
+
+    ``n_constraints=None``: ``20 * n_classes ** 2`` of each kind (metric-learn's default).
+    """
+    from ..constraints import Constraints
+
+    if n_constraints is None:
+        n_constraints = 20 * len(np.unique(y)) ** 2
+    idx, labels = Constraints(y, unknown_label=None).labeled_pairs(
+        n_constraints, random_state=random_state)
+    if not np.any(labels == 1):
+        raise ValueError(f"{name}: no class has 2 samples, so no similar pair can be drawn.")
+    return X[idx], labels

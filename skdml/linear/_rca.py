@@ -1,0 +1,221 @@
+"""Relevant Component Analysis (Bar-Hillel et al., JMLR 2005): whitening by within-chunk variance."""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+from scipy.linalg import LinAlgError, eigh
+from sklearn.base import _fit_context
+from sklearn.utils import check_random_state, column_or_1d
+from sklearn.utils.validation import validate_data
+
+from .._utils import transactional_fit
+from .._utils._params import StrictInterval
+from ._base import BaseMahalanobis, check_n_components
+from ._classic import check_classic_input
+
+__all__ = ["RCA", "RCA_Supervised"]
+
+#: Eigenvalues of the within-chunk covariance below this fraction of the largest are zero.
+RANK_TOL = 1e-10
+
+
+class RCA(BaseMahalanobis):
+    r"""Relevant Component Analysis (RCA), fitted on chunklets.
+
+    A *chunklet* is a group of samples known to share a class (labels
+    unknown). RCA centres each chunklet on its mean and whitens the data by
+    the covariance :math:`C` of the centred points: :math:`L = C^{-1/2}`, so
+    the within-chunklet variations, irrelevant to the class, are shrunk.
+    With ``n_components < n_features`` it first keeps the directions of
+    smallest within-chunklet to total variance (the generalised eigenvectors
+    of :math:`(C, S_t)`, Bar-Hillel et al. 2005, Sec. 2.4) and whitens them.
+    Closed form.
+
+    Parameters
+    ----------
+    n_components : int, default=None
+        Embedding dimension; ``None``: ``n_features``.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Defined when ``X`` has feature names that are all strings.
+
+    Notes
+    -----
+    A singular within-chunklet covariance (fewer chunked samples than
+    features, or a constant feature) raises a ``ValueError`` here, where
+    metric-learn warns and returns NaN components.
+
+    References
+    ----------
+    A. Bar-Hillel, T. Hertz, N. Shental and D. Weinshall. Learning a
+    Mahalanobis Metric from Equivalence Constraints. JMLR 6, 2005.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdml.linear import RCA
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(40, 3) * [1.0, 1.0, 10.0]
+    >>> chunks = np.repeat(np.arange(20), 2)  # 20 chunklets of 2 samples
+    >>> rca = RCA().fit(X, chunks)
+    >>> (np.diag(rca.get_mahalanobis_matrix()) > 0.1).tolist()  # feature 3 shrunk
+    [True, True, False]
+    """
+
+    _parameter_constraints: dict = {
+        "n_components": [StrictInterval(Integral, 1, None, closed="left"), None],
+    }
+
+    def __init__(self, n_components=None):
+        self.n_components = n_components
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    @transactional_fit
+    def fit(self, X, y):
+        """Fit RCA on chunklets.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            The chunklet of each sample (any labels; metric-learn calls it
+            ``chunks``), -1 for a sample in none.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        X, chunks = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        self._fit_chunks(X, column_or_1d(chunks))
+        return self
+
+    def _fit_chunks(self, X, chunks):
+        d = X.shape[1]
+        dim = check_n_components(self.n_components, d)
+        in_chunk = chunks != -1
+        ids, inverse = np.unique(chunks[in_chunk], return_inverse=True)
+        counts = np.bincount(inverse, minlength=len(ids))
+        if not np.any(counts >= 2):
+            raise ValueError("RCA needs a chunklet of at least 2 samples; every chunk has one "
+                             "sample (or every sample is -1).")
+        Xc = X[in_chunk]
+        means = np.zeros((len(ids), d))
+        np.add.at(means, inverse, Xc)
+        centred = Xc - means[inverse] / counts[inverse, None]
+        C = centred.T @ centred / len(Xc)
+        if dim < d:
+            S_t = np.atleast_2d(np.cov(Xc, rowvar=False))
+            try:
+                _, A = eigh(C, S_t, subset_by_index=[0, dim - 1])
+            except LinAlgError as exc:
+                raise ValueError("RCA: the total covariance of the chunked samples is singular; "
+                                 "reduce the input with PCA first.") from exc
+            C = A.T @ C @ A
+        else:
+            A = np.eye(d)
+        w, V = np.linalg.eigh((C + C.T) / 2.0)
+        if w.min() <= RANK_TOL * max(w.max(), 1e-300):
+            raise ValueError(
+                f"RCA: the within-chunklet covariance is singular (rank {int(np.sum(w > RANK_TOL * w.max()))}"
+                f" < {len(w)}): add chunked samples, lower n_components, or reduce the input with "
+                "PCA first.")
+        self.components_ = ((V / np.sqrt(w)) @ V.T) @ A.T
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
+
+
+class RCA_Supervised(RCA):
+    """RCA on chunklets drawn from class labels.
+
+    ``n_chunks`` disjoint chunklets of ``chunk_size`` samples of one class
+    each (:meth:`skdml.constraints.Constraints.chunks`), then :class:`RCA`.
+
+    Parameters
+    ----------
+    n_components : int, default=None
+        Embedding dimension; ``None``: ``n_features``.
+    n_chunks : int, default=100
+        Chunklets to draw (at most what the classes allow).
+    chunk_size : int, default=2
+        Samples per chunklet.
+    random_state : int, RandomState instance or None, default=None
+        Draws the chunklets.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+    chunks_ : ndarray of shape (n_samples,)
+        The chunklet of each training sample (-1: none).
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Defined when ``X`` has feature names that are all strings.
+
+    Notes
+    -----
+    metric-learn raises when fewer than ``n_chunks`` chunklets can be
+    formed; skdml draws as many as the classes allow (``chunks_`` says
+    which) and raises only when none can be formed. Its chunklets are
+    spread evenly over the classes.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from skdml.linear import RCA_Supervised
+    >>> X, y = load_iris(return_X_y=True)
+    >>> rca = RCA_Supervised(n_chunks=30, chunk_size=3, random_state=0).fit(X, y)
+    >>> rca.transform(X).shape, int((rca.chunks_ >= 0).sum())
+    ((150, 4), 90)
+    """
+
+    _parameter_constraints: dict = {
+        **RCA._parameter_constraints,
+        "n_chunks": [StrictInterval(Integral, 1, None, closed="left")],
+        "chunk_size": [StrictInterval(Integral, 2, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, n_components=None, n_chunks=100, chunk_size=2, random_state=None):
+        super().__init__(n_components=n_components)
+        self.n_chunks = n_chunks
+        self.chunk_size = chunk_size
+        self.random_state = random_state
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    @transactional_fit
+    def fit(self, X, y):
+        """Draw chunklets from the labels and fit RCA.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        from ..constraints import Constraints
+
+        X, y, self.classes_ = check_classic_input(self, X, y)
+        possible = int(sum(c // self.chunk_size for c in np.bincount(y)))
+        if possible == 0:
+            raise ValueError(f"RCA_Supervised: no class has chunk_size={self.chunk_size} "
+                             "samples; lower chunk_size.")
+        self.chunks_ = Constraints(y, unknown_label=None).chunks(
+            min(self.n_chunks, possible), self.chunk_size, check_random_state(self.random_state))
+        self._fit_chunks(X, self.chunks_)
+        return self
