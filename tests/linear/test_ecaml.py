@@ -253,9 +253,12 @@ def test_verbose_prints_a_table(capsys):
     assert "ECAML" in captured.err and "step/s" in captured.err  # the tqdm bar
     est = ECAML(max_iter=2, verbose=1, early_stopping=True, random_state=0).fit(X, y)
     captured = capsys.readouterr()
-    # header + 2 epochs with their validation score, then the refit's header + epochs
-    assert captured.out.count("validation_score") == 1
-    assert len(captured.out.strip().splitlines()) == 1 + 2 + 1 + est.best_iteration_
+    # per candidate loss (loss="auto": LMNN, binomial): a header + 2 epochs with their
+    # validation score; then the refit's header + epochs
+    runs = len(est.candidate_scores_)
+    assert runs == 2 and captured.out.count("validation_score") == runs
+    refit = 1 + est.best_iteration_ if est.best_iteration_ else 0
+    assert len(captured.out.strip().splitlines()) == runs * (1 + 2) + refit
     assert "ECAML (refit)" in captured.err
     ECAML(solver="conjugate_gradient", max_iter=2, verbose=2, random_state=0).fit(X, y)
     assert "Cost" in capsys.readouterr().out  # pymanopt's own table at verbose=2
