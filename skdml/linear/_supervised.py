@@ -272,8 +272,8 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
             X_tensor = torch.as_tensor(X_t, dtype=DTYPE)
             y_tensor = torch.as_tensor(y, dtype=torch.int64)
 
-            def start(candidate):
-                """A fresh objective of ``candidate`` at the initial point ``L0``."""
+            def fresh_objective(candidate):
+                """A new objective of ``candidate`` at the initial point ``L0``."""
                 objective = self._make_objective(len(classes), n_components, space.dim,
                                                  candidate)
                 with torch.no_grad():
@@ -283,16 +283,16 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
 
             candidate = candidates[0]
             if self.max_iter == 0:  # the starting point itself, e.g. to measure a gain
-                objective = start(candidate)
+                objective = fresh_objective(candidate)
                 fitted = {"n_iter_": 0, "history_": []}
                 converged = True
             elif self.solver == "conjugate_gradient":
-                objective = start(candidate)
+                objective = fresh_objective(candidate)
                 sampler = ClassBalancedBatchSampler(y, P, K, rng)
                 fitted, converged = self._solve_batch(objective, X_tensor, y_tensor, sampler)
             else:
                 objective, candidate, fitted, converged = self._solve_minibatch(
-                    start, candidates, X_tensor, y, len(classes), rng)
+                    fresh_objective, candidates, X_tensor, y, len(classes), rng)
             L = objective.L.detach().to(torch.float64).numpy()
             if self.manifold == "stiefel":  # remove float32 round-off of the constraint
                 L = polar(L)
@@ -381,10 +381,10 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         """The ``"auto"`` batch plan of a candidate setting (default: ``_auto_batch_plan``)."""
         return self._auto_batch_plan
 
-    def _solve_minibatch(self, start, candidates, X, y, n_classes, rng):
+    def _solve_minibatch(self, fresh_objective, candidates, X, y, n_classes, rng):
         """Adam over class-balanced batches (+ early stopping and refit).
 
-        ``start(candidate)`` returns a fresh objective at the initial point. With
+        ``fresh_objective(candidate)`` returns a new objective at the initial point. With
         early stopping, every candidate trains on the same hold-out from the same
         start; the one with the best held-out score that beats the start is
         refitted (stratified) or kept (class-disjoint), else the start itself.
@@ -394,7 +394,7 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         y_tensor = torch.as_tensor(y, dtype=torch.int64)
         if not self._use_early_stopping(y):
             candidate = candidates[0]
-            objective = start(candidate)
+            objective = fresh_objective(candidate)
             sampler = ClassBalancedBatchSampler(y, *self._batch_plan(n_classes, candidate), rng)
             stopper = EarlyStopping(monitor="loss", greater_is_better=False,
                                     n_iter_no_change=self.n_iter_no_change, tol=self.tol)
@@ -410,8 +410,8 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         refit_seed = rng.randint(np.iinfo(np.int32).max)  # drawn first: reproducible
         train, val, split = validation_holdout(y, self.validation_fraction,
                                                self.validation_split, rng)
-        runs = [self._validation_run(start(candidate), candidate, X, y, train, val, split,
-                                     n_classes, rng) for candidate in candidates]
+        runs = [self._validation_run(fresh_objective(candidate), candidate, X, y, train, val,
+                                     split, n_classes, rng) for candidate in candidates]
         improving = [run for run in runs if run["best"] > 0]
         run = max(improving, key=lambda r: r["best_score"]) if improving else runs[0]
         objective, candidate, best = run["objective"], run["candidate"], run["best"]

@@ -11,7 +11,6 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
 from _deep_helpers import fast, make, zero_shot_vectors
 
 from skdml._training import EarlyStopping
