@@ -1,0 +1,101 @@
+"""skdml.linear.ITML and ITML_Supervised: Bregman projections with a prior and slack."""
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+from skdml.constraints import Constraints
+from skdml.linear import ITML, ITML_Supervised
+from skdml.linear._itml import bregman_projections
+
+from _classic_data import knn_score, noisy_classes
+from _metric_learn import needs_metric_learn, run_metric_learn
+
+
+def _pairs(seed=0, n_constraints=40):
+    X, y = noisy_classes(n=60, n_noise=3, seed=seed)
+    idx, labels = Constraints(y).labeled_pairs(n_constraints, random_state=seed)
+    return X, idx, labels
+
+
+def test_hard_constraints_are_met_at_convergence():
+    rng = np.random.RandomState(0)  # separable: u=1, l=20 can be met by shrinking the noise
+    y = np.arange(60) % 3
+    X = np.c_[10 * np.eye(3)[y][:, :2] + 0.3 * rng.randn(60, 2), rng.randn(60, 3)]
+    idx, labels = Constraints(y).labeled_pairs(40, random_state=0)
+    diffs = X[idx[:, 0]] - X[idx[:, 1]]
+    u, l = 1.0, 20.0
+    sq0 = np.einsum("ij,ij->i", diffs, diffs)
+    assert sq0[labels == 1].max() > 2 * u  # violated at the start
+    A, n_iter, converged = bregman_projections(diffs[labels == 1], diffs[labels == -1],
+                                               np.eye(X.shape[1]), (u, l), np.inf, 500, 1e-6)
+    assert converged and n_iter < 500
+    sq = np.einsum("ij,jk,ik->i", diffs, A, diffs)
+    assert sq[labels == 1].max() <= u * (1 + 1e-5) and sq[labels == -1].min() >= l * (1 - 1e-5)
+    assert np.all(np.linalg.eigvalsh(A) > 0)  # LogDet keeps A definite
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_slack_trades_constraints_for_closeness_to_the_prior():
+    X, idx, labels = _pairs()
+    far = [ITML(gamma=g, bounds=(1.0, 20.0), max_iter=300).fit(X[idx], labels)
+           for g in (0.01, 100.0)]
+    dist = [np.linalg.norm(est.get_mahalanobis_matrix() - np.eye(X.shape[1])) for est in far]
+    assert dist[0] < dist[1]
+
+
+def test_itml_learns_and_predicts_pairs():
+    X, idx, labels = _pairs(seed=1, n_constraints=60)
+    est = ITML(preprocessor=X, random_state=0).fit(idx, labels)
+    X2, idx2, labels2 = _pairs(seed=2, n_constraints=60)  # fresh pairs from the same problem
+    assert est.score(idx2 + 0, labels2) > 0.85
+    start = ITML(preprocessor=X, max_iter=1, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="did not converge in max_iter=1"):
+        start.fit(idx, labels)
+
+
+def test_itml_supervised_learns():
+    X, y = noisy_classes(seed=3)
+    est = ITML_Supervised(n_constraints=100, max_iter=200, random_state=0)
+    with pytest.warns(ConvergenceWarning):  # 200 sweeps: cut short on purpose (speed)
+        assert knn_score(est, X, y) > knn_score(None, X, y) + 0.2
+
+
+@pytest.mark.parametrize("prior, match", [
+    (np.eye(3), "shape \\(5, 5\\)"), (-np.eye(5), "positive definite"),
+    (np.triu(np.ones((5, 5))), "symmetric")])
+def test_bad_priors_and_bounds_raise(prior, match):
+    X, idx, labels = _pairs()
+    with pytest.raises(ValueError, match=match):
+        ITML(prior=prior).fit(X[idx], labels)
+    with pytest.raises(ValueError, match="bounds must be two"):
+        ITML(bounds=(1.0, 2.0, 3.0)).fit(X[idx], labels)
+    with pytest.raises(ValueError, match="covariance matrix; this one is singular"):
+        ITML(prior="covariance").fit(np.zeros((3, 2, 8)) + np.arange(8) * [[1], [0]], [1, 1, -1])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_default_bounds_are_percentiles_of_squared_distances():
+    X, idx, labels = _pairs()
+    est = ITML(max_iter=5).fit(X[idx], labels)
+    P = np.unique(X[idx].reshape(-1, X.shape[1]), axis=0)
+    sq = ((P[:, None] - P[None]) ** 2).sum(-1)[np.triu_indices(len(P), 1)]
+    np.testing.assert_allclose(est.bounds_, np.percentile(sq, (5, 95)))
+
+
+@needs_metric_learn
+@pytest.mark.parametrize("prior", ["identity", "covariance"])
+def test_itml_agrees_with_metric_learn(prior):
+    """With the same pairs and bounds, metric-learn 0.7.0's ITML and ours run the same
+    projections in the same order: the same matrix within 1e-7, one more sweep counted here
+    (metric-learn's ``n_iter_`` is the 0-based index of its last sweep)."""
+    X, idx, labels = _pairs()
+    pairs = X[idx]
+    out = run_metric_learn("""
+est = metric_learn.ITML(prior=str(inp["prior"]), max_iter=300).fit(
+    inp["pairs"], inp["y"], bounds=inp["bounds"])
+out["M"], out["n_iter"] = est.get_mahalanobis_matrix(), est.n_iter_
+""", pairs=pairs, y=labels, bounds=np.array([2.0, 30.0]), prior=prior)
+    mine = ITML(prior=prior, bounds=(2.0, 30.0), max_iter=300).fit(pairs, labels)
+    np.testing.assert_allclose(mine.get_mahalanobis_matrix(), out["M"], rtol=1e-7, atol=1e-9)
+    assert mine.n_iter_ == int(out["n_iter"]) + 1

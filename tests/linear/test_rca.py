@@ -1,0 +1,67 @@
+"""skdml.linear.RCA and RCA_Supervised: whitening by the within-chunklet covariance."""
+
+import numpy as np
+import pytest
+
+from skdml.linear import RCA, RCA_Supervised
+
+from _classic_data import knn_score, noisy_classes
+from _metric_learn import needs_metric_learn, run_metric_learn
+
+
+def test_rca_whitens_the_within_chunklet_covariance():
+    X, y = noisy_classes()
+    rca = RCA().fit(X, y)
+    centred = X - np.array([X[y == c].mean(0) for c in range(3)])[y]
+    Z = centred @ rca.components_.T
+    np.testing.assert_allclose(Z.T @ Z / len(Z), np.eye(X.shape[1]), atol=1e-10)
+
+
+def test_rca_ignores_samples_outside_chunks_and_reduces():
+    X, y = noisy_classes()
+    chunks = np.where(np.arange(len(y)) < 90, np.arange(len(y)) // 3, -1)
+    a = RCA().fit(X, chunks)
+    b = RCA().fit(X[:90], chunks[:90])
+    np.testing.assert_allclose(a.components_, b.components_)
+    reduced = RCA(n_components=2).fit(X, y)
+    assert reduced.components_.shape == (2, X.shape[1])
+    # the kept directions are those of smallest within-class to total variance: the signal
+    assert np.abs(reduced.components_[:, :2]).sum() > 5 * np.abs(reduced.components_[:, 2:]).sum()
+
+
+def test_rca_learns():
+    X, y = noisy_classes(seed=2)
+    assert knn_score(RCA_Supervised(n_chunks=30, chunk_size=3, random_state=0), X, y) > \
+        knn_score(None, X, y) + 0.2
+
+
+def test_rca_refuses_singular_and_empty_chunklets():
+    X, y = noisy_classes()
+    with pytest.raises(ValueError, match="within-chunklet covariance is singular"):
+        RCA().fit(X[:6], [0, 0, 1, 1, 2, 2])
+    with pytest.raises(ValueError, match="chunklet of at least 2 samples"):
+        RCA().fit(X[:4], [0, 1, 2, -1])
+    with pytest.raises(ValueError, match="no class has chunk_size=5"):
+        RCA_Supervised(chunk_size=5).fit(X[:6], [0, 0, 1, 1, 2, 2])
+
+
+def test_rca_supervised_draws_what_the_classes_allow():
+    X, y = noisy_classes(n=30)
+    rca = RCA_Supervised(n_chunks=100, chunk_size=3, random_state=0).fit(X, y)
+    assert len(np.unique(rca.chunks_[rca.chunks_ >= 0])) == 9  # 3 of 3 in each class of 10
+    np.testing.assert_array_equal(rca.classes_, [0, 1, 2])
+
+
+@needs_metric_learn
+@pytest.mark.parametrize("n_components", [None, 3])
+def test_rca_agrees_with_metric_learn(n_components):
+    """Same Mahalanobis matrix as metric-learn 0.7.0's RCA on the same chunklets (1e-8)."""
+    X, y = noisy_classes(n=60)
+    chunks = np.where(np.arange(60) < 48, np.arange(60) // 4, -1)
+    out = run_metric_learn("""
+n = None if int(inp["n"]) < 0 else int(inp["n"])
+out["L"] = metric_learn.RCA(n_components=n).fit(inp["X"], inp["chunks"]).components_
+""", X=X, chunks=chunks, n=-1 if n_components is None else n_components)
+    theirs = out["L"].T @ out["L"]
+    mine = RCA(n_components=n_components).fit(X, chunks).get_mahalanobis_matrix()
+    np.testing.assert_allclose(mine, theirs, rtol=1e-8, atol=1e-10)

@@ -1,0 +1,237 @@
+"""The weakly-supervised API (skdml/linear/_weakly.py): tuple input, the preprocessor, the pair
+classifier (threshold calibration against brute force), triplet and quadruplet learners.
+
+scikit-learn's common checks build 2-D X of samples, which a tuple learner does not fit on
+(tests/test_estimators.py marks them with the reason); the behaviours they guard are checked
+here on tuples: input validation, NaN/inf, empty input, pickling, clone and refit,
+n_features_in_, transactional fits and GridSearchCV.
+"""
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import GridSearchCV
+
+from skdml.constraints import Constraints
+from skdml.linear import (ITML, BasePairsLearner, BaseQuadrupletsLearner,
+                          BaseTripletsLearner)
+from skdml.linear._weakly import calibrated_threshold
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+class _Diagonal(BasePairsLearner):
+    """A pair learner whose metric is a fixed diagonal (a test double of a real learner)."""
+
+    def __init__(self, weights=(1.0, 1.0), preprocessor=None, fail=False):
+        self.weights = weights
+        self.preprocessor = preprocessor
+        self.fail = fail
+
+    def _fit_tuples(self, pairs, y):
+        if self.fail:
+            raise RuntimeError("interrupted")
+        self.components_ = np.diag(np.asarray(self.weights, dtype=float))
+
+
+class _Triplets(BaseTripletsLearner):
+    def __init__(self, preprocessor=None):
+        self.preprocessor = preprocessor
+
+    def _fit_tuples(self, triplets, y):
+        self.components_ = np.eye(triplets.shape[2])
+
+
+class _Quadruplets(BaseQuadrupletsLearner):
+    def __init__(self, preprocessor=None):
+        self.preprocessor = preprocessor
+
+    def _fit_tuples(self, quadruplets, y):
+        self.components_ = np.eye(quadruplets.shape[2])
+
+
+def _pair_data(seed=0, n=40):
+    rng = np.random.RandomState(seed)
+    y = np.repeat(np.arange(4), n // 4)
+    X = np.c_[2.0 * y + 0.3 * rng.randn(n), 3.0 * rng.randn(n)]
+    idx, labels = Constraints(y).labeled_pairs(30, random_state=seed)
+    return X, idx, labels
+
+
+def test_pairs_as_features_or_as_indices_give_the_same_model():
+    X, idx, y = _pair_data()
+    a = _Diagonal().fit(X[idx], y)
+    b = _Diagonal(preprocessor=X).fit(idx, y)
+    assert a.threshold_ == b.threshold_
+    np.testing.assert_allclose(a.pair_distance(X[idx]), b.pair_distance(idx))
+    np.testing.assert_array_equal(a.predict(X[idx]), b.predict(idx))
+    assert a.n_features_in_ == b.n_features_in_ == 2
+    assert b.transform(X).shape == (len(X), 2)  # transform takes samples, not indices
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.zeros((5, 2)), "shape \\(n_pairs, 2, n_features\\)"),
+    (np.zeros((5, 3, 2)), "shape \\(n_pairs, 2, n_features\\)"),
+    (np.zeros((0, 2, 2)), "minimum of 1"),
+    (np.full((3, 2, 2), np.nan), "NaN"),
+    (np.full((3, 2, 2), np.inf), "infinity"),
+])
+def test_bad_pairs_raise_clear_errors(bad, match):
+    with pytest.raises(ValueError, match=match):
+        _Diagonal().fit(bad, np.ones(len(bad)))
+
+
+@pytest.mark.parametrize("y, match", [
+    (np.array([1, 0, 1]), "\\+1 \\(similar\\) or -1"),
+    (np.array([1, -1]), "one label per pair"),
+    (np.array(["a", "b", "a"]), "\\+1 \\(similar\\) or -1"),
+])
+def test_bad_pair_labels_raise(y, match):
+    with pytest.raises(ValueError, match=match):
+        _Diagonal().fit(np.zeros((3, 2, 2)), y)
+
+
+def test_bad_indices_into_the_preprocessor_raise():
+    X = np.zeros((4, 2))
+    with pytest.raises(ValueError, match="must lie in \\[0, 4\\)"):
+        _Diagonal(preprocessor=X).fit(np.array([[0, 4]]), [1])
+    with pytest.raises(ValueError, match="must be integers"):
+        _Diagonal(preprocessor=X).fit(np.array([[0.5, 1.0]]), [1])
+    with pytest.raises(ValueError, match="shape \\(n_pairs, 2\\)"):
+        _Diagonal(preprocessor=X).fit(np.zeros((2, 2, 2), dtype=int), [1, 1])
+    with pytest.raises(ValueError, match="NaN"):
+        _Diagonal(preprocessor=np.full((4, 2), np.nan)).fit(np.array([[0, 1]]), [1])
+
+
+def test_prediction_checks_features_and_fit():
+    X, idx, y = _pair_data()
+    with pytest.raises(NotFittedError):
+        _Diagonal().predict(X[idx])
+    est = _Diagonal().fit(X[idx], y)
+    with pytest.raises(ValueError, match="3 features, but _Diagonal was fitted with 2"):
+        est.predict(np.zeros((2, 2, 3)))
+    assert est.pair_distance(X[idx]).shape == (len(idx),)
+
+
+def test_an_interrupted_fit_leaves_the_learner_unfitted():
+    X, idx, y = _pair_data()
+    est = _Diagonal(fail=True)
+    with pytest.raises(RuntimeError):
+        est.fit(X[idx], y)
+    with pytest.raises(NotFittedError):
+        est.predict(X[idx])
+
+
+def test_predict_decision_function_and_score_agree():
+    X, idx, y = _pair_data()
+    est = _Diagonal(preprocessor=X).fit(idx, y)
+    scores = est.decision_function(idx)
+    np.testing.assert_allclose(scores, -est.pair_distance(idx))
+    np.testing.assert_array_equal(est.predict(idx), np.where(-scores <= est.threshold_, 1, -1))
+    assert est.score(idx, y) == np.mean(est.predict(idx) == y)
+    np.testing.assert_array_equal(est.classes_, [-1, 1])
+    est.set_threshold(-1.0)  # no distance is negative: everything dissimilar
+    assert np.all(est.predict(idx) == -1)
+    with pytest.raises(ValueError, match="finite real"):
+        est.set_threshold(np.nan)
+    with pytest.raises(ValueError, match="finite real"):
+        est.set_threshold("1")
+
+
+def _brute_force(d, y, strategy, min_rate=None, beta=1.0):
+    """Best threshold among all candidate cut points, by an explicit loop."""
+    best, best_key = None, None
+    n_pos, n_neg = np.sum(y == 1), np.sum(y == -1)
+    for t in np.r_[d.min() - 1.0, np.unique(d)]:
+        pred = d <= t
+        tp, fp = np.sum(pred & (y == 1)), np.sum(pred & (y == -1))
+        tn = n_neg - fp
+        tpr, tnr = tp / n_pos, tn / n_neg
+        if strategy == "accuracy":
+            key = (tp + tn,)
+        elif strategy == "f_beta":
+            p = tp / pred.sum() if pred.sum() else 0.0
+            f = (1 + beta ** 2) * p * tpr / (beta ** 2 * p + tpr) if p + tpr > 0 else 0.0
+            key = (f,)
+        elif strategy == "max_tpr":
+            key = (tpr, tnr) if tnr >= min_rate else None
+        else:
+            key = (tnr, tpr) if tpr >= min_rate else None
+        if key is not None and (best_key is None or key > best_key):
+            best, best_key = t, key
+    return best
+
+
+@pytest.mark.parametrize("strategy, min_rate, beta", [
+    ("accuracy", None, 1.0), ("f_beta", None, 1.0), ("f_beta", None, 0.3),
+    ("max_tpr", 0.8, 1.0), ("max_tnr", 0.6, 1.0), ("max_tpr", 0.0, 1.0), ("max_tnr", 1.0, 1.0)])
+@pytest.mark.parametrize("seed", range(4))
+def test_calibrated_threshold_matches_brute_force(strategy, min_rate, beta, seed):
+    rng = np.random.RandomState(seed)
+    y = np.where(rng.rand(40) < 0.4, 1, -1)
+    d = np.round(np.abs(rng.randn(40) + (y == -1)), 1)  # rounded: ties
+    got = calibrated_threshold(d, y, strategy, min_rate, beta)
+    assert got == pytest.approx(_brute_force(d, y, strategy, min_rate, beta))
+
+
+def test_calibrate_threshold_on_the_learner_and_its_errors():
+    X, idx, y = _pair_data()
+    est = _Diagonal(preprocessor=X).fit(idx, y)
+    est.calibrate_threshold(idx, y, strategy="max_tpr", min_rate=1.0)
+    assert np.all(est.predict(idx)[y == -1] == -1)  # a true-negative rate of 1 kept
+    with pytest.raises(ValueError, match="min_rate"):
+        est.calibrate_threshold(idx, y, strategy="max_tnr")
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        est.calibrate_threshold(idx, y, strategy="roc")
+    with pytest.raises(ValueError, match="beta must be a positive"):
+        est.calibrate_threshold(idx, y, strategy="f_beta", beta=0)
+    with pytest.raises(ValueError, match="needs positive pairs"):
+        est.calibrate_threshold(idx[y == -1], y[y == -1], strategy="f_beta")
+    fitted = _Diagonal(preprocessor=X).fit(idx, y, calibration_params={
+        "strategy": "max_tnr", "min_rate": 0.9})
+    assert np.mean(fitted.predict(idx)[y == 1] == 1) >= 0.9
+    with pytest.raises(ValueError, match="calibration_params takes"):
+        _Diagonal().fit(X[idx], y, calibration_params={"threshold": 1})
+
+
+def test_pickle_clone_and_refit_on_pairs():
+    X, idx, y = _pair_data()
+    est = ITML(max_iter=20, random_state=0).fit(X[idx], y)
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(again.predict(X[idx]), est.predict(X[idx]))
+    refit = clone(est).fit(X[idx], y)
+    np.testing.assert_allclose(refit.components_, est.components_)
+    assert est.fit(X[idx], y).threshold_ == refit.threshold_  # refit is idempotent
+    est32 = clone(est).fit(X[idx].astype(np.float32), y)
+    np.testing.assert_allclose(est32.components_, est.components_, rtol=1e-5, atol=1e-6)
+
+
+def test_grid_search_on_pairs_with_a_preprocessor():
+    X, idx, y = _pair_data(n=60)
+    search = GridSearchCV(ITML(preprocessor=X, max_iter=30, random_state=0),
+                          {"gamma": [0.1, 10.0]}, cv=3, scoring="roc_auc").fit(idx, y)
+    assert search.best_score_ > 0.9
+    assert search.predict(idx).shape == (len(idx),)
+
+
+def test_triplets_and_quadruplets_learners():
+    X = np.array([[0.0], [1.0], [3.0], [10.0]])
+    triplets = np.array([[0, 1, 2], [0, 2, 1], [1, 2, 3]])
+    est = _Triplets(preprocessor=X).fit(triplets)
+    np.testing.assert_array_equal(est.predict(triplets), [1, -1, 1])
+    np.testing.assert_allclose(est.decision_function(triplets), [2.0, -2.0, 7.0])
+    assert est.score(triplets) == pytest.approx(2 / 3)
+    np.testing.assert_allclose(_Triplets().fit(X[triplets]).decision_function(X[triplets]),
+                               est.decision_function(triplets))
+    quads = np.array([[0, 1, 0, 3], [0, 3, 1, 2]])
+    est = _Quadruplets(preprocessor=X).fit(quads)
+    np.testing.assert_array_equal(est.predict(quads), [1, -1])
+    assert est.score(quads) == 0.5
+    assert est.pair_distance(np.array([[0, 3]]))[0] == 10.0  # pairs through the preprocessor
+    with pytest.raises(ValueError, match="shape \\(n_quadruplets, 4\\)"):
+        est.predict(triplets)
+    with pytest.raises(ValueError, match="shape \\(n_triplets, 3, n_features\\)"):
+        _Triplets().fit(np.zeros((2, 4, 1)))

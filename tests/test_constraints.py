@@ -1,0 +1,82 @@
+"""skdml.constraints.Constraints: pairs, triplets and chunks drawn from labels."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from skdml.constraints import Constraints
+
+
+def _labels(seed=0, n=60, k=4):
+    return np.random.RandomState(seed).randint(0, k, n)
+
+
+def test_pairs_are_valid_distinct_and_reproducible():
+    y = _labels()
+    a, b, c, d = Constraints(y).positive_negative_pairs(200, random_state=0)
+    assert len(a) == len(c) == 200
+    assert np.all(y[a] == y[b]) and np.all(a != b) and np.all(y[c] != y[d])
+    assert len(set(zip(a, b))) == 200 and len(set(zip(c, d))) == 200
+    again = Constraints(y).positive_negative_pairs(200, random_state=0)
+    for u, v in zip((a, b, c, d), again):
+        np.testing.assert_array_equal(u, v)
+
+
+def test_pairs_cover_every_possible_pair_when_asked_for_more():
+    y = np.array([0, 0, 1, 1, 1])
+    with pytest.warns(UserWarning, match="Only 8 similar pairs"):
+        a, b, c, d = Constraints(y).positive_negative_pairs(50, random_state=0)
+    assert set(zip(a, b)) == {(i, j) for i in range(5) for j in range(5)
+                              if i != j and y[i] == y[j]}
+    assert len(set(zip(c, d))) == 12
+    with pytest.warns(UserWarning):
+        a, _, c, _ = Constraints(y).positive_negative_pairs(50, same_length=True, random_state=0)
+    assert len(a) == len(c) == 8
+
+
+def test_unknown_labels_are_never_drawn_and_labeled_pairs_match():
+    y = np.array([0, 0, 0, -1, 1, 1, -1, 1])
+    pairs, labels = Constraints(y).labeled_pairs(5, random_state=1)
+    assert not np.isin(pairs, [3, 6]).any()
+    np.testing.assert_array_equal(labels == 1, y[pairs[:, 0]] == y[pairs[:, 1]])
+    with pytest.raises(ValueError, match="No labelled sample"):
+        Constraints(np.full(4, -1)).labeled_pairs(2)
+    with pytest.raises(ValueError, match="positive integer"):
+        Constraints(y).labeled_pairs(0)
+
+
+def test_chunks_are_disjoint_single_class_and_spread_over_classes():
+    y = _labels(n=80)
+    chunks = Constraints(y).chunks(n_chunks=8, chunk_size=3, random_state=0)
+    ids = np.unique(chunks[chunks >= 0])
+    assert len(ids) == 8
+    for i in ids:
+        assert np.sum(chunks == i) == 3 and len(np.unique(y[chunks == i])) == 1
+    assert np.all(np.bincount(y[chunks >= 0]) == 6)  # 2 chunks of each of the 4 classes
+    with pytest.raises(ValueError, match="at most"):
+        Constraints(np.array([0, 0, 1])).chunks(n_chunks=2, chunk_size=2)
+
+
+def test_knn_triplets_match_a_brute_force_neighbour_search():
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(30, 3), _labels(n=30, k=3)
+    triplets = Constraints(y).generate_knntriplets(X, k_genuine=2, k_impostor=3)
+    assert len(triplets) == 30 * 2 * 3
+    D = np.linalg.norm(X[:, None] - X[None], axis=2)
+    for i in range(30):
+        same = np.flatnonzero((y == y[i]) & (np.arange(30) != i))
+        other = np.flatnonzero(y != y[i])
+        mine = triplets[triplets[:, 0] == i]
+        assert set(mine[:, 1]) == set(same[np.argsort(D[i, same])[:2]])
+        assert set(mine[:, 2]) == set(other[np.argsort(D[i, other])[:3]])
+        assert len({(p, q) for _, p, q in mine}) == 6
+
+
+def test_knn_triplets_warn_for_small_classes():
+    X, y = np.arange(10.0)[:, None], np.array([0, 0, 1, 1, 1, 1, 1, 1, 1, 1])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        triplets = Constraints(y).generate_knntriplets(X, k_genuine=3, k_impostor=1)
+    assert any("gives 1 genuine" in str(w.message) for w in caught)
+    assert len(triplets) == 2 * 1 * 1 + 8 * 3 * 1
