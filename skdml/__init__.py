@@ -1,7 +1,9 @@
 """skdml: scikit-learn compatible distance metric learning.
 
 Linear (Mahalanobis) learners (:mod:`skdml.linear`): :class:`SUML`
-(unsupervised), :class:`ECAML` and :class:`JRD` (supervised); deep learner
+(unsupervised), :class:`ECAML` and :class:`JRD` (supervised), and metric-learn's
+classic learners (:class:`LFDA`, :class:`RCA`, :class:`ITML`, ..., with pair learners
+and :class:`Constraints` to build pairs from labels); deep learner
 (:mod:`skdml.deep`): :class:`DeepMetricTransformer`. Scorers live in
 :mod:`skdml.metrics`, splitters in :mod:`skdml.model_selection`, data loaders in
 :mod:`skdml.datasets`, torch losses in :mod:`skdml.losses`, a searchable gallery of
@@ -19,6 +21,13 @@ _LAZY = {
     "SUML": "skdml.linear",
     "ECAML": "skdml.linear",
     "JRD": "skdml.linear",
+    "LFDA": "skdml.linear",
+    "LMNN": "skdml.linear",
+    "RCA": "skdml.linear",
+    "RCA_Supervised": "skdml.linear",
+    "ITML": "skdml.linear",
+    "ITML_Supervised": "skdml.linear",
+    "Constraints": "skdml.constraints",
     "DeepMetricTransformer": "skdml.deep",
     "show_versions": "skdml._show_versions",
 }

@@ -12,7 +12,8 @@
   bases (``_weakly``: :class:`BasePairsLearner`, :class:`BaseTripletsLearner`,
   :class:`BaseQuadrupletsLearner`), their shared helpers (``_classic``), and one module
   per learner: :class:`LFDA` (``_lfda``), :class:`RCA` and :class:`RCA_Supervised`
-  (``_rca``), :class:`ITML` and :class:`ITML_Supervised` (``_itml``).
+  (``_rca``), :class:`ITML` and :class:`ITML_Supervised` (``_itml``), :class:`LMNN`
+  (``_lmnn``).
 """
 
 from ._base import BaseMahalanobis, MahalanobisDistance, check_n_components
@@ -20,10 +21,11 @@ from ._ecaml import ECAML
 from ._jrd import JRD
 from ._itml import ITML, ITML_Supervised
 from ._lfda import LFDA
+from ._lmnn import LMNN
 from ._rca import RCA, RCA_Supervised
 from ._suml import SUML
 from ._weakly import BasePairsLearner, BaseQuadrupletsLearner, BaseTripletsLearner
 
 __all__ = ["BaseMahalanobis", "BasePairsLearner", "BaseQuadrupletsLearner",
-           "BaseTripletsLearner", "ECAML", "ITML", "ITML_Supervised", "JRD", "LFDA",
+           "BaseTripletsLearner", "ECAML", "ITML", "ITML_Supervised", "JRD", "LFDA", "LMNN",
            "MahalanobisDistance", "RCA", "RCA_Supervised", "SUML", "check_n_components"]

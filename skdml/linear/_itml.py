@@ -245,7 +245,7 @@ class ITML_Supervised(_ITMLMixin, BaseMahalanobis):
     n_iter_ : int
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined when ``X`` has feature names that are all strings.
 
     Examples

@@ -57,7 +57,7 @@ class LFDA(BaseMahalanobis):
         The generalised eigenvalues (local Fisher ratios), decreasing.
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined when ``X`` has feature names that are all strings.
 
     See Also

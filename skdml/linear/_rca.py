@@ -42,7 +42,7 @@ class RCA(BaseMahalanobis):
     ----------
     components_ : ndarray of shape (n_components, n_features)
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined when ``X`` has feature names that are all strings.
 
     Notes
@@ -159,7 +159,7 @@ class RCA_Supervised(RCA):
         The chunklet of each training sample (-1: none).
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined when ``X`` has feature names that are all strings.
 
     Notes

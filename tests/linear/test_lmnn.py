@@ -1,0 +1,113 @@
+"""skdml.linear.LMNN: the exact loss and gradient, learning, and metric-learn's optimum."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.exceptions import ConvergenceWarning
+
+import skdml.linear._lmnn as lmnn_module
+from skdml.linear import LMNN
+from skdml.linear._lmnn import lmnn_loss_grad, target_neighbors
+
+from _classic_data import knn_score, noisy_classes
+from _metric_learn import needs_metric_learn, run_metric_learn
+
+
+def _loop_loss(L, X, y, targets, mu):
+    """LMNN's loss as the paper writes it, a loop over (i, j, l), differentiable by autograd."""
+    Z = torch.as_tensor(X) @ L.T
+    D = ((Z[:, None] - Z[None]) ** 2).sum(-1)
+    loss = 0.0
+    for i in range(len(X)):
+        for j in targets[i]:
+            if j < 0:
+                continue
+            loss = loss + (1 - mu) * D[i, j]
+            for l in np.flatnonzero(y != y[i]):
+                loss = loss + mu * torch.relu(1 + D[i, j] - D[i, l])
+    return loss
+
+
+@pytest.mark.parametrize("block", [2 ** 22, 37])
+@pytest.mark.parametrize("mu", [0.5, 0.9])
+def test_loss_and_gradient_match_the_loop_under_autograd(block, mu, monkeypatch):
+    monkeypatch.setattr(lmnn_module, "BLOCK_ELEMENTS", block)  # one block, then many
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(30, 4), np.r_[np.zeros(14), np.ones(14), [2, 3]].astype(int)
+    targets = target_neighbors(X, y, 3)  # classes 2 and 3: one sample, no target
+    L = torch.tensor(rng.randn(2, 4), requires_grad=True)
+    expected = _loop_loss(L, X, y, targets, mu)
+    expected.backward()
+    loss, grad = lmnn_loss_grad(L.detach(), torch.as_tensor(X), torch.as_tensor(y),
+                                torch.as_tensor(targets), mu)
+    assert loss == pytest.approx(float(expected.detach()), rel=1e-12)
+    np.testing.assert_allclose(grad.numpy(), L.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_gradient_matches_finite_differences():
+    rng = np.random.RandomState(1)
+    X, y = rng.randn(25, 3), rng.randint(0, 3, 25)
+    args = (torch.as_tensor(X), torch.as_tensor(y), torch.as_tensor(target_neighbors(X, y, 2)),
+            0.5)
+    L = rng.randn(3, 3)
+    _, grad = lmnn_loss_grad(torch.as_tensor(L), *args)
+    eps = 1e-6
+    for idx in np.ndindex(L.shape):
+        step = np.zeros_like(L)
+        step[idx] = eps
+        numeric = (lmnn_loss_grad(torch.as_tensor(L + step), *args)[0]
+                   - lmnn_loss_grad(torch.as_tensor(L - step), *args)[0]) / (2 * eps)
+        assert grad.numpy()[idx] == pytest.approx(numeric, rel=1e-4, abs=1e-4)
+
+
+def test_target_neighbours_are_fixed_in_the_input_space():
+    X, y = noisy_classes(n=60)
+    est = LMNN(max_iter=10).fit(X, y)
+    np.testing.assert_array_equal(est.target_neighbors_, target_neighbors(X, y, 3))
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    for i in range(0, 60, 7):
+        same = np.flatnonzero((y == y[i]) & (np.arange(60) != i))
+        assert set(est.target_neighbors_[i]) == set(same[np.argsort(D[i, same])[:3]])
+
+
+def test_lmnn_learns():
+    X, y = noisy_classes(seed=4)
+    est = LMNN(max_iter=100)
+    assert knn_score(est, X, y) > knn_score(None, X, y) + 0.2
+    fitted = est.fit(X, y)
+    assert fitted.loss_ < 0.5 * fitted.initial_loss_
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_lmnn_init_options_and_errors():
+    X, y = noisy_classes(n=60)
+    assert LMNN(max_iter=0).fit(X, y).components_.tolist() == np.eye(8).tolist()
+    reduced = LMNN(n_components=2, max_iter=0).fit(X, y)
+    assert reduced.components_.shape == (2, 8)
+    assert LMNN(n_components=2, init="lda", max_iter=3).fit(X, y).components_.shape == (2, 8)
+    with pytest.raises(ValueError, match="init='lda' gives at most"):
+        LMNN(n_components=3, init="lda").fit(X, y)
+    with pytest.raises(ValueError, match="init must have shape"):
+        LMNN(init=np.eye(3)).fit(X, y)
+    with pytest.warns(ConvergenceWarning, match="max_iter=2"):
+        LMNN(max_iter=2).fit(X, y)
+    LMNN(max_iter=2, verbose=1).fit(X, y)
+
+
+@needs_metric_learn
+def test_lmnn_reaches_metric_learns_optimum_or_lower():
+    """metric-learn 0.7.0's LMNN (gradient descent, regularization=0.5) and ours (L-BFGS,
+    push_weight=0.5) minimise the same loss from the identity with the same target neighbours:
+    ours ends at most 0.1% above metric-learn's final loss (in practice below it)."""
+    X, y = noisy_classes(n=60, n_noise=3)
+    out = run_metric_learn("""
+est = metric_learn.LMNN(n_neighbors=3, init="identity", max_iter=300).fit(inp["X"], inp["y"])
+out["L"] = est.components_
+""", X=X, y=y)
+    args = (torch.as_tensor(X), torch.as_tensor(y), torch.as_tensor(target_neighbors(X, y, 3)),
+            0.5)
+    theirs = lmnn_loss_grad(torch.as_tensor(out["L"]), *args)[0]
+    ours = LMNN(max_iter=300).fit(X, y)
+    assert ours.loss_ <= theirs * 1.001
+    assert ours.loss_ == pytest.approx(lmnn_loss_grad(torch.as_tensor(ours.components_),
+                                                      *args)[0])
