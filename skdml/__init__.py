@@ -23,6 +23,7 @@ _LAZY = {
     "JRD": "skdml.linear",
     "LFDA": "skdml.linear",
     "LMNN": "skdml.linear",
+    "MLKR": "skdml.linear",
     "RCA": "skdml.linear",
     "RCA_Supervised": "skdml.linear",
     "ITML": "skdml.linear",

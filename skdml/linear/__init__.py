@@ -13,7 +13,7 @@
   :class:`BaseQuadrupletsLearner`), their shared helpers (``_classic``), and one module
   per learner: :class:`LFDA` (``_lfda``), :class:`RCA` and :class:`RCA_Supervised`
   (``_rca``), :class:`ITML` and :class:`ITML_Supervised` (``_itml``), :class:`LMNN`
-  (``_lmnn``).
+  (``_lmnn``), :class:`MLKR` (``_mlkr``).
 """
 
 from ._base import BaseMahalanobis, MahalanobisDistance, check_n_components
@@ -22,10 +22,12 @@ from ._jrd import JRD
 from ._itml import ITML, ITML_Supervised
 from ._lfda import LFDA
 from ._lmnn import LMNN
+from ._mlkr import MLKR
 from ._rca import RCA, RCA_Supervised
 from ._suml import SUML
 from ._weakly import BasePairsLearner, BaseQuadrupletsLearner, BaseTripletsLearner
 
 __all__ = ["BaseMahalanobis", "BasePairsLearner", "BaseQuadrupletsLearner",
            "BaseTripletsLearner", "ECAML", "ITML", "ITML_Supervised", "JRD", "LFDA", "LMNN",
+           "MLKR",
            "MahalanobisDistance", "RCA", "RCA_Supervised", "SUML", "check_n_components"]

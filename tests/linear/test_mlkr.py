@@ -1,0 +1,92 @@
+"""skdml.linear.MLKR: the loss against its definition, the gradient, learning, metric-learn."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.exceptions import ConvergenceWarning
+
+import skdml.linear._mlkr as mlkr_module
+from skdml.linear import MLKR
+from skdml.linear._mlkr import mlkr_loss
+
+from _metric_learn import needs_metric_learn, run_metric_learn
+
+
+def _regression(n=60, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, 4)
+    return X, np.sin(2 * X[:, 0]) + 0.5 * X[:, 1]
+
+
+def _loop_loss(L, X, y):
+    Z = X @ L.T
+    total = 0.0
+    for i in range(len(X)):
+        k = np.exp(-((Z[i] - Z) ** 2).sum(1))
+        k[i] = 0.0
+        total += (y[i] - k @ y / k.sum()) ** 2
+    return total
+
+
+@pytest.mark.parametrize("block", [2 ** 22, 7])
+def test_loss_matches_its_definition(block, monkeypatch):
+    monkeypatch.setattr(mlkr_module, "BLOCK_ELEMENTS", block * 60)  # one block, then many
+    X, y = _regression()
+    L = np.random.RandomState(1).randn(2, 4) * 0.5
+    got = mlkr_loss(torch.tensor(L), torch.tensor(X), torch.tensor(y))
+    assert got == pytest.approx(_loop_loss(L, X, y), rel=1e-12)
+
+
+def test_gradient_matches_finite_differences_and_is_blockwise(monkeypatch):
+    X, y = _regression(n=30)
+    L0 = np.random.RandomState(2).randn(2, 4) * 0.5
+    L = torch.tensor(L0, requires_grad=True)
+    mlkr_loss(L, torch.tensor(X), torch.tensor(y), backward=True)
+    grad = L.grad.numpy().copy()
+    monkeypatch.setattr(mlkr_module, "BLOCK_ELEMENTS", 7 * 30)
+    L2 = torch.tensor(L0, requires_grad=True)
+    mlkr_loss(L2, torch.tensor(X), torch.tensor(y), backward=True)
+    np.testing.assert_allclose(L2.grad.numpy(), grad, rtol=1e-10)
+    eps = 1e-6
+    for idx in np.ndindex(L0.shape):
+        step = np.zeros_like(L0)
+        step[idx] = eps
+        numeric = (_loop_loss(L0 + step, X, y) - _loop_loss(L0 - step, X, y)) / (2 * eps)
+        assert grad[idx] == pytest.approx(numeric, rel=1e-5, abs=1e-7)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_mlkr_learns_the_relevant_features():
+    X, y = _regression(n=100, seed=3)
+    X = np.c_[X, 3.0 * np.random.RandomState(3).randn(100, 3)]  # + irrelevant noise
+    est = MLKR(max_iter=100).fit(X, y)
+    assert est.loss_ < 0.3 * est.initial_loss_
+    weights = np.linalg.norm(est.components_, axis=0)
+    assert weights[:2].min() > 3 * weights[2:].max()
+
+
+def test_mlkr_options_and_errors():
+    X, y = _regression()
+    assert MLKR(max_iter=0).fit(X, y).components_.tolist() == np.eye(4).tolist()
+    assert MLKR(n_components=2, max_iter=0).fit(X, y).components_.shape == (2, 4)
+    with pytest.raises(ValueError, match="init must have shape"):
+        MLKR(init=np.eye(3)).fit(X, y)
+    with pytest.warns(ConvergenceWarning, match="max_iter=1"):
+        MLKR(max_iter=1).fit(X, y)
+    with pytest.raises(ValueError, match="NaN"):
+        MLKR().fit(X, np.full(len(y), np.nan))
+
+
+@needs_metric_learn
+def test_mlkr_reaches_metric_learns_optimum_or_lower():
+    """Same loss, same identity start, both L-BFGS: ours ends at most 1% above metric-learn
+    0.7.0's final loss (local optima may differ by the line search's path)."""
+    X, y = _regression(n=60)
+    out = run_metric_learn("""
+est = metric_learn.MLKR(init="identity", max_iter=200).fit(inp["X"], inp["y"])
+out["L"] = est.components_
+""", X=X, y=y)
+    theirs = _loop_loss(out["L"], X, y)
+    ours = MLKR(max_iter=200).fit(X, y)
+    assert ours.loss_ <= theirs * 1.01
+    assert ours.loss_ < 0.5 * ours.initial_loss_
