@@ -185,7 +185,10 @@ def save(name, markdown, data, figures=(), *, quick=None, threads=None):
     print(markdown)
     (RESULTS / f"{name}.md").write_text(markdown + "\n")
     (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2, default=_jsonable) + "\n")
-    for fig_name, fig in figures:
+    for fig_name, fig in figures:  # every plot names its command, machine and threads
+        fig.text(0.0, -0.01, f"{prov['command']}\n{prov['machine']}; threads: {thread_line}; "
+                 f"{prov['date']}", fontsize=6, color="0.35", va="top", ha="left",
+                 transform=fig.transFigure)
         fig.savefig(RESULTS / f"{fig_name}.png", dpi=120, bbox_inches="tight")
 
 
