@@ -183,6 +183,10 @@ def main(argv=None):
         "count of runnable threads of the machine during the fit (/proc/loadavg, every "
         "0.2 s).\n\n" + table)
     suffix = "" if args.threads is None else f"_threads{args.threads}"
+    if args.epochs and args.epochs != DEEP_EPOCHS:
+        suffix += f"_epochs{args.epochs}"
+    if set(args.fits) != set(FITS):
+        suffix += "_" + "_".join(args.fits)
     save(f"contention_busy{args.busy}{suffix}", markdown, data, threads=policy)
     return 0
 
