@@ -23,6 +23,8 @@ _LAZY = {
     "JRD": "skdml.linear",
     "LFDA": "skdml.linear",
     "LMNN": "skdml.linear",
+    "LSML": "skdml.linear",
+    "LSML_Supervised": "skdml.linear",
     "MLKR": "skdml.linear",
     "RCA": "skdml.linear",
     "RCA_Supervised": "skdml.linear",

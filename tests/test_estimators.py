@@ -60,6 +60,8 @@ FAST = {
     "ITML_Supervised": [dict(max_iter=5, n_constraints=20, random_state=0)],
     "LMNN": [dict(max_iter=5), dict(n_components=1, init="random", max_iter=3, random_state=0)],
     "MLKR": [dict(max_iter=5), dict(n_components=1, max_iter=3)],
+    "LSML": [dict(max_iter=5, random_state=0)],
+    "LSML_Supervised": [dict(max_iter=5, n_constraints=20, random_state=0)],
 }
 
 #: Checks expected to fail, with the reason, per estimator.

@@ -13,7 +13,8 @@
   :class:`BaseQuadrupletsLearner`), their shared helpers (``_classic``), and one module
   per learner: :class:`LFDA` (``_lfda``), :class:`RCA` and :class:`RCA_Supervised`
   (``_rca``), :class:`ITML` and :class:`ITML_Supervised` (``_itml``), :class:`LMNN`
-  (``_lmnn``), :class:`MLKR` (``_mlkr``).
+  (``_lmnn``), :class:`MLKR` (``_mlkr``), :class:`LSML` and
+  :class:`LSML_Supervised` (``_lsml``).
 """
 
 from ._base import BaseMahalanobis, MahalanobisDistance, check_n_components
@@ -22,12 +23,13 @@ from ._jrd import JRD
 from ._itml import ITML, ITML_Supervised
 from ._lfda import LFDA
 from ._lmnn import LMNN
+from ._lsml import LSML, LSML_Supervised
 from ._mlkr import MLKR
 from ._rca import RCA, RCA_Supervised
 from ._suml import SUML
 from ._weakly import BasePairsLearner, BaseQuadrupletsLearner, BaseTripletsLearner
 
 __all__ = ["BaseMahalanobis", "BasePairsLearner", "BaseQuadrupletsLearner",
-           "BaseTripletsLearner", "ECAML", "ITML", "ITML_Supervised", "JRD", "LFDA", "LMNN",
+           "BaseTripletsLearner", "ECAML", "ITML", "ITML_Supervised", "JRD", "LFDA", "LMNN", "LSML", "LSML_Supervised",
            "MLKR",
            "MahalanobisDistance", "RCA", "RCA_Supervised", "SUML", "check_n_components"]

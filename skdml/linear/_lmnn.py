@@ -178,7 +178,8 @@ class LMNN(BaseMahalanobis):
                                   callback=show if self.verbose else None,
                                   options={"maxiter": self.max_iter, "ftol": self.tol,
                                            "gtol": 0.0})
-                L, self.n_iter_ = result.x.reshape(dim, d), int(result.nit)
+                # n_iter_ >= 1: a start already optimal took one (checking) iteration
+                L, self.n_iter_ = result.x.reshape(dim, d), max(int(result.nit), 1)
                 if result.status == 1:  # the iteration budget, not a tolerance, stopped it
                     warn_user(f"LMNN did not converge in max_iter={self.max_iter} L-BFGS "
                               "iterations; raise max_iter.", ConvergenceWarning)

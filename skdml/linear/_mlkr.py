@@ -146,8 +146,9 @@ class MLKR(BaseMahalanobis):
                 result = minimize(fun, L0.ravel(), jac=True, method="L-BFGS-B",
                                   options={"maxiter": self.max_iter, "ftol": self.tol,
                                            "gtol": 0.0})
-                L, self.n_iter_, self.loss_ = result.x.reshape(dim, d), int(result.nit), \
-                    float(result.fun)
+                # n_iter_ >= 1: a start already optimal took one (checking) iteration
+                L, self.n_iter_ = result.x.reshape(dim, d), max(int(result.nit), 1)
+                self.loss_ = float(result.fun)
                 if result.status == 1:
                     warn_user(f"MLKR did not converge in max_iter={self.max_iter} L-BFGS "
                               "iterations; raise max_iter.", ConvergenceWarning)

@@ -1,4 +1,4 @@
-"""Relevant Component Analysis (Bar-Hillel et al., JMLR 2005): whitening by within-chunk variance."""
+"""Relevant Component Analysis (Bar-Hillel et al., JMLR 2005): whitening within chunklets."""
 
 from __future__ import annotations
 
@@ -123,8 +123,8 @@ class RCA(BaseMahalanobis):
         w, V = np.linalg.eigh((C + C.T) / 2.0)
         if w.min() <= RANK_TOL * max(w.max(), 1e-300):
             raise ValueError(
-                f"RCA: the within-chunklet covariance is singular (rank {int(np.sum(w > RANK_TOL * w.max()))}"
-                f" < {len(w)}): add chunked samples, lower n_components, or reduce the input with "
+                f"RCA: the within-chunklet covariance is singular (rank "
+                f"{int(np.sum(w > RANK_TOL * w.max()))} < {len(w)}): add chunked samples, lower n_components, or reduce the input with "
                 "PCA first.")
         self.components_ = ((V / np.sqrt(w)) @ V.T) @ A.T
         return self

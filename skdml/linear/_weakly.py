@@ -65,9 +65,10 @@ class _TupleLearner(BaseMahalanobis):
                 raise ValueError(
                     f"{name} has a preprocessor, so {what} are rows of {k} sample indices into "
                     f"it: an integer array of shape (n_{what}, {k}); got shape {idx.shape}.")
-            if idx.size and not (np.issubdtype(idx.dtype, np.integer)
-                                 or (np.issubdtype(idx.dtype, np.floating)
-                                     and np.all(np.isfinite(idx)) and np.all(idx == np.round(idx)))):
+            whole = np.issubdtype(idx.dtype, np.integer) or (
+                np.issubdtype(idx.dtype, np.floating) and np.all(np.isfinite(idx))
+                and np.all(idx == np.round(idx)))
+            if idx.size and not whole:
                 raise ValueError(f"{what} indices into the preprocessor must be integers; got "
                                  f"dtype {idx.dtype}.")
             idx = idx.astype(np.int64)

@@ -1,0 +1,278 @@
+"""Least Squared-residual Metric Learning (Liu et al., CIKM 2012): relative comparisons."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from scipy.optimize import minimize
+from sklearn.base import _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_array, check_random_state
+from sklearn.utils._param_validation import StrOptions
+
+from .._utils import thread_limits, transactional_fit, warn_user
+from .._utils._params import StrictInterval
+from ._base import BaseMahalanobis
+from ._classic import (check_classic_input, components_from_metric, prior_metric,
+                       unique_points)
+from ._weakly import BaseQuadrupletsLearner
+
+__all__ = ["LSML", "LSML_Supervised", "lsml_loss"]
+
+_CONSTRAINTS = {
+    "prior": [StrOptions({"identity", "covariance", "random"}), np.ndarray],
+    "max_iter": [StrictInterval(Integral, 0, None, closed="left")],
+    "tol": [StrictInterval(Real, 0, None, closed="left")],
+    "verbose": ["verbose"],
+    "random_state": ["random_state"],
+}
+
+
+def lsml_loss(L, vab, vcd, weights, prior_inv):
+    r"""LSML's objective under ``M = L^T L`` (torch, differentiable).
+
+    :math:`\sum_q w_q [\|L v_{ab}\| - \|L v_{cd}\|]_+^2 + \mathrm{tr}(M P^{-1}) - \log\det M`
+    (Liu et al. 2012, Eq. 5 with the LogDet regulariser towards the prior ``P``).
+    """
+    dab = ((vab @ L.T) ** 2).sum(1)
+    dcd = ((vcd @ L.T) ** 2).sum(1)
+    violated = dab > dcd
+    residual = torch.sqrt(dab[violated]) - torch.sqrt(dcd[violated])
+    M = L.T @ L
+    return (weights[violated] * residual ** 2).sum() + (M * prior_inv).sum() \
+        - 2.0 * torch.linalg.slogdet(L)[1]
+
+
+class _LSMLMixin:
+    def _lsml(self, quadruplets, weights, rng):
+        vab = quadruplets[:, 0] - quadruplets[:, 1]
+        vcd = quadruplets[:, 2] - quadruplets[:, 3]
+        keep = np.any(vcd, axis=1)
+        if not keep.all():
+            warn_user(f"{type(self).__name__}: {int((~keep).sum())} quadruplet(s) whose second "
+                      "pair is one sample twice can never hold; they are ignored.")
+        w = np.ones(len(vab)) if weights is None else weights
+        vab, vcd, w = vab[keep], vcd[keep], w[keep]
+        if w.sum() <= 0:
+            raise ValueError("The quadruplet weights sum to 0.")
+        w = w / w.sum()
+        P = prior_metric(self.prior, unique_points(quadruplets, random_state=rng), "prior", rng,
+                         strict_pd=True)
+        L0 = components_from_metric(P)
+        d = L0.shape[1]
+        args = [torch.tensor(a, dtype=torch.float64) for a in (vab, vcd, w, np.linalg.inv(P))]
+        with thread_limits(flops_per_step=4.0 * len(vab) * d * d):
+            def fun(flat):
+                L = torch.tensor(flat.reshape(d, d), requires_grad=True)
+                value = lsml_loss(L, *args)
+                if not torch.isfinite(value):  # a singular step: the line search backs off
+                    return np.inf, np.zeros_like(flat)
+                value.backward()
+                if self.verbose:
+                    print(f"{type(self).__name__} loss {float(value):.6g}")
+                return float(value.detach()), L.grad.numpy().ravel()
+
+
+            L, self.n_iter_ = L0, 0
+            if self.max_iter:
+                result = minimize(fun, L0.ravel(), jac=True, method="L-BFGS-B",
+                                  options={"maxiter": self.max_iter, "ftol": self.tol,
+                                           "gtol": 0.0})
+                # n_iter_ >= 1: a start already optimal took one (checking) iteration
+                L, self.n_iter_ = result.x.reshape(d, d), max(int(result.nit), 1)
+                if result.status == 1:
+                    warn_user(f"{type(self).__name__} did not converge in max_iter="
+                              f"{self.max_iter} L-BFGS iterations; raise max_iter.",
+                              ConvergenceWarning)
+            self.loss_ = fun(L.ravel())[0]
+        self.components_ = components_from_metric(L.T @ L)
+
+
+_PARAMS_DOC = """\
+    prior : {"identity", "covariance", "random"} or ndarray, default="identity"
+        The matrix ``P`` the LogDet term regularises towards, and the start:
+        the identity, the inverse covariance of the samples, a random SPD
+        matrix, or a given SPD matrix of shape (n_features, n_features).
+    max_iter : int, default=1000
+        L-BFGS iterations at most; ``0`` returns the prior.
+    tol : float, default=1e-6
+        L-BFGS stops when the relative decrease of the loss is below ``tol``.
+    verbose : int, default=0
+        Print the loss at every evaluation.
+    random_state : int, RandomState instance or None, default=None
+        Draws ``prior="random"``{extra}.
+"""
+
+
+class LSML(_LSMLMixin, BaseQuadrupletsLearner):
+    """Least Squared-residual Metric Learning (LSML) on quadruplets.
+
+    A quadruplet ``(a, b, c, d)`` says ``(a, b)`` should be closer than
+    ``(c, d)``. LSML minimises the weighted squared residuals
+    ``[d(a, b) - d(c, d)]_+^2`` of the violated quadruplets (unsquared
+    learned distances) plus the LogDet divergence to a prior, by L-BFGS on
+    ``L`` (``M = L^T L``), with the gradient from torch's autograd.
+
+    Parameters
+    ----------
+{params}    preprocessor : array-like of shape (n_samples, n_features), default=None
+        When given, quadruplets are rows of 4 indices into it.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_features, n_features)
+    n_iter_ : int
+    loss_ : float
+        The final objective.
+    n_features_in_ : int
+    preprocessor_ : ndarray or None
+
+    References
+    ----------
+    E. Y. Liu, Z. Guo, X. Zhang, V. Jojic and W. Wang. Metric Learning from
+    Relative Comparisons by Minimizing Squared Residual. ICDM 2012.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdml.linear import LSML
+    >>> rng = np.random.RandomState(0)
+    >>> X = np.c_[np.repeat([0.0, 3.0], 20) + 0.2 * rng.randn(40), 3.0 * rng.randn(40)]
+    >>> same = rng.randint(0, 20, (50, 2)) + rng.randint(0, 2, (50, 1)) * 20
+    >>> diff = np.c_[rng.randint(0, 20, 50), rng.randint(20, 40, 50)]
+    >>> quadruplets = np.c_[same, diff]  # same-cluster pairs closer than cross-cluster ones
+    >>> lsml = LSML(preprocessor=X).fit(quadruplets)
+    >>> bool(lsml.score(quadruplets) > LSML(preprocessor=X, max_iter=0).fit(
+    ...     quadruplets).score(quadruplets))
+    True
+    """
+
+    _parameter_constraints: dict = {**_CONSTRAINTS, "preprocessor": ["array-like", None]}
+
+    def __init__(self, prior="identity", max_iter=1000, tol=1e-6, verbose=0, random_state=None,
+                 preprocessor=None):
+        self.prior = prior
+        self.max_iter = max_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.random_state = random_state
+        self.preprocessor = preprocessor
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    @transactional_fit
+    def fit(self, quadruplets, y=None, weights=None):
+        """Fit LSML on quadruplets.
+
+        Parameters
+        ----------
+        quadruplets : array-like of shape (n, 4, n_features) or (n, 4)
+            The quadruplets, or indices of samples of ``preprocessor``.
+        y : None
+            Ignored.
+        weights : array-like of shape (n,), default=None
+            Non-negative weight of each quadruplet (normalised to sum 1).
+
+        Returns
+        -------
+        self : object
+            The fitted learner.
+        """
+        quadruplets = self._validate_tuples(quadruplets, reset=True)
+        if weights is not None:
+            weights = check_array(weights, ensure_2d=False, dtype=np.float64,
+                                  input_name="weights")
+            if weights.shape != (len(quadruplets),) or np.any(weights < 0):
+                raise ValueError(f"weights must be {len(quadruplets)} non-negative numbers, one "
+                                 "per quadruplet.")
+        self._lsml(quadruplets, weights, check_random_state(self.random_state))
+        return self
+
+    def _fit_tuples(self, tuples, y):
+        self._lsml(tuples, None, check_random_state(self.random_state))
+
+
+class LSML_Supervised(_LSMLMixin, BaseMahalanobis):
+    """LSML on quadruplets drawn from class labels.
+
+    ``n_constraints`` similar pairs ``(a, b)`` and as many dissimilar pairs
+    ``(c, d)`` are drawn (:meth:`skdml.constraints.Constraints.positive_negative_pairs`,
+    ``same_length=True``) and paired into quadruplets ``(a, b, c, d)``.
+
+    Parameters
+    ----------
+{params}    n_constraints : int, default=None
+        Quadruplets; ``None``: ``20 * n_classes ** 2`` (metric-learn's default).
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_features, n_features)
+    n_iter_ : int
+    loss_ : float
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Defined when ``X`` has feature names that are all strings.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from skdml.linear import LSML_Supervised
+    >>> X, y = load_iris(return_X_y=True)
+    >>> lsml = LSML_Supervised(n_constraints=100, random_state=0).fit(X, y)
+    >>> lsml.transform(X).shape
+    (150, 4)
+    """
+
+    _parameter_constraints: dict = {
+        **_CONSTRAINTS, "n_constraints": [StrictInterval(Integral, 1, None, closed="left"), None]}
+
+    def __init__(self, prior="identity", max_iter=1000, tol=1e-6, n_constraints=None, verbose=0,
+                 random_state=None):
+        self.prior = prior
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_constraints = n_constraints
+        self.verbose = verbose
+        self.random_state = random_state
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    @transactional_fit
+    def fit(self, X, y):
+        """Draw quadruplets from the labels and fit LSML on them.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        from ..constraints import Constraints
+
+        X, y, self.classes_ = check_classic_input(self, X, y)
+        rng = check_random_state(self.random_state)
+        n = self.n_constraints or 20 * len(self.classes_) ** 2
+        a, b, c, d = Constraints(y, unknown_label=None).positive_negative_pairs(
+            n, same_length=True, random_state=rng)
+        if len(a) == 0:
+            raise ValueError("LSML_Supervised: no class has 2 samples, so no similar pair can "
+                             "be drawn.")
+        self._lsml(X[np.column_stack([a, b, c, d])], None, rng)
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
+
+
+if LSML.__doc__ is not None:  # docstrings kept (not python -OO)
+    LSML.__doc__ = LSML.__doc__.replace("{params}", _PARAMS_DOC.replace("{extra}", ""))
+    LSML_Supervised.__doc__ = LSML_Supervised.__doc__.replace(
+        "{params}", _PARAMS_DOC.replace("{extra}", ", and the quadruplets"))

@@ -1,0 +1,101 @@
+"""skdml.linear.LSML and LSML_Supervised: the objective, its gradient, learning, metric-learn."""
+
+import numpy as np
+import pytest
+import torch
+
+from skdml.constraints import Constraints
+from skdml.linear import LSML, LSML_Supervised
+from skdml.linear._lsml import lsml_loss
+
+from _classic_data import knn_score, noisy_classes
+from _metric_learn import needs_metric_learn, run_metric_learn
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def _quadruplets(seed=0, n=40):
+    X, y = noisy_classes(n=60, n_noise=3, seed=seed)
+    a, b, c, d = Constraints(y).positive_negative_pairs(n, same_length=True, random_state=seed)
+    return X, np.column_stack([a, b, c, d])
+
+
+def _numpy_objective(M, vab, vcd, w, prior_inv):
+    """metric-learn's _total_loss, written out with numpy (the reference)."""
+    dab = np.einsum("ij,jk,ik->i", vab, M, vab)
+    dcd = np.einsum("ij,jk,ik->i", vcd, M, vcd)
+    v = dab > dcd
+    return w[v] @ (np.sqrt(dab[v]) - np.sqrt(dcd[v])) ** 2 + np.sum(M * prior_inv) \
+        - np.linalg.slogdet(M)[1]
+
+
+def test_objective_and_gradient():
+    X, q = _quadruplets()
+    vab, vcd = X[q[:, 0]] - X[q[:, 1]], X[q[:, 2]] - X[q[:, 3]]
+    rng = np.random.RandomState(0)
+    w = rng.rand(len(q))
+    P_inv = np.cov(X, rowvar=False)
+    L0 = np.eye(5) + 0.3 * rng.randn(5, 5)
+    args = [torch.tensor(a) for a in (vab, vcd, w, P_inv)]
+    L = torch.tensor(L0, requires_grad=True)
+    value = lsml_loss(L, *args)
+    assert float(value.detach()) == pytest.approx(_numpy_objective(L0.T @ L0, vab, vcd, w, P_inv),
+                                         rel=1e-12)
+    value.backward()
+    eps = 1e-6
+    for idx in np.ndindex(5, 5):
+        step = np.zeros((5, 5))
+        step[idx] = eps
+        up, down = L0 + step, L0 - step
+        numeric = (_numpy_objective(up.T @ up, vab, vcd, w, P_inv)
+                   - _numpy_objective(down.T @ down, vab, vcd, w, P_inv)) / (2 * eps)
+        assert L.grad.numpy()[idx] == pytest.approx(numeric, rel=1e-5, abs=1e-6)
+
+
+def test_lsml_learns_quadruplets():
+    X, q = _quadruplets(seed=1, n=300)
+    X2, q2 = _quadruplets(seed=2, n=300)  # fresh quadruplets of the same problem
+    start = LSML(max_iter=0).fit(X[q])
+    est = LSML().fit(X[q])
+    assert est.score(X2[q2]) > start.score(X2[q2]) + 0.1
+    assert est.n_iter_ >= 1 and np.isfinite(est.loss_)
+    np.testing.assert_allclose(LSML(preprocessor=X).fit(q).components_, est.components_,
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_lsml_weights_and_errors():
+    X, q = _quadruplets()
+    w = np.r_[np.ones(20), np.zeros(len(q) - 20)]
+    np.testing.assert_allclose(LSML(preprocessor=X).fit(q, weights=w).components_,
+                               LSML(preprocessor=X).fit(q[:20]).components_, rtol=1e-5,
+                               atol=1e-7)
+    with pytest.raises(ValueError, match="non-negative numbers, one per quadruplet"):
+        LSML(preprocessor=X).fit(q, weights=-w)
+    with pytest.raises(ValueError, match="shape \\(n_quadruplets, 4\\)"):
+        LSML(preprocessor=X).fit(q[:, :3])
+    with pytest.warns(UserWarning, match="can never hold"):
+        LSML(preprocessor=X, max_iter=2).fit(np.r_[q[:20], np.c_[q[20:, :3], q[20:, 2]]])
+    with pytest.raises(ValueError, match="weights sum to 0"):
+        LSML(preprocessor=X).fit(q, weights=np.zeros(len(q)))
+
+
+def test_lsml_supervised_learns():
+    X, y = noisy_classes(seed=5)
+    assert knn_score(LSML_Supervised(n_constraints=200, random_state=0), X, y) > \
+        knn_score(None, X, y) + 0.2
+
+
+@needs_metric_learn
+def test_lsml_reaches_metric_learns_objective_or_lower():
+    """The same objective (metric-learn 0.7.0's _total_loss, rewritten above): its projected
+    gradient descent and our L-BFGS start from the prior; ours ends no higher (within 0.1%)."""
+    X, q = _quadruplets()
+    out = run_metric_learn("""
+out["M"] = metric_learn.LSML(max_iter=1000).fit(inp["quads"]).get_mahalanobis_matrix()
+""", quads=X[q])
+    vab, vcd = X[q[:, 0]] - X[q[:, 1]], X[q[:, 2]] - X[q[:, 3]]
+    w = np.full(len(q), 1.0 / len(q))
+    theirs = _numpy_objective(out["M"], vab, vcd, w, np.eye(5))
+    ours = LSML().fit(X[q])
+    assert _numpy_objective(ours.get_mahalanobis_matrix(), vab, vcd, w, np.eye(5)) <= \
+        theirs + 1e-3 * abs(theirs)
