@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
+
+from .._utils._warnings import warn_user
 
 __all__ = ["Callback", "Checkpoint", "EarlyStopping", "Progress", "Validation"]
 
@@ -216,11 +217,11 @@ class Checkpoint(Callback):
             save_checkpoint(self.path, self.state_fn(loop))
         except OSError as exc:
             if self.failed_epoch is None:
-                warnings.warn(
+                warn_user(
                     f"Could not write the checkpoint {os.fspath(self.path)!r} after epoch "
                     f"{loop.epoch} ({type(exc).__name__}: {exc}). Training goes on and the "
                     "fitted estimator keeps what it learns; the next epochs try the write again.",
-                    CheckpointWarning, stacklevel=2)
+                    CheckpointWarning)
             self.failed_epoch, self.error = loop.epoch, exc
         else:
             self.saved_epoch = loop.epoch
@@ -230,12 +231,12 @@ class Checkpoint(Callback):
             from ._checkpoint import CheckpointWarning
 
             held = f"epoch {self.saved_epoch}" if self.saved_epoch is not None else "nothing"
-            warnings.warn(
+            warn_user(
                 f"The checkpoint {os.fspath(self.path)!r} holds {held}, not the last epoch "
                 f"({loop.epoch}): its last write failed ({type(self.error).__name__}: "
                 f"{self.error}). The fitted estimator has every epoch, and "
                 "a warm_start fit of it resumes from its last one.",
-                CheckpointWarning, stacklevel=2)
+                CheckpointWarning)
 
 
 class Progress(Callback):

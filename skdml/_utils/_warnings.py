@@ -9,10 +9,11 @@ import warnings
 __all__ = ["warn_user"]
 
 #: Frames in these packages are skipped: a warning raised inside ``fit`` (through
-#: scikit-learn's ``Pipeline``, ``GridSearchCV`` or skdml's own wrappers) is reported
-#: at the first line outside them, the line the user wrote.
+#: scikit-learn's ``Pipeline``, whose steps joblib's ``Memory`` calls, ``GridSearchCV`` or
+#: skdml's own wrappers) is reported at the first line outside them, the line the user
+#: wrote.
 _INTERNAL = tuple(os.path.dirname(__import__(name).__file__) + os.sep
-                  for name in ("skdml", "sklearn"))
+                  for name in ("skdml", "sklearn", "joblib"))
 
 
 def _user_stacklevel():

@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import os
-import warnings
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -37,6 +36,7 @@ from torch import nn
 
 from .._training import validation_holdout
 from .._utils._params import StrictInterval, constructor_keys, loss_keys, rebuild_with
+from .._utils._warnings import warn_user
 from ..losses import LOSSES, REGULARIZERS, get_regularizer
 from ._inputs import RandomAffine
 
@@ -461,7 +461,7 @@ def _warn_if_one_dimensional(normalize, n_components):
     not refused.
     """
     if normalize and n_components == 1:
-        warnings.warn(
+        warn_user(
             "n_components=1 with normalize=True would give embeddings of +1 or -1 only; "
             "the 1-d embedding is not normalised. Use n_components >= 2 with a loss on "
             "cosine similarities (the default multi-similarity loss normalises).",

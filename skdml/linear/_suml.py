@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import numbers
-import warnings
 
 import numpy as np
 from sklearn.base import _fit_context
@@ -14,7 +13,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import validate_data
 
 from .._training import SOLVERS, run_manopt
-from .._utils import thread_limits, transactional_fit
+from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis, check_n_components
 from ._preprocessing import InputSpace
@@ -268,7 +267,7 @@ class SUML(BaseMahalanobis):
         if self.batch_size is None:
             converged = self._run(state, state["X"], rng)
             if not converged:
-                warnings.warn(
+                warn_user(
                     f"SUML stopped at max_iter={self.max_iter} iterations while its cost still "
                     f"fell by more than tol={self.tol} over {self.n_iter_no_change} iterations; "
                     "increase max_iter for a more converged metric.",

@@ -1,0 +1,52 @@
+"""Warnings raised inside a fit point at the user's line (skdml._utils._warnings)."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import make_pipeline
+
+from skdml import ECAML, JRD, SUML, DeepMetricTransformer
+from skdml._utils import warn_user
+
+
+def _blobs():
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 15)
+    return rng.randn(len(y), 6) + 3 * rng.randn(4, 6)[y], y
+
+
+def _caught(fn, category):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn()
+    return [w for w in caught if issubclass(w.category, category)]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ECAML(n_components=2, max_iter=1, early_stopping=False, random_state=0),
+    lambda: JRD(n_components=2, max_iter=1, early_stopping=False, random_state=0),
+    lambda: SUML(n_components=2, max_iter=1, random_state=0),
+], ids=["ECAML", "JRD", "SUML"])
+def test_a_cut_short_fit_warns_at_the_users_line(make):
+    X, y = _blobs()
+    direct = _caught(lambda: make().fit(X, y), ConvergenceWarning)
+    piped = _caught(lambda: make_pipeline(make(), KNeighborsClassifier(3)).fit(X, y),
+                    ConvergenceWarning)
+    assert direct and piped
+    assert {w.filename for w in direct + piped} == {__file__}
+
+
+def test_a_deep_fit_that_does_not_learn_warns_at_the_users_line():
+    X, y = _blobs()
+    est = DeepMetricTransformer(n_components=2, max_iter=2, learning_rate=1e-12,
+                                device="cpu", random_state=0)
+    caught = _caught(lambda: est.fit(X.astype(np.float32), y), UserWarning)
+    assert caught and {w.filename for w in caught} == {__file__}
+
+
+def test_warn_user_outside_skdml_is_plain_warn():
+    caught = _caught(lambda: warn_user("look"), UserWarning)
+    assert caught[0].filename == __file__ and str(caught[0].message) == "look"
