@@ -155,6 +155,10 @@ def thread_budget() -> int:
 #: its own share of the load average is its CPU rate since the sample nearest a minute ago.
 _OWN_SAMPLES = deque([(time.monotonic(), time.process_time())], maxlen=64)
 _OWN_WINDOW = 60.0
+#: A measurement is reused for this many seconds (sections that start in quick succession:
+#: a fit's validation scores, nested sections).
+_LOAD_CACHE_S = 1.0
+_LOAD_CACHE = {"value": None, "at": 0.0}
 
 
 def _own_rate(now, cpu):
@@ -190,7 +194,8 @@ def other_load() -> float:
     calling thread) and the 1-minute load average (less this process's average
     CPU use over about the last minute). The larger, because a thread too many
     costs far more on a busy machine than a thread too few on an idle one.
-    ``0.0`` where the operating system reports neither (Windows).
+    ``0.0`` where the operating system reports neither (Windows). A measurement
+    is reused for a second.
 
     Returns
     -------
@@ -202,7 +207,11 @@ def other_load() -> float:
     >>> other_load() >= 0.0
     True
     """
-    own = _own_rate(time.monotonic(), time.process_time())
+    now_s = time.monotonic()
+    cached = _LOAD_CACHE.get("value")
+    if cached is not None and now_s - _LOAD_CACHE["at"] < _LOAD_CACHE_S:
+        return cached
+    own = _own_rate(now_s, time.process_time())
     estimates = []
     now = _runnable_now()
     if now is not None:
@@ -211,7 +220,9 @@ def other_load() -> float:
         estimates.append(os.getloadavg()[0] - own)
     except (AttributeError, OSError):
         pass
-    return max(max(estimates, default=0.0), 0.0)
+    load = max(max(estimates, default=0.0), 0.0)
+    _LOAD_CACHE.update(value=load, at=now_s)
+    return load
 
 
 def choose_n_threads(flops_per_step=None) -> int:
