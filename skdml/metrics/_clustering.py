@@ -18,6 +18,7 @@ import torch
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
+from threadpoolctl import threadpool_limits
 
 from .._utils import thread_limits
 from ._validation import check_embeddings, check_labels
@@ -162,15 +163,19 @@ def _greedy_kmeans_pp(Z, k, rng):
 def _kmeans(Z, n_clusters, random_state, n_init):
     """Cluster labels of the best of ``n_init`` k-means runs (lowest inertia)."""
     rng = check_random_state(random_state)
-    if n_clusters <= SKLEARN_SEEDING_MAX_CLUSTERS or n_clusters > Z.shape[0]:
-        return KMeans(n_clusters=n_clusters, n_init=n_init, random_state=rng).fit_predict(Z)
-    best = None
-    for _ in range(n_init):
-        seeds = _greedy_kmeans_pp(Z, n_clusters, rng)
-        run = KMeans(n_clusters=n_clusters, init=seeds, n_init=1, random_state=rng).fit(Z)
-        if best is None or run.inertia_ < best.inertia_:
-            best = run
-    return best.labels_
+    # skdml's thread policy for scikit-learn's OpenMP loops too (one Lloyd iteration's work)
+    with thread_limits(flops_per_step=2.0 * Z.shape[0] * n_clusters * Z.shape[1]) as n, \
+            threadpool_limits(n, user_api="openmp"):
+        if n_clusters <= SKLEARN_SEEDING_MAX_CLUSTERS or n_clusters > Z.shape[0]:
+            return KMeans(n_clusters=n_clusters, n_init=n_init,
+                          random_state=rng).fit_predict(Z)
+        best = None
+        for _ in range(n_init):
+            seeds = _greedy_kmeans_pp(Z, n_clusters, rng)
+            run = KMeans(n_clusters=n_clusters, init=seeds, n_init=1, random_state=rng).fit(Z)
+            if best is None or run.inertia_ < best.inertia_:
+                best = run
+        return best.labels_
 
 
 @validate_params(_CONSTRAINTS, prefer_skip_nested_validation=True)
