@@ -26,6 +26,8 @@ _LAZY = {
     "LSML": "skdml.linear",
     "LSML_Supervised": "skdml.linear",
     "MLKR": "skdml.linear",
+    "MMC": "skdml.linear",
+    "MMC_Supervised": "skdml.linear",
     "RCA": "skdml.linear",
     "RCA_Supervised": "skdml.linear",
     "ITML": "skdml.linear",

@@ -62,6 +62,9 @@ FAST = {
     "MLKR": [dict(max_iter=5), dict(n_components=1, max_iter=3)],
     "LSML": [dict(max_iter=5, random_state=0)],
     "LSML_Supervised": [dict(max_iter=5, n_constraints=20, random_state=0)],
+    "MMC": [dict(max_iter=5), dict(max_iter=5, diagonal=True)],
+    "MMC_Supervised": [dict(max_iter=5, n_constraints=20, random_state=0),
+                       dict(max_iter=5, n_constraints=20, diagonal=True, random_state=0)],
 }
 
 #: Checks expected to fail, with the reason, per estimator.

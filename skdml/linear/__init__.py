@@ -14,7 +14,7 @@
   per learner: :class:`LFDA` (``_lfda``), :class:`RCA` and :class:`RCA_Supervised`
   (``_rca``), :class:`ITML` and :class:`ITML_Supervised` (``_itml``), :class:`LMNN`
   (``_lmnn``), :class:`MLKR` (``_mlkr``), :class:`LSML` and
-  :class:`LSML_Supervised` (``_lsml``).
+  :class:`LSML_Supervised` (``_lsml``), :class:`MMC` and :class:`MMC_Supervised` (``_mmc``).
 """
 
 from ._base import BaseMahalanobis, MahalanobisDistance, check_n_components
@@ -25,11 +25,12 @@ from ._lfda import LFDA
 from ._lmnn import LMNN
 from ._lsml import LSML, LSML_Supervised
 from ._mlkr import MLKR
+from ._mmc import MMC, MMC_Supervised
 from ._rca import RCA, RCA_Supervised
 from ._suml import SUML
 from ._weakly import BasePairsLearner, BaseQuadrupletsLearner, BaseTripletsLearner
 
 __all__ = ["BaseMahalanobis", "BasePairsLearner", "BaseQuadrupletsLearner",
            "BaseTripletsLearner", "ECAML", "ITML", "ITML_Supervised", "JRD", "LFDA", "LMNN", "LSML", "LSML_Supervised",
-           "MLKR",
+           "MLKR", "MMC", "MMC_Supervised",
            "MahalanobisDistance", "RCA", "RCA_Supervised", "SUML", "check_n_components"]
