@@ -8,10 +8,10 @@ from sklearn.utils._param_validation import StrOptions
 
 from .._utils._params import NestedParamsMixin, StrictInterval
 from ..losses import LOSSES, MetricObjective, build_loss, get_regularizer
+from ._validation import fill_validation_params_doc
 from ._supervised import (
     LinearMetricLearner,
     LinearObjective,
-    fill_validation_params_doc,
 )
 
 __all__ = ["ECAML"]

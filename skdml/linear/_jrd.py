@@ -9,11 +9,11 @@ import torch.nn.functional as F
 
 from .._utils._params import NestedParamsMixin, StrictInterval
 from ..losses import MetricObjective, build_loss, get_regularizer
+from ._validation import fill_validation_params_doc
 from ._supervised import (
     DTYPE,
     LinearMetricLearner,
     LinearObjective,
-    fill_validation_params_doc,
 )
 
 __all__ = ["JRD"]

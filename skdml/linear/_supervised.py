@@ -38,6 +38,7 @@ from .._utils._params import StrictInterval
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
 from ._base import BaseMahalanobis, check_n_components
 from ._preprocessing import InputSpace, initial_components, polar, qr_retraction
+from ._validation import improves, knn_score, unseen_query_scores
 
 __all__ = ["LinearMetricLearner", "LinearObjective", "check_supervised_input"]
 
@@ -46,69 +47,8 @@ __all__ = ["LinearMetricLearner", "LinearObjective", "check_supervised_input"]
 MIN_STEPS_NO_CHANGE = 300
 #: The largest rate ``learning_rate="auto"`` gives (data sets of one or two batches an epoch).
 MAX_AUTO_LR = 0.01
-#: k of the k-NN accuracies averaged by the early-stopping validation score.
-VALIDATION_KS = (1, 10)
-#: With class-disjoint validation, the learned metric replaces the start only when its mean
-#: per-query Recall@1 gain exceeds this many standard errors (one-sided, about 2.5%).
-SIGNIFICANCE_Z = 2.0
 #: dtype of the optimisation (float32 measured as accurate as float64 here, and faster).
 DTYPE = torch.float32
-
-#: The numpydoc entries of ``early_stopping``, ``validation_fraction`` and ``validation_split``,
-#: written once for ECAML and JRD: their class docstrings have a line ``{validation_params}``
-#: in their place, which :func:`fill_validation_params_doc` replaces by this text.
-VALIDATION_PARAMS_DOC = """\
-    early_stopping : bool or "auto", default="auto"
-        Adam solver only. Hold out a validation set (see
-        ``validation_split``), train on the rest and score the start and
-        each epoch on it; stop when that score has not improved by more than
-        ``tol`` for ``max(10 epochs, 300 steps)``. The start (the PCA
-        initialisation) is kept (``best_iteration_ = 0``) unless learning
-        beats it on the held-out set: by more than ``tol`` with stratified
-        validation, significantly with class-disjoint validation (a paired
-        test of Recall@1 over the queries, 2 standard errors; on AT&T faces
-        and digits, gains on a few held-out classes within that noise did not
-        carry over to other unseen classes). Stratified validation then
-        refits from the same start on *all* the data for the best epoch
-        count (the latest among equal scores), so that tiny classes (AT&T: 7
-        faces a person) lose no training sample; class-disjoint validation
-        keeps the model of the best epoch. ``"auto"``: on when some class has
-        at least 3 samples. The objectives over-fit the training classes
-        (held-out accuracy falls with the epochs on USPS, unseen-class
-        retrieval on AT&T faces); this guards against it.
-    validation_fraction : float, default=None
-        Fraction held out when early stopping is used: of each class
-        (``None``: 0.1) for stratified validation, of the classes (``None``:
-        0.2, at least 2 classes) for class-disjoint validation.
-    validation_split : {"stratified", "class_disjoint"}, default="stratified"
-        **The task the metric is for**, and how early stopping measures it.
-        ``"stratified"``: k-NN classification of the *training* classes (a
-        ``Pipeline`` with ``KNeighborsClassifier``); a fraction of each class
-        is held out and scored by the mean 1-NN / 10-NN accuracy of the
-        held-out samples against the training ones. ``"class_disjoint"``:
-        retrieval or clustering of classes *never seen* in training; whole
-        classes are held out and scored by the mean of Recall@1 and MAP@R
-        among them (leave-one-out retrieval). Each guards the other task
-        poorly: measured on class-disjoint halves of AT&T, COIL-20, USPS and
-        digits, stratified validation let JRD lose up to 0.16 Recall@1
-        against its PCA start (``benchmarks/studies/bench_linear_unseen.py``),
-        and class-disjoint validation kept the PCA start in closed-set k-NN
-        on AT&T and COIL-20 (:doc:`/linear`).
-"""
-_VALIDATION_PARAMS_PLACEHOLDER = "    {validation_params}\n"
-
-
-def fill_validation_params_doc(cls):
-    """Class decorator: replace the ``{validation_params}`` line of ``cls``'s docstring."""
-    doc = cls.__doc__
-    if doc is None:  # docstrings stripped (python -OO)
-        return cls
-    if doc.count(_VALIDATION_PARAMS_PLACEHOLDER) != 1:
-        raise ValueError(f"{cls.__name__}'s docstring needs exactly one line "
-                         f"{_VALIDATION_PARAMS_PLACEHOLDER.strip()!r}.")
-    cls.__doc__ = doc.replace(_VALIDATION_PARAMS_PLACEHOLDER, VALIDATION_PARAMS_DOC)
-    return cls
-
 
 def check_supervised_input(estimator, X, y):
     """Validate ``(X, y)`` for a supervised metric learner; return ``X, y_encoded, classes``.
@@ -453,11 +393,11 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         per_query = []  # class-disjoint: the per-query scores of the start and each epoch
         if split == "class_disjoint":  # classes the training run never sees
             def score_fn():
-                per_query.append(_unseen_query_scores(objective.L.detach(), X_val, y_val))
+                per_query.append(unseen_query_scores(objective.L.detach(), X_val, y_val))
                 return float(per_query[-1].mean())  # the mean of Recall@1 and MAP@R
         else:
             def score_fn():
-                return _knn_score(objective.L.detach(), X_train, X_val, y_train, y_val)
+                return knn_score(objective.L.detach(), X_train, X_val, y_train, y_val)
         start = [p.detach().clone() for p in objective.parameters]
         start_score = score_fn()
         P, K = self._batch_plan(n_classes, candidate)
@@ -473,7 +413,7 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
                               callbacks=[Validation(score_fn), stopper,
                                          Progress(self.verbose, name), self._user_callbacks()])
         best = stopper.best_epoch or result.n_iter
-        if not _improves(stopper.best_value, start_score, self.tol,
+        if not improves(stopper.best_value, start_score, self.tol,
                          per_query[best][:, 0] - per_query[0][:, 0] if per_query else None):
             best = 0  # learning did not beat the start on the held-out set: keep the start
         return {"objective": objective, "candidate": candidate, "start": start, "best": best,
@@ -548,63 +488,3 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         tags.target_tags.required = True
         tags.input_tags.allow_nan = False
         return tags
-
-
-def _improves(best, start, tol, paired=None):
-    """Whether the best validation score beats the start's by more than ``tol``.
-
-    With per-query Recall@1 differences (``paired``, best minus start), their
-    mean must also exceed ``SIGNIFICANCE_Z`` standard errors: the few classes
-    a validation can hold out give a noisy score, and a gain within that
-    noise, or in MAP@R only, did not carry over to other unseen classes (AT&T
-    faces, digits).
-    """
-    if not math.isfinite(best) or not best > start + tol:
-        return False
-    if paired is None or len(paired) < 2:
-        return True
-    error = float(np.std(paired, ddof=1)) / math.sqrt(len(paired))
-    return float(np.mean(paired)) > SIGNIFICANCE_Z * error
-
-
-def _unseen_query_scores(L, X_val, y_val, block=512):
-    """Per-query Recall@1 hit and AP@R among held-out classes under ``L``, shape (n, 2).
-
-    Leave-one-out retrieval among the held-out samples (classes never trained
-    on). AP@R ranks all ``R`` same-class neighbours of a query, so their mean
-    moves before Recall@1 saturates on a small held-out set (it chooses the
-    epoch). Per query, so that an epoch's Recall@1 can be compared with the
-    start's in a paired test (it decides whether to leave the start).
-    """
-    with torch.no_grad():
-        Z = X_val @ L.T
-        y = torch.as_tensor(y_val)
-        sq = (Z * Z).sum(1)
-        n_same = torch.bincount(y)[y] - 1
-        out = []
-        for i in range(0, len(y), block):
-            rows = torch.arange(i, min(i + block, len(y)))
-            D = sq[rows, None] - 2.0 * Z[rows] @ Z.T + sq[None, :]
-            D[torch.arange(len(rows)), rows] = math.inf  # not its own neighbour
-            R = n_same[rows]
-            nearest = torch.topk(D, int(R.max()), dim=1, largest=False).indices
-            ranks = torch.arange(1, nearest.shape[1] + 1)
-            relevant = ((y[nearest] == y[rows, None]) & (ranks[None, :] <= R[:, None])).double()
-            ap = (torch.cumsum(relevant, 1) / ranks * relevant).sum(1) / R
-            out.append(torch.stack([relevant[:, 0], ap], dim=1))
-    return torch.cat(out).numpy()
-
-
-def _knn_score(L, X_train, X_val, y_train, y_val):
-    """Mean k-NN accuracy (k in ``VALIDATION_KS``) of the held-out samples under ``L``.
-
-    Averaging the 1-NN and 10-NN accuracies gives a smoother signal than the
-    1-NN accuracy alone, which saturates early on small data sets while the
-    10-NN accuracy still improves. The search is skdml's exact neighbour engine.
-    """
-    from ..metrics import knn_accuracy
-
-    with torch.no_grad():
-        Z_train, Z_val = (X_train @ L.T).numpy(), (X_val @ L.T).numpy()
-    ks = [min(k, len(y_train)) for k in VALIDATION_KS]
-    return float(np.mean(knn_accuracy(Z_val, y_val, Z_train, y_train, k=ks)))

@@ -7,7 +7,7 @@ import pytest
 import torch
 from sklearn.datasets import make_classification
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.model_selection import GridSearchCV
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 
@@ -316,12 +316,12 @@ def test_early_stopping_refits_for_the_best_epoch_count(monkeypatch):
 
 
 def test_validation_score_is_mean_knn_accuracy():
-    import skdml.linear._supervised as linear
+    import skdml.linear._validation as linear
 
     X, y = _data(n_samples=150, n_features=6, n_classes=3)
     L = np.random.RandomState(0).randn(2, 6)
     tr, va = np.arange(100), np.arange(100, 150)
-    score = linear._knn_score(torch.as_tensor(L, dtype=torch.float64), torch.as_tensor(X[tr]),
+    score = linear.knn_score(torch.as_tensor(L, dtype=torch.float64), torch.as_tensor(X[tr]),
                               torch.as_tensor(X[va]), y[tr], y[va])
     Z = X @ L.T
     expected = np.mean([KNeighborsClassifier(k).fit(Z[tr], y[tr]).score(Z[va], y[va])
