@@ -60,7 +60,7 @@ def _member_header(zf, info, bad):
             version = np.lib.format.read_magic(fh)
             read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                     else np.lib.format.read_array_header_2_0)
-            shape, fortran, dtype = read(fh)
+            shape, _fortran, dtype = read(fh)
             header = fh.tell()
     except Exception as exc:  # noqa: BLE001 - any malformed header
         raise bad(f"member {info.filename!r} has no valid .npy header ({exc})") from None

@@ -19,7 +19,6 @@ import tempfile
 import zipfile
 
 import numpy as np
-
 from _robustness_cases import Case, check, deep, linear  # noqa: F401
 
 

@@ -11,8 +11,13 @@ import torch
 from sklearn.cluster import KMeans
 from sklearn.metrics import normalized_mutual_info_score
 
-from skdml.metrics import _clustering, _neighbors, clustering_scores, nearest_neighbors, \
-    retrieval_scores
+from skdml.metrics import (
+    _clustering,
+    _neighbors,
+    clustering_scores,
+    nearest_neighbors,
+    retrieval_scores,
+)
 
 
 def _brute(X, k):

@@ -182,7 +182,10 @@ def test_file_helpers_live_in_utils_and_retrieval_uses_the_metrics_package():
     import pathlib
 
     import skdml.retrieval
-    from skdml._utils import atomic_write_bytes, check_output_file  # the shared file helpers
+    from skdml._utils import (  # the shared file helpers
+        atomic_write_bytes,
+        check_output_file,
+    )
 
     assert atomic_write_bytes.__module__ == check_output_file.__module__ == "skdml._utils._files"
     tree = ast.parse(pathlib.Path(skdml.retrieval.__file__).read_text())
