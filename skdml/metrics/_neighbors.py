@@ -248,9 +248,43 @@ def _settle(vals, idx, qrows, depth, order_depth, cuts, full, frame, ref_keys, q
     r = np.repeat(seg_row[flag], length)
     c = np.repeat(seg_start[flag], length) + offset
     ref = idx[r, c]
+    if not frame.exact:
+        segment, keep = _split_segments(v, r, c, ref, segment, length, seg_row[flag],
+                                        seg_start[flag], seg_end[flag], qrows, frame)
+        r, c, ref, segment = r[keep], c[keep], ref[keep], segment[keep]
+        if ref.size == 0:
+            return ok, idx
     dist = frame.exact_distances(qrows[r], ref)
     idx[r, c] = ref[np.lexsort((ref, dist, segment))]
     return ok, idx
+
+
+def _split_segments(v, r, c, ref, segment, length, rows, starts, ends, qrows, frame):
+    """Split uncertified segments where slacks of the segment's own candidates separate them.
+
+    The row's slacks use the largest reference norm among all its listed candidates;
+    a segment's own largest norm is usually smaller, and so are its slacks (same
+    bounds, :meth:`~skdml.metrics._exact.Frame.slacks`, valid for candidates whose
+    values lie between the segment's first and last and whose norms are at most its
+    largest). Where a gap inside the segment exceeds them, everything before the gap
+    is provably closer than everything after it, exactly as for the row's own
+    separations. Returns the new segment ids and which positions still need the
+    float64 pass (sub-segments of two or more candidates).
+    """
+    first = np.cumsum(length) - length
+    b_seg = np.maximum.reduceat(frame.r_norm[ref], first)
+    s_hi, s_lo = frame.slacks(v[rows, starts], v[rows, ends], qrows[rows], b_seg)
+    inner = np.ones(r.size, dtype=bool)
+    inner[np.cumsum(length) - 1] = False  # the last candidate of a segment has no next
+    cut = np.zeros(r.size, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        gap = v[r[inner], c[inner] + 1] - v[r[inner], c[inner]]
+        cut[inner] = gap * (1 - 2.0 ** -50) > (s_hi + s_lo)[segment[inner]]
+    begins = np.ones(r.size, dtype=bool)  # a new sub-segment after every cut
+    begins[1:] = (segment[1:] != segment[:-1]) | cut[:-1]
+    sub = np.cumsum(begins) - 1
+    sizes = np.bincount(sub)
+    return sub, sizes[sub] > 1
 
 
 def _rank_block(D, qrows, depth, order_depth, cuts, frame, ref_keys, query_keys):
