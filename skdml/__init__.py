@@ -30,6 +30,8 @@ _LAZY = {
     "MMC_Supervised": "skdml.linear",
     "RCA": "skdml.linear",
     "RCA_Supervised": "skdml.linear",
+    "SDML": "skdml.linear",
+    "SDML_Supervised": "skdml.linear",
     "ITML": "skdml.linear",
     "ITML_Supervised": "skdml.linear",
     "Constraints": "skdml.constraints",

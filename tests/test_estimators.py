@@ -63,6 +63,8 @@ FAST = {
     "LSML": [dict(max_iter=5, random_state=0)],
     "LSML_Supervised": [dict(max_iter=5, n_constraints=20, random_state=0)],
     "MMC": [dict(max_iter=5), dict(max_iter=5, diagonal=True)],
+    "SDML": [dict(balance_param=1e-3, prior="covariance")],
+    "SDML_Supervised": [dict(balance_param=1e-4, n_constraints=20, random_state=0)],
     "MMC_Supervised": [dict(max_iter=5, n_constraints=20, random_state=0),
                        dict(max_iter=5, n_constraints=20, diagonal=True, random_state=0)],
 }

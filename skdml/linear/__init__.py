@@ -14,7 +14,8 @@
   per learner: :class:`LFDA` (``_lfda``), :class:`RCA` and :class:`RCA_Supervised`
   (``_rca``), :class:`ITML` and :class:`ITML_Supervised` (``_itml``), :class:`LMNN`
   (``_lmnn``), :class:`MLKR` (``_mlkr``), :class:`LSML` and
-  :class:`LSML_Supervised` (``_lsml``), :class:`MMC` and :class:`MMC_Supervised` (``_mmc``).
+  :class:`LSML_Supervised` (``_lsml``), :class:`MMC` and :class:`MMC_Supervised` (``_mmc``),
+  :class:`SDML` and :class:`SDML_Supervised` (``_sdml``).
 """
 
 from ._base import BaseMahalanobis, MahalanobisDistance, check_n_components
@@ -27,10 +28,11 @@ from ._lsml import LSML, LSML_Supervised
 from ._mlkr import MLKR
 from ._mmc import MMC, MMC_Supervised
 from ._rca import RCA, RCA_Supervised
+from ._sdml import SDML, SDML_Supervised
 from ._suml import SUML
 from ._weakly import BasePairsLearner, BaseQuadrupletsLearner, BaseTripletsLearner
 
 __all__ = ["BaseMahalanobis", "BasePairsLearner", "BaseQuadrupletsLearner",
-           "BaseTripletsLearner", "ECAML", "ITML", "ITML_Supervised", "JRD", "LFDA", "LMNN", "LSML", "LSML_Supervised",
-           "MLKR", "MMC", "MMC_Supervised",
-           "MahalanobisDistance", "RCA", "RCA_Supervised", "SUML", "check_n_components"]
+           "BaseTripletsLearner", "ECAML", "ITML", "ITML_Supervised", "JRD", "LFDA", "LMNN",
+           "LSML", "LSML_Supervised", "MLKR", "MMC", "MMC_Supervised", "MahalanobisDistance",
+           "RCA", "RCA_Supervised", "SDML", "SDML_Supervised", "SUML", "check_n_components"]
