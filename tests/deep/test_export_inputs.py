@@ -1,6 +1,5 @@
-"""Deep export and backbone inputs (issue 37): grey images without a channel axis, a linear
-learner passed to export_embedding, a backbone built for other channels, a stratified hold-out
-of singletons."""
+"""skdml/deep/_export.py on awkward inputs (issue 37): grey images without a channel axis,
+a linear learner passed to export_embedding, a path under a file."""
 
 import numpy as np
 import pytest
@@ -8,9 +7,7 @@ import torch
 from sklearn.datasets import load_digits
 
 from skdml import ECAML, DeepMetricTransformer
-from skdml._training import validation_holdout
 from skdml.deep import export_embedding
-from skdml.deep.backbones import SmallResNet
 
 
 @pytest.fixture(scope="module")
@@ -44,38 +41,3 @@ def test_export_under_a_file_names_the_file(digits, tmp_path):
     (tmp_path / "blocker").write_text("x")
     with pytest.raises(NotADirectoryError, match="blocker' is a file"):
         export_embedding(net, tmp_path / "blocker" / "net.pt")
-
-
-def test_small_resnet_names_a_channel_mismatch():
-    net = SmallResNet(3, widths=(4, 8), blocks_per_stage=1).eval()
-    with pytest.raises(ValueError, match=r"SmallResNet\(3\) takes images of 3 channels.*"
-                                         r"SmallResNet\(1\)"):
-        net(torch.zeros(2, 1, 8, 8))
-    assert net(torch.zeros(2, 3, 8, 8)).shape == (2, 8)
-
-
-def test_small_resnet_mismatch_in_a_fit_is_a_clear_error(digits):
-    X, y = digits
-    est = DeepMetricTransformer(SmallResNet(3, widths=(4, 8), blocks_per_stage=1),
-                                n_components=4, max_iter=1, device="cpu")
-    with pytest.raises(ValueError, match="SmallResNet"):
-        est.fit(X.reshape(-1, 8, 8), y)
-
-
-def test_stratified_holdout_of_singletons_names_the_split_and_classes():
-    y = np.repeat(np.arange(4), 5)
-    with pytest.raises(ValueError, match=r"stratified validation split .*classes 0 \(5 samples\)"):
-        validation_holdout(y, None, "auto", np.random.RandomState(0), scored_within=True)
-    # a hold-out scored against the training part (the linear learners) still takes them
-    train, val, split = validation_holdout(y, None, "auto", np.random.RandomState(0))
-    assert split == "stratified" and len(val) == 4
-
-
-def test_deep_fit_on_singleton_holdout_names_the_split():
-    rng = np.random.RandomState(0)
-    y = np.repeat(np.arange(4), 5)
-    X = rng.randn(20, 6) + y[:, None]
-    est = DeepMetricTransformer(n_components=3, max_iter=2, early_stopping=True, device="cpu",
-                                random_state=0)
-    with pytest.raises(ValueError, match="stratified validation split"):
-        est.fit(X, y)

@@ -45,3 +45,24 @@ def test_impossible_hold_outs_raise():
         class_disjoint_holdout(np.repeat(np.arange(5), 3), 0.8, rng())
     with pytest.raises(ValueError, match="at least one class with 3 or more samples"):
         validation_holdout(np.repeat(np.arange(3), 2), None, "auto", rng())
+
+
+# ---------------------------------------------------- a hold-out scored among itself (issue 37)
+def test_stratified_holdout_of_singletons_names_the_split_and_classes():
+    y = np.repeat(np.arange(4), 5)
+    with pytest.raises(ValueError, match=r"stratified validation split .*classes 0 \(5 samples\)"):
+        validation_holdout(y, None, "auto", rng(), scored_within=True)
+    # a hold-out scored against the training part (the linear learners) still takes them
+    _, val, split = validation_holdout(y, None, "auto", rng())
+    assert split == "stratified" and len(val) == 4
+
+
+def test_deep_fit_on_singleton_holdout_names_the_split():
+    from skdml import DeepMetricTransformer
+
+    y = np.repeat(np.arange(4), 5)
+    X = rng().randn(20, 6) + y[:, None]
+    est = DeepMetricTransformer(n_components=3, max_iter=2, early_stopping=True, device="cpu",
+                                random_state=0)
+    with pytest.raises(ValueError, match="stratified validation split"):
+        est.fit(X, y)
