@@ -99,3 +99,13 @@ def test_many_classes_cluster_as_kmeans_from_those_seeds(monkeypatch):
     labels = KMeans(40, init=seeds, n_init=1).fit_predict(Z)
     assert scores["nmi"] == pytest.approx(normalized_mutual_info_score(y, labels), abs=1e-12)
     assert scores["nmi"] > 0.95
+
+
+def test_segments_are_ordered_as_a_lexsort_would():
+    rng = np.random.RandomState(5)
+    sizes = rng.choice([2, 2, 2, 3, 5, 9], size=400)
+    segment = np.repeat(np.arange(sizes.size), sizes)
+    dist = rng.randint(0, 4, segment.size).astype(np.float64)  # many exact ties
+    ref = rng.permutation(segment.size)
+    np.testing.assert_array_equal(_neighbors._order_segments(segment, dist, ref),
+                                  np.lexsort((ref, dist, segment)))

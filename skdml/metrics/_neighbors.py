@@ -255,8 +255,29 @@ def _settle(vals, idx, qrows, depth, order_depth, cuts, full, frame, ref_keys, q
         if ref.size == 0:
             return ok, idx
     dist = frame.exact_distances(qrows[r], ref)
-    idx[r, c] = ref[np.lexsort((ref, dist, segment))]
+    idx[r, c] = ref[_order_segments(segment, dist, ref)]
     return ok, idx
+
+
+def _order_segments(segment, dist, ref):
+    """The permutation sorting each run of equal ``segment`` ids by ``(dist, ref)``.
+
+    ``segment`` is non-decreasing. Runs of two (most of them) are ordered by one
+    vectorised compare-and-swap; only the longer runs go through ``np.lexsort``.
+    """
+    order = np.arange(segment.size)
+    sizes = np.bincount(segment)
+    first = np.cumsum(sizes) - sizes
+    pairs = first[sizes == 2]
+    if pairs.size:
+        a, b = pairs, pairs + 1
+        swap = (dist[b] < dist[a]) | ((dist[b] == dist[a]) & (ref[b] < ref[a]))
+        order[a[swap]], order[b[swap]] = b[swap], a[swap]
+    longer = (sizes > 2)[segment]
+    if longer.any():
+        rest = np.flatnonzero(longer)
+        order[rest] = rest[np.lexsort((ref[rest], dist[rest], segment[rest]))]
+    return order
 
 
 def _split_segments(v, r, c, ref, segment, length, rows, starts, ends, qrows, frame):
