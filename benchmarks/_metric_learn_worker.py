@@ -11,11 +11,17 @@ environment. It reads ``--input`` (an ``.npz`` with ``X_train``, ``y_train``,
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import platform
 import time
 
 import numpy as np
+
+#: ``--method`` -> metric-learn's class (the supervised form of the weakly-supervised ones).
+METHODS = {"lmnn": "LMNN", "itml": "ITML_Supervised", "lfda": "LFDA", "rca": "RCA_Supervised",
+           "mmc": "MMC_Supervised", "sdml": "SDML_Supervised", "lsml": "LSML_Supervised",
+           "mlkr": "MLKR", "scml": "SCML_Supervised"}
 
 
 def versions():
@@ -32,7 +38,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--input", required=True)
     parser.add_argument("--output", required=True)
-    parser.add_argument("--method", choices=("lmnn", "itml"), required=True)
+    parser.add_argument("--method", choices=tuple(METHODS), required=True)
     parser.add_argument("--params", default="{}")
     parser.add_argument("--max-fit-samples", type=int, default=None,
                         help="fit on a stratified subsample of this size (then embed all)")
@@ -53,8 +59,10 @@ def main():
         fit_idx, _ = train_test_split(fit_idx, train_size=args.max_fit_samples, stratify=y,
                                       random_state=args.seed)
     params = json.loads(args.params)
-    cls = {"lmnn": metric_learn.LMNN, "itml": metric_learn.ITML_Supervised}[args.method]
-    est = cls(random_state=args.seed, **params)
+    cls = getattr(metric_learn, METHODS[args.method])
+    if "random_state" in inspect.signature(cls).parameters:  # LFDA takes none
+        params = {"random_state": args.seed, **params}
+    est = cls(**params)
     t0, c0 = time.perf_counter(), time.process_time()
     est.fit(X[fit_idx], y[fit_idx])
     fit_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0

@@ -147,6 +147,17 @@ ENTRIES = (
                "linear_closed_set.{md,json,png}, linear_closed_set_gaps.png"),),
           Run(("--quick", "--name", "linear_closed_set_quick"), "linear_closed_set_quick.*"),
           needs="metric-learn"),
+    Entry("classic", "bench_classic.py",
+          "the classic catalogue (issue 39): LFDA, RCA, ITML, LMNN, MMC, SDML, LSML, MLKR "
+          "against metric-learn 0.7.0's in the same run (closed-set protocol; k=1/10, fit CPU "
+          "seconds and their ratio)",
+          (Run(("--datasets", "att", "coil20", "--timeout", "300",
+                "--name", "classic_comparison_att_coil20"),
+               "classic_comparison_att_coil20.{md,json,png}"),
+           Run(("--datasets", "usps", "--timeout", "600", "--name", "classic_comparison_usps"),
+               "classic_comparison_usps.{md,json,png}")),
+          Run(("--quick",), "classic_comparison_quick.*"),
+          needs="metric-learn"),
     Entry("stress", "bench_stress.py",
           "unseen-class Recall@1 and MAP@R on stress sets nobody tuned on (faces under strong "
           "synthetic lighting, few training classes, noisy vectors) and the usual ones: raw, "

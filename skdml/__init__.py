@@ -30,6 +30,8 @@ _LAZY = {
     "MMC_Supervised": "skdml.linear",
     "RCA": "skdml.linear",
     "RCA_Supervised": "skdml.linear",
+    "SCML": "skdml.linear",
+    "SCML_Supervised": "skdml.linear",
     "SDML": "skdml.linear",
     "SDML_Supervised": "skdml.linear",
     "ITML": "skdml.linear",

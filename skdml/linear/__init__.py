@@ -15,7 +15,8 @@
   (``_rca``), :class:`ITML` and :class:`ITML_Supervised` (``_itml``), :class:`LMNN`
   (``_lmnn``), :class:`MLKR` (``_mlkr``), :class:`LSML` and
   :class:`LSML_Supervised` (``_lsml``), :class:`MMC` and :class:`MMC_Supervised` (``_mmc``),
-  :class:`SDML` and :class:`SDML_Supervised` (``_sdml``).
+  :class:`SDML` and :class:`SDML_Supervised` (``_sdml``), :class:`SCML` and
+  :class:`SCML_Supervised` (``_scml``).
 """
 
 from ._base import BaseMahalanobis, MahalanobisDistance, check_n_components
@@ -28,6 +29,7 @@ from ._lsml import LSML, LSML_Supervised
 from ._mlkr import MLKR
 from ._mmc import MMC, MMC_Supervised
 from ._rca import RCA, RCA_Supervised
+from ._scml import SCML, SCML_Supervised
 from ._sdml import SDML, SDML_Supervised
 from ._suml import SUML
 from ._weakly import BasePairsLearner, BaseQuadrupletsLearner, BaseTripletsLearner
@@ -35,4 +37,5 @@ from ._weakly import BasePairsLearner, BaseQuadrupletsLearner, BaseTripletsLearn
 __all__ = ["BaseMahalanobis", "BasePairsLearner", "BaseQuadrupletsLearner",
            "BaseTripletsLearner", "ECAML", "ITML", "ITML_Supervised", "JRD", "LFDA", "LMNN",
            "LSML", "LSML_Supervised", "MLKR", "MMC", "MMC_Supervised", "MahalanobisDistance",
-           "RCA", "RCA_Supervised", "SDML", "SDML_Supervised", "SUML", "check_n_components"]
+           "RCA", "RCA_Supervised", "SCML", "SCML_Supervised", "SDML", "SDML_Supervised",
+           "SUML", "check_n_components"]

@@ -1,0 +1,84 @@
+"""skdml.linear.SCML and SCML_Supervised: bases, the dual averaging, learning, metric-learn."""
+
+import numpy as np
+import pytest
+
+from skdml.constraints import Constraints
+from skdml.linear import SCML, SCML_Supervised
+from skdml.linear._scml import _DistDiff, triplet_diff_basis
+
+from _classic_data import knn_score, noisy_classes
+from _metric_learn import needs_metric_learn, run_metric_learn
+
+
+def _triplets(seed=0, n=60):
+    X, y = noisy_classes(n=n, n_noise=2, seed=seed)
+    return X, y, Constraints(y).generate_knntriplets(X, k_genuine=3, k_impostor=5)
+
+
+def test_dist_diff_and_objective_match_their_definition(monkeypatch):
+    X, _, t = _triplets()
+    B = np.random.RandomState(0).randn(7, X.shape[1])
+    a, p, n = X[t[:, 0]], X[t[:, 1]], X[t[:, 2]]
+    expected = ((a - p) @ B.T) ** 2 - ((a - n) @ B.T) ** 2
+    w = np.abs(np.random.RandomState(1).randn(7)) * 0.01
+    objective = 1e-3 * w.sum() + np.maximum(1 + expected @ w, 0).mean()
+    for cached in (2 ** 25, 50):  # in memory, then recomputed in blocks
+        monkeypatch.setattr("skdml.linear._scml.MAX_CACHED", cached)
+        dd = _DistDiff(X[t], B)
+        np.testing.assert_allclose(dd.rows(np.arange(len(t))), expected)
+        assert dd.objective(w, 1e-3) == pytest.approx(objective)
+
+
+def test_triplet_diff_bases_are_unit_eigendirections():
+    X, _, t = _triplets()
+    B = triplet_diff_basis(X[t], 12, np.random.RandomState(0))
+    assert B.shape == (12, 4)
+    np.testing.assert_allclose(np.linalg.norm(B, axis=1), 1.0)
+    with pytest.raises(ValueError, match="at least n_features=4 triplets"):
+        triplet_diff_basis(X[t][:3], 5, np.random.RandomState(0))
+
+
+def test_scml_learns_sparse_weights_on_triplets():
+    X, y, t = _triplets(seed=1)
+    est = SCML(n_basis=40, max_iter=3000, random_state=0, preprocessor=X).fit(t)
+    a, p, n = X[t].transpose(1, 0, 2)
+    euclidean = np.mean(((a - p) ** 2).sum(1) < ((a - n) ** 2).sum(1))
+    assert est.score(t) > euclidean + 0.1
+    assert np.all(est.weights_ > 0) and len(est.weights_) <= 40
+    M = est.get_mahalanobis_matrix()
+    np.testing.assert_allclose(M, est.basis_.T @ (est.weights_[:, None] * est.basis_),
+                               atol=1e-10)
+    assert est.objective_ < 1.0  # below the zero metric's objective
+
+
+def test_scml_supervised_learns():
+    X, y = noisy_classes(seed=8)
+    est = SCML_Supervised(n_basis=60, max_iter=3000, random_state=0)
+    assert knn_score(est, X, y) > knn_score(None, X, y) + 0.2
+
+
+def test_scml_refuses_the_zero_metric_and_bad_settings():
+    X, _, t = _triplets()
+    with pytest.raises(ValueError, match="no basis got a positive weight"):
+        SCML(n_basis=10, beta=1e3, max_iter=100, output_iter=50, random_state=0).fit(X[t])
+    with pytest.raises(ValueError, match="output_iter=500 must be at most max_iter=10"):
+        SCML(max_iter=10, random_state=0).fit(X[t])
+    with pytest.raises(ValueError, match="basis must have shape"):
+        SCML(basis=np.eye(3), max_iter=10, output_iter=5).fit(X[t])
+
+
+@needs_metric_learn
+def test_scml_agrees_with_metric_learn_given_the_same_bases():
+    """With the same bases and seed, metric-learn 0.7.0's dual averaging (its ``_fit``,
+    which its supervised form calls with its own bases) and ours draw the same batches and
+    return the same weights: the same matrix within 1e-8."""
+    X, _, t = _triplets()
+    B = triplet_diff_basis(X[t], 20, np.random.RandomState(0))
+    out = run_metric_learn("""
+est = metric_learn.SCML(max_iter=2000, output_iter=500, random_state=3)
+est._fit(inp["triplets"], basis=inp["B"], n_basis=len(inp["B"]))
+out["M"] = est.get_mahalanobis_matrix()
+""", triplets=X[t], B=B)
+    mine = SCML(basis=B, max_iter=2000, output_iter=500, random_state=3).fit(X[t])
+    np.testing.assert_allclose(mine.get_mahalanobis_matrix(), out["M"], rtol=1e-8, atol=1e-10)
