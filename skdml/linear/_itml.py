@@ -105,6 +105,8 @@ def bregman_projections(pos, neg, A0, bounds, gamma, max_iter, tol, verbose=0):
             Av = dsymv(1.0, A, v, lower=0)
             p = float(v @ Av)
             alpha = min(lam[i], delta * gamma_proj * (1.0 / p - 1.0 / xi[i]))
+            if alpha == 0.0:  # satisfied with no dual weight: the projection changes nothing
+                continue
             lam[i] -= alpha
             beta = delta * alpha / (1.0 - delta * alpha * p)
             xi[i] = 1.0 / (1.0 / xi[i] + delta * alpha / gamma)
