@@ -255,9 +255,9 @@ class ITML_Supervised(_ITMLMixin, BaseMahalanobis):
     >>> from sklearn.datasets import load_iris
     >>> from skdml.linear import ITML_Supervised
     >>> X, y = load_iris(return_X_y=True)
-    >>> itml = ITML_Supervised(n_constraints=100, max_iter=300, random_state=0).fit(X, y)
-    >>> itml.transform(X).shape
-    (150, 4)
+    >>> itml = ITML_Supervised(n_constraints=100, gamma=0.1, random_state=0).fit(X, y)
+    >>> itml.transform(X).shape, itml.n_iter_ < itml.max_iter  # converged
+    ((150, 4), True)
     """
 
     _parameter_constraints: dict = {
