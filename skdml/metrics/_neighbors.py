@@ -153,10 +153,9 @@ def _sorted_keys(part, L, full):
         minima = part[:, :width * 4 * L].reshape(n_rows, 4 * L, width).min(axis=2)
         threshold = np.partition(minima, L - 1, axis=1)[:, L - 1]
     if threshold is not None:
-        flat = np.flatnonzero(part <= threshold[:, None])
-        rows, cols = np.divmod(flat, n_ref)
-        counts = np.bincount(rows, minlength=n_rows)
-        del rows
+        flat = np.flatnonzero(part <= threshold[:, None])  # row by row, rows in order
+        counts = np.diff(np.searchsorted(flat, np.arange(n_rows + 1) * n_ref))
+        cols = flat - np.repeat(np.arange(n_rows) * n_ref, counts)
         good = (counts >= L) & (counts <= 4 * L)
         if good.any():
             keys = _order_keys(part.ravel()[flat], cols)  # row by row, rows in order
