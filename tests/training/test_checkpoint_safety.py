@@ -25,7 +25,7 @@ from skdml._training import CheckpointError, load_checkpoint, save_checkpoint
 from skdml._training import _checkpoint
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning",
-                                        "ignore:.*did not lower the loss:UserWarning")
+                                        "ignore:.*did not lower the metric loss:UserWarning")
 
 
 @pytest.fixture(autouse=True)
