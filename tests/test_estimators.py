@@ -58,14 +58,15 @@ FAST = {
     "RCA_Supervised": [dict(n_chunks=10, random_state=0)],
     "ITML": [dict(max_iter=5, random_state=0)],
     "ITML_Supervised": [dict(max_iter=5, n_constraints=20, random_state=0)],
-    "LMNN": [dict(max_iter=5), dict(n_components=1, init="random", max_iter=3, random_state=0)],
+    "LMNN": [dict(n_components=1, init="random", max_iter=3, random_state=0)],
     "MLKR": [dict(max_iter=5), dict(n_components=1, max_iter=3)],
     "LSML": [dict(max_iter=5, random_state=0)],
     "LSML_Supervised": [dict(max_iter=5, n_constraints=20, random_state=0)],
     "MMC": [dict(max_iter=5), dict(max_iter=5, diagonal=True)],
     "SDML": [dict(balance_param=1e-3, prior="covariance")],
     "SCML": [dict(n_basis=8, max_iter=20, output_iter=10, random_state=0)],
-    "SCML_Supervised": [dict(n_basis=6, max_iter=300, output_iter=100, random_state=0)],
+    "SCML_Supervised": [dict(basis="triplet_diffs", n_basis=6, max_iter=300, output_iter=100,
+                             random_state=0)],
     "SDML_Supervised": [dict(balance_param=1e-4, n_constraints=20, random_state=0)],
     "MMC_Supervised": [dict(max_iter=5, n_constraints=20, random_state=0),
                        dict(max_iter=5, n_constraints=20, diagonal=True, random_state=0)],
@@ -79,8 +80,7 @@ EXPECTED_FAILURES = {
     # the triplet loss, every weight stays 0, and SCML raises a ValueError saying so rather
     # than return the zero metric (tests/linear/test_scml.py checks that error)
     "SCML_Supervised": dict.fromkeys(
-        ["check_fit_score_takes_y", "check_estimators_dtypes", "check_dtype_object",
-         "check_estimators_nan_inf"],
+        ["check_fit_score_takes_y", "check_dtype_object"],
         "random labels: every SCML weight is 0 and the fit refuses the zero metric"),
 }
 
