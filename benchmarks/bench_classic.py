@@ -36,22 +36,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare_linear as cl  # noqa: E402  (sets SKDML_NUM_THREADS=1 first)
 from _common import markdown_table, save  # noqa: E402
 
-LEARNERS = ("lfda", "rca", "itml", "lmnn", "mmc", "sdml", "lsml", "mlkr")
+LEARNERS = ("lfda", "rca", "itml", "itml-mlb", "lmnn", "mmc", "sdml", "lsml", "mlkr", "scml")
 
 
-def settings(name, y_train, quick):
-    """``{key: (skdml class name, metric-learn method, shared params)}`` for one data set."""
+def metric_learn_bounds(X):
+    """ITML's bounds as metric-learn 0.7.0 sets them: percentiles of *unsquared* distances."""
+    from sklearn.metrics import pairwise_distances
+
+    return [float(b) for b in np.percentile(pairwise_distances(X), (5, 95))]
+
+
+def settings(name, y_train, quick, X_train=None):
+    """``{key: (skdml class, metric-learn method, shared params[, skdml-only params])}``.
+
+    ``itml-mlb``: skdml's ITML given metric-learn's default bounds (unsquared
+    percentiles, over all training samples where metric-learn takes those of its pairs),
+    so that both solve nearly the same problem; skdml's own default bounds are Davis
+    et al.'s squared percentiles (the ``itml`` row), a stricter problem.
+    """
     counts = np.bincount(np.unique(y_train, return_inverse=True)[1])
     chunks = int(min(100, sum(c // 3 for c in counts)))  # what RCA's classes allow
     return {
         "lfda": ("LFDA", "lfda", dict(k=7)),
         "rca": ("RCA_Supervised", "rca", dict(n_chunks=chunks, chunk_size=3)),
         "itml": ("ITML_Supervised", "itml", dict(max_iter=10 if quick else 1000)),
+        "itml-mlb": ("ITML_Supervised", "itml", dict(max_iter=10 if quick else 1000),
+                     dict(bounds=metric_learn_bounds(X_train)) if X_train is not None else {}),
         "lmnn": ("LMNN", "lmnn", dict(n_neighbors=3, max_iter=10 if quick else 200)),
         "mmc": ("MMC_Supervised", "mmc", dict(max_iter=10 if quick else 100)),
         "sdml": ("SDML_Supervised", "sdml", dict(balance_param=1e-5, prior="covariance")),
         "lsml": ("LSML_Supervised", "lsml", dict(max_iter=10 if quick else 1000)),
         "mlkr": ("MLKR", "mlkr", dict(max_iter=10 if quick else 100)),
+        "scml": ("SCML_Supervised", "scml", dict(max_iter=1000 if quick else 10000)),
     }
 
 
@@ -83,8 +99,11 @@ def run(args):
                 row = results.setdefault(f"{name}/Euclidean", [])
                 row.append({"acc": cl.knn_scores(X_train, y_train, X_test, y_test)})
                 for key in args.learners:
-                    cls_name, method, params = settings(name, y_train, args.quick)[key]
+                    cls_name, method, params, *own = settings(name, y_train, args.quick,
+                                                              X_train)[key]
                     for side in ("skdml", "metric-learn"):
+                        if key == "itml-mlb" and side == "metric-learn":
+                            continue  # the same fit as the itml row's
                         label = f"{name}/{key}/{side}"
                         done = results.setdefault(label, [])
                         if any(r.get("timeout") or r.get("error") for r in done):
@@ -92,7 +111,8 @@ def run(args):
                         try:
                             if side == "skdml":
                                 with threadpool_limits(1):
-                                    r = fit_skdml(cls_name, params, X_train, y_train, X_test)
+                                    r = fit_skdml(cls_name, {**params, **(own[0] if own else {})},
+                                                  X_train, y_train, X_test)
                             else:
                                 r = cl.run_metric_learn(python, method, params, split_file,
                                                         args.timeout, None, tmp)
@@ -139,14 +159,15 @@ def table(results, args):
                      cell_acc(base, 10), "", "", "", ""])
         for key in args.learners:
             ours = results.get(f"{name}/{key}/skdml", [])
-            theirs = results.get(f"{name}/{key}/metric-learn", [])
+            theirs = results.get(f"{name}/{key.split('-')[0]}/metric-learn", [])
             params = next((r["params"] for r in ours if "params" in r), {})
             t_ours = [r["cpu_s"] for r in ours if "cpu_s" in r]
             t_theirs = [r["cpu_s"] for r in theirs if "cpu_s" in r]
             ratio = f"{np.median(t_theirs) / max(np.median(t_ours), 1e-9):.1f}x" \
                 if t_ours and t_theirs else "—"
-            rows.append([cl.NAMES[name], key.upper(), ", ".join(f"{k}={v}" for k, v in
-                                                                params.items()),
+            label = "ITML, metric-learn's bounds" if key == "itml-mlb" else key.upper()
+            rows.append([cl.NAMES[name], label, ", ".join(f"{k}={v}" for k, v in
+                                                         params.items() if k != "bounds"),
                          cell_acc(ours, 1), cell_acc(theirs, 1), cell_acc(ours, 10),
                          cell_acc(theirs, 10), cell_time(ours, args.timeout),
                          cell_time(theirs, args.timeout), ratio])
@@ -166,12 +187,11 @@ def plot(results, args):
         gaps, ratios = [], []
         for key in args.learners:
             ours = [r["acc"][1] for r in results.get(f"{name}/{key}/skdml", []) if r.get("acc")]
-            theirs = [r["acc"][1] for r in results.get(f"{name}/{key}/metric-learn", [])
-                      if r.get("acc")]
+            ml = f"{name}/{key.split('-')[0]}/metric-learn"
+            theirs = [r["acc"][1] for r in results.get(ml, []) if r.get("acc")]
             gaps.append(100 * (np.mean(ours) - np.mean(theirs)) if ours and theirs else np.nan)
             t_o = [r["cpu_s"] for r in results.get(f"{name}/{key}/skdml", []) if "cpu_s" in r]
-            t_t = [r["cpu_s"] for r in results.get(f"{name}/{key}/metric-learn", [])
-                   if "cpu_s" in r]
+            t_t = [r["cpu_s"] for r in results.get(ml, []) if "cpu_s" in r]
             ratios.append(np.median(t_t) / max(np.median(t_o), 1e-9) if t_o and t_t else np.nan)
         axes[0].bar(x + i * width, gaps, width, label=cl.NAMES[name])
         axes[1].bar(x + i * width, ratios, width, label=cl.NAMES[name])

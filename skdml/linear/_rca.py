@@ -124,8 +124,8 @@ class RCA(BaseMahalanobis):
         if w.min() <= RANK_TOL * max(w.max(), 1e-300):
             raise ValueError(
                 f"RCA: the within-chunklet covariance is singular (rank "
-                f"{int(np.sum(w > RANK_TOL * w.max()))} < {len(w)}): add chunked samples, lower n_components, or reduce the input with "
-                "PCA first.")
+                f"{int(np.sum(w > RANK_TOL * w.max()))} < {len(w)}): add chunked samples, lower "
+                "n_components, or reduce the input with PCA first.")
         self.components_ = ((V / np.sqrt(w)) @ V.T) @ A.T
         return self
 

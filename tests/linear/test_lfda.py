@@ -65,7 +65,8 @@ def test_lfda_refuses_bad_input():
 
 @needs_metric_learn
 def test_lfda_agrees_with_metric_learn_once_its_local_scaling_is_corrected():
-    """metric-learn 0.7.0's LFDA differs from Sugiyama's in two places (doc/migrating_from_metric_learn.md):
+    """metric-learn 0.7.0's LFDA differs from Sugiyama's in two places (see
+    doc/migrating_from_metric_learn.md):
     ``np.partition(dist, k, axis=0)[:, k]`` takes column k of a column-partitioned matrix, not
     each sample's k-th neighbour distance, and its between-class scatter is ours plus
     ``2 S_w`` (eigenvalues + 2, same eigenvectors). With the first slip patched in its own
@@ -87,5 +88,6 @@ out["plain"], out["weighted"] = est.components_, w.components_
     for a, b in zip(mine.components_, out["plain"]):
         cos = abs(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b))
         assert cos == pytest.approx(1.0, abs=1e-6)
-    theirs_vals = (np.linalg.norm(out["weighted"], axis=1) / np.linalg.norm(out["plain"], axis=1)) ** 2
+    theirs_vals = (np.linalg.norm(out["weighted"], axis=1)
+                   / np.linalg.norm(out["plain"], axis=1)) ** 2
     np.testing.assert_allclose(theirs_vals, mine.eigenvalues_ + 2.0, rtol=1e-6)
