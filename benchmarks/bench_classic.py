@@ -33,8 +33,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import compare_linear as cl  # noqa: E402  (sets SKDML_NUM_THREADS=1 first)
-from _common import markdown_table, save  # noqa: E402
+import compare_linear as cl
+from _common import markdown_table, save
 
 LEARNERS = ("lfda", "rca", "itml", "itml-mlb", "lmnn", "mmc", "sdml", "lsml", "mlkr", "scml")
 
@@ -116,7 +116,7 @@ def run(args):
                             else:
                                 r = cl.run_metric_learn(python, method, params, split_file,
                                                         args.timeout, None, tmp)
-                        except Exception as exc:  # recorded in the table, not fatal
+                        except Exception as exc:  # noqa: BLE001 - recorded in the table
                             done.append({"error": str(exc).strip().splitlines()[-1][:160]})
                             print(f"  {label}: error {done[-1]['error']}", flush=True)
                             continue

@@ -30,8 +30,16 @@ from sklearn.neighbors import KNeighborsClassifier, NeighborhoodComponentsAnalys
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from skdml.linear import (LFDA, LMNN, MLKR, ITML_Supervised, LSML_Supervised, MMC_Supervised,
-                          RCA_Supervised, SDML_Supervised)
+from skdml.linear import (
+    LFDA,
+    LMNN,
+    MLKR,
+    ITML_Supervised,
+    LSML_Supervised,
+    MMC_Supervised,
+    RCA_Supervised,
+    SDML_Supervised,
+)
 
 # ITML's default 1000 sweeps and a few L-BFGS runs may stop on max_iter: expected here.
 warnings.filterwarnings("ignore", category=ConvergenceWarning)
@@ -91,8 +99,8 @@ plt.show()
 # Without labels but with pairs known to be similar or not, a pair learner fits on
 # the pairs directly. With ``preprocessor=X`` the pairs are rows of two indices into
 # ``X``; :class:`~skdml.constraints.Constraints` draws such pairs from labels here.
-from skdml.constraints import Constraints  # noqa: E402
-from skdml.linear import ITML  # noqa: E402
+from skdml.constraints import Constraints
+from skdml.linear import ITML
 
 Xs = StandardScaler().fit_transform(X)
 pairs, pair_labels = Constraints(y).labeled_pairs(200, random_state=0)

@@ -118,7 +118,7 @@ class LFDA(BaseMahalanobis):
             The fitted estimator.
         """
         X, y, self.classes_ = check_classic_input(self, X, y)
-        n, d = X.shape
+        d = X.shape[1]
         dim = check_n_components(self.n_components, d)
         S_w, S_b = local_scatters(X, y, self.k)
         S_w += self.ridge * max(np.trace(S_w) / d, 1e-300) * np.eye(d)

@@ -189,7 +189,7 @@ class LMNN(BaseMahalanobis):
         return self
 
     def _initial(self, X, y, dim, rng):
-        n, d = X.shape
+        d = X.shape[1]
         init = self.init
         if isinstance(init, np.ndarray):
             if init.shape != (dim, d):

@@ -15,8 +15,12 @@ from sklearn.utils._param_validation import StrOptions
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
-from ._classic import (check_classic_input, components_from_metric, prior_metric,
-                       unique_points)
+from ._classic import (
+    check_classic_input,
+    components_from_metric,
+    prior_metric,
+    unique_points,
+)
 from ._weakly import BaseQuadrupletsLearner
 
 __all__ = ["LSML", "LSML_Supervised", "lsml_loss"]

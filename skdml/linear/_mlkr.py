@@ -156,7 +156,7 @@ class MLKR(BaseMahalanobis):
         return self
 
     def _initial(self, X, dim, rng):
-        n, d = X.shape
+        d = X.shape[1]
         init = self.init
         if isinstance(init, np.ndarray):
             if init.shape != (dim, d):

@@ -15,8 +15,13 @@ from sklearn.utils._param_validation import StrOptions
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
-from ._classic import (check_classic_input, components_from_metric, prior_metric,
-                       supervised_pairs, unique_points)
+from ._classic import (
+    check_classic_input,
+    components_from_metric,
+    prior_metric,
+    supervised_pairs,
+    unique_points,
+)
 from ._weakly import BasePairsLearner
 
 __all__ = ["MMC", "MMC_Supervised", "mmc_objective"]

@@ -21,7 +21,7 @@ from ._base import BaseMahalanobis
 from ._classic import check_classic_input, components_from_metric
 from ._weakly import BaseTripletsLearner
 
-__all__ = ["SCML", "SCML_Supervised", "rda_weights", "triplet_diff_basis", "lda_basis"]
+__all__ = ["SCML", "SCML_Supervised", "lda_basis", "rda_weights", "triplet_diff_basis"]
 
 #: ``dist_diff`` (n_triplets x n_basis) is kept in memory up to this many entries, else
 #: recomputed block by block.
@@ -112,7 +112,7 @@ def triplet_diff_basis(triplets, n_basis, rng):
 
 def lda_basis(X, y, n_basis, rng):
     """Local LDA directions: at k-means centres, LDA on each class's nearest samples (2 scales)."""
-    labels, counts = np.unique(y, return_counts=True)
+    labels = np.unique(y)
     n, d = X.shape
     num_eig = min(len(labels) - 1, d)
     if n_basis >= n * 2 * num_eig:

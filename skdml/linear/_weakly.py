@@ -28,8 +28,12 @@ from sklearn.utils.validation import check_is_fitted
 from .._utils import transactional_fit
 from ._base import BaseMahalanobis, _row_norms
 
-__all__ = ["BasePairsLearner", "BaseQuadrupletsLearner", "BaseTripletsLearner",
-           "CALIBRATION_STRATEGIES"]
+__all__ = [
+    "CALIBRATION_STRATEGIES",
+    "BasePairsLearner",
+    "BaseQuadrupletsLearner",
+    "BaseTripletsLearner",
+]
 
 #: The strategies of :meth:`BasePairsLearner.calibrate_threshold`.
 CALIBRATION_STRATEGIES = ("accuracy", "f_beta", "max_tpr", "max_tnr")

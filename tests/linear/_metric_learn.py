@@ -36,7 +36,7 @@ def run_metric_learn(code, **arrays):
         np.savez(src, **arrays)
         script = _PRELUDE + code + f"\nnp.savez({str(dst)!r}, **out)\n"
         done = subprocess.run([str(VENV_PYTHON), "-c", script, str(src)], capture_output=True,
-                              text=True, timeout=120)
+                              text=True, timeout=120, check=False)
         if done.returncode:
             raise RuntimeError(f"metric-learn failed:\n{done.stderr[-2000:]}")
         return dict(np.load(dst))

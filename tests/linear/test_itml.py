@@ -2,14 +2,13 @@
 
 import numpy as np
 import pytest
+from _classic_data import knn_score, noisy_classes
+from _metric_learn import needs_metric_learn, run_metric_learn
 from sklearn.exceptions import ConvergenceWarning
 
 from skdml.constraints import Constraints
 from skdml.linear import ITML, ITML_Supervised
 from skdml.linear._itml import bregman_projections
-
-from _classic_data import knn_score, noisy_classes
-from _metric_learn import needs_metric_learn, run_metric_learn
 
 
 def _pairs(seed=0, n_constraints=40):
@@ -47,7 +46,7 @@ def test_slack_trades_constraints_for_closeness_to_the_prior():
 def test_itml_learns_and_predicts_pairs():
     X, idx, labels = _pairs(seed=1, n_constraints=60)
     est = ITML(preprocessor=X, random_state=0).fit(idx, labels)
-    X2, idx2, labels2 = _pairs(seed=2, n_constraints=60)  # fresh pairs from the same problem
+    _, idx2, labels2 = _pairs(seed=2, n_constraints=60)  # fresh pairs from the same problem
     assert est.score(idx2 + 0, labels2) > 0.85
     start = ITML(preprocessor=X, max_iter=1, random_state=0)
     with pytest.warns(ConvergenceWarning, match="did not converge in max_iter=1"):

@@ -2,17 +2,16 @@
 
 import numpy as np
 import pytest
+from _classic_data import knn_score, noisy_classes
+from _metric_learn import needs_metric_learn, run_metric_learn
 
 from skdml.linear import LFDA
 from skdml.linear._lfda import local_scatters
 
-from _classic_data import knn_score, noisy_classes
-from _metric_learn import needs_metric_learn, run_metric_learn
-
 
 def _brute_scatters(X, y, k):
     """Sugiyama's Eq. 11-14 written as explicit double sums over the pairs."""
-    n, d = X.shape
+    n = len(X)
     D = ((X[:, None] - X[None]) ** 2).sum(-1)
     Ww, Wb = np.zeros((n, n)), np.full((n, n), 1.0 / n)
     for c in np.unique(y):

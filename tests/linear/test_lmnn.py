@@ -3,14 +3,13 @@
 import numpy as np
 import pytest
 import torch
+from _classic_data import knn_score, noisy_classes
+from _metric_learn import needs_metric_learn, run_metric_learn
 from sklearn.exceptions import ConvergenceWarning
 
 import skdml.linear._lmnn as lmnn_module
 from skdml.linear import LMNN
 from skdml.linear._lmnn import lmnn_loss_grad, target_neighbors
-
-from _classic_data import knn_score, noisy_classes
-from _metric_learn import needs_metric_learn, run_metric_learn
 
 
 def _loop_loss(L, X, y, targets, mu):

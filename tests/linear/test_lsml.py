@@ -3,13 +3,12 @@
 import numpy as np
 import pytest
 import torch
+from _classic_data import knn_score, noisy_classes
+from _metric_learn import needs_metric_learn, run_metric_learn
 
 from skdml.constraints import Constraints
 from skdml.linear import LSML, LSML_Supervised
 from skdml.linear._lsml import lsml_loss
-
-from _classic_data import knn_score, noisy_classes
-from _metric_learn import needs_metric_learn, run_metric_learn
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 

@@ -3,13 +3,12 @@
 import numpy as np
 import pytest
 import torch
+from _metric_learn import needs_metric_learn, run_metric_learn
 from sklearn.exceptions import ConvergenceWarning
 
 import skdml.linear._mlkr as mlkr_module
 from skdml.linear import MLKR
 from skdml.linear._mlkr import mlkr_loss
-
-from _metric_learn import needs_metric_learn, run_metric_learn
 
 
 def _regression(n=60, seed=0):

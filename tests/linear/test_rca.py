@@ -2,11 +2,10 @@
 
 import numpy as np
 import pytest
-
-from skdml.linear import RCA, RCA_Supervised
-
 from _classic_data import knn_score, noisy_classes
 from _metric_learn import needs_metric_learn, run_metric_learn
+
+from skdml.linear import RCA, RCA_Supervised
 
 
 def test_rca_whitens_the_within_chunklet_covariance():
@@ -36,7 +35,7 @@ def test_rca_learns():
 
 
 def test_rca_refuses_singular_and_empty_chunklets():
-    X, y = noisy_classes()
+    X, _ = noisy_classes()
     with pytest.raises(ValueError, match="within-chunklet covariance is singular"):
         RCA().fit(X[:6], [0, 0, 1, 1, 2, 2])
     with pytest.raises(ValueError, match="chunklet of at least 2 samples"):
@@ -56,7 +55,7 @@ def test_rca_supervised_draws_what_the_classes_allow():
 @pytest.mark.parametrize("n_components", [None, 3])
 def test_rca_agrees_with_metric_learn(n_components):
     """Same Mahalanobis matrix as metric-learn 0.7.0's RCA on the same chunklets (1e-8)."""
-    X, y = noisy_classes(n=60)
+    X, _ = noisy_classes(n=60)
     chunks = np.where(np.arange(60) < 48, np.arange(60) // 4, -1)
     out = run_metric_learn("""
 n = None if int(inp["n"]) < 0 else int(inp["n"])

@@ -2,13 +2,12 @@
 
 import numpy as np
 import pytest
+from _classic_data import knn_score, noisy_classes
+from _metric_learn import needs_metric_learn, run_metric_learn
 
 from skdml.constraints import Constraints
 from skdml.linear import SCML, SCML_Supervised
 from skdml.linear._scml import _DistDiff, triplet_diff_basis
-
-from _classic_data import knn_score, noisy_classes
-from _metric_learn import needs_metric_learn, run_metric_learn
 
 
 def _triplets(seed=0, n=60):
@@ -40,7 +39,7 @@ def test_triplet_diff_bases_are_unit_eigendirections():
 
 
 def test_scml_learns_sparse_weights_on_triplets():
-    X, y, t = _triplets(seed=1)
+    X, _, t = _triplets(seed=1)
     est = SCML(n_basis=40, max_iter=3000, random_state=0, preprocessor=X).fit(t)
     a, p, n = X[t].transpose(1, 0, 2)
     euclidean = np.mean(((a - p) ** 2).sum(1) < ((a - n) ** 2).sum(1))

@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
+from _classic_data import knn_score, noisy_classes
+from _metric_learn import needs_metric_learn, run_metric_learn
 
 from skdml.constraints import Constraints
 from skdml.linear import SDML, SDML_Supervised
-
-from _classic_data import knn_score, noisy_classes
-from _metric_learn import needs_metric_learn, run_metric_learn
 
 
 def _pairs(seed=0):

@@ -16,8 +16,12 @@ from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
 
 from skdml.constraints import Constraints
-from skdml.linear import (ITML, BasePairsLearner, BaseQuadrupletsLearner,
-                          BaseTripletsLearner)
+from skdml.linear import (
+    ITML,
+    BasePairsLearner,
+    BaseQuadrupletsLearner,
+    BaseTripletsLearner,
+)
 from skdml.linear._weakly import calibrated_threshold
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
