@@ -56,9 +56,13 @@ class _TupleLearner(BaseMahalanobis):
                                                  input_name="preprocessor")
         return self.preprocessor_
 
-    def _validate_tuples(self, tuples, *, reset):
-        """The tuples as a float64 array (n_tuples, tuple_size, n_features); set n_features_in_."""
-        k, what = self._tuple_size, _WHAT[self._tuple_size]
+    def _validate_tuples(self, tuples, *, reset, size=None):
+        """The tuples as a float64 array (n_tuples, size, n_features); set n_features_in_.
+
+        ``size``: the samples per tuple (default: the learner's ``_tuple_size``).
+        """
+        k = self._tuple_size if size is None else size
+        what = _WHAT[k]
         name = type(self).__name__
         if not reset:
             check_is_fitted(self)
@@ -104,14 +108,7 @@ class _TupleLearner(BaseMahalanobis):
         return tuples
 
     def _check_pairs(self, pairs):  # BaseMahalanobis.pair_distance: indices work too
-        if self._tuple_size == 2:
-            return self._validate_tuples(pairs, reset=False)
-        check_is_fitted(self)
-        saved, self._tuple_size = self._tuple_size, 2
-        try:
-            return self._validate_tuples(pairs, reset=False)
-        finally:
-            self._tuple_size = saved
+        return self._validate_tuples(pairs, reset=False, size=2)
 
     def _distances(self, tuples, i, j):
         return _row_norms((tuples[:, i] - tuples[:, j]) @ self.components_.T)
