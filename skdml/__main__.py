@@ -81,8 +81,12 @@ def _skdml(module, class_name, **params):
     return factory
 
 
-def demo_rows():
+def demo_rows(unseen_classes=True):
     """The methods compared by the demo, in table order.
+
+    ``unseen_classes=True`` (the zero-shot table) sets ECAML and JRD for retrieval of
+    classes never seen in training (``validation_split="class_disjoint"``); ``False``
+    (the k-NN table) keeps their default task, k-NN on the training classes.
 
     Returns
     -------
@@ -97,16 +101,13 @@ def demo_rows():
     >>> [row.name for row in demo_rows()][:2]
     ['raw pixels', 'PCA']
     """
+    task = {"validation_split": "class_disjoint"} if unseen_classes else {}
     return [
         DemoRow("raw pixels", None),
         DemoRow("PCA", _pca),
         DemoRow("SUML", _skdml("skdml.linear", "SUML"), quick=False, optional=True),
-        # the zero-shot demo: the linear learners set for unseen classes (their default task
-        # is k-NN on the training classes, the wine table's)
-        DemoRow("ECAML", _skdml("skdml.linear", "ECAML", validation_split="class_disjoint"),
-                quick=False, optional=True),
-        DemoRow("JRD", _skdml("skdml.linear", "JRD", validation_split="class_disjoint"),
-                quick=False, optional=True),
+        DemoRow("ECAML", _skdml("skdml.linear", "ECAML", **task), quick=False, optional=True),
+        DemoRow("JRD", _skdml("skdml.linear", "JRD", **task), quick=False, optional=True),
         DemoRow("deep (128-d)", _deep, quick=False, optional=True, images=True),
     ]
 
@@ -364,7 +365,7 @@ def run_knn_demo(*, quick=False, seed=0, n_components=16, rows=None, file=None):
     out = sys.stdout if file is None else file
     if rows is None:  # the wine data are measurements: the factory-less row is "raw features"
         rows = [dataclasses.replace(row, name="raw features") if row.factory is None else row
-                for row in demo_rows()]
+                for row in demo_rows(unseen_classes=False)]
         rows.insert(1, DemoRow("standardized", _standardized))
     X, y = load_wine(return_X_y=True)
     n_components = min(n_components, X.shape[1])

@@ -38,7 +38,7 @@ from .._utils._params import StrictInterval
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
 from ._base import BaseMahalanobis, check_n_components
 from ._preprocessing import InputSpace, initial_components, polar, qr_retraction
-from ._validation import improves, knn_score, unseen_query_scores
+from ._validation import improves, knn_purity, knn_score, unseen_query_scores
 
 __all__ = ["LinearMetricLearner", "LinearObjective", "check_supervised_input"]
 
@@ -353,7 +353,9 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         runs = [self._validation_run(fresh_objective(candidate), candidate, X, y, train, val,
                                      split, n_classes, rng) for candidate in candidates]
         improving = [run for run in runs if run["best"] > 0]
-        run = max(improving, key=lambda r: r["best_score"]) if improving else runs[0]
+        # the best held-out score; among equal ones, the purer neighbourhoods; then list order
+        run = max(improving, key=lambda r: (r["best_score"], r["purity"])) if improving \
+            else runs[0]
         objective, candidate, best = run["objective"], run["candidate"], run["best"]
         # class-disjoint: keep the validated model (the best epoch of its run), not a refit on
         # all the classes, whose epoch count did not carry over (AT&T faces, digits)
@@ -403,8 +405,7 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         P, K = self._batch_plan(n_classes, candidate)
         sampler = ClassBalancedBatchSampler(y_train, min(P, len(np.unique(y_train))), K, rng)
         patience = max(self.n_iter_no_change, -(-MIN_STEPS_NO_CHANGE // len(sampler)))
-        stopper = EarlyStopping(n_iter_no_change=patience, tol=self.tol,
-                                restore_best=split == "class_disjoint")
+        stopper = EarlyStopping(n_iter_no_change=patience, tol=self.tol, restore_best=True)
         if candidate is not None and self.verbose:
             name = f"{name} ({candidate})"
         result = train_epochs(_LinearTrainable(objective, X_train, y_tensor[train], stiefel),
@@ -416,7 +417,15 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         if not improves(stopper.best_value, start_score, self.tol,
                          per_query[best][:, 0] - per_query[0][:, 0] if per_query else None):
             best = 0  # learning did not beat the start on the held-out set: keep the start
+        if best == 0:
+            with torch.no_grad():
+                for p, p0 in zip(objective.parameters, start):
+                    p.copy_(p0)
+        # the tie-break between candidates of equal held-out accuracy (stratified)
+        purity = knn_purity(objective.L.detach(), X_train, X_val, y_train, y_val) \
+            if split == "stratified" else 0.0
         return {"objective": objective, "candidate": candidate, "start": start, "best": best,
+                "purity": purity,
                 "best_score": stopper.best_value if best > 0 else start_score,
                 "history": result.history, "n_iter": result.n_iter,
                 "n_batches": len(sampler), "stop_reason": result.stop_reason}
