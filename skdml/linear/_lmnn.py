@@ -22,7 +22,8 @@ from ._classic import check_classic_input
 
 __all__ = ["LMNN", "lmnn_loss_grad", "target_neighbors"]
 
-#: Rows of the distance matrix handled at once (memory: block x n_neighbors x n_samples).
+#: Rows of the distance matrix handled at once (memory: block x n_samples, plus the
+#: impostor candidates of the block times n_neighbors).
 BLOCK_ELEMENTS = 2 ** 22
 
 
@@ -238,7 +239,9 @@ def lmnn_loss_grad(L, X, y, targets, push_weight):
 
     The gradient is ``2 L X^T C X`` with ``C`` the Laplacian of the pair
     weights (pull and active hinge terms), accumulated block by block of
-    rows, so memory stays O(block x n_neighbors x n_samples).
+    rows. Only impostor candidates (another class within a sample's largest
+    target distance plus the margin) enter the hinge terms: the others are
+    exactly zero.
 
     Returns
     -------
@@ -261,21 +264,27 @@ def lmnn_loss_grad(L, X, y, targets, push_weight):
         c = torch.zeros(n, dtype=X.dtype)
         # pull (+ active hinge counts) on (i, target)
         pull_w = torch.full((n, k), 1.0 - mu, dtype=X.dtype) * valid
-        block = max(1, BLOCK_ELEMENTS // max(n * k, 1))
+        block = max(1, BLOCK_ELEMENTS // max(n, 1))
         for s in range(0, n, block):
             rows = torch.arange(s, min(s + block, n))
             D = (sq[rows, None] - 2.0 * Z[rows] @ Z.T + sq[None, :]).clamp(min=0)
-            other = y[None, :] != y[rows, None]  # (b, n)
-            hinge = 1.0 + d_target[rows][:, :, None] - D[:, None, :]  # (b, k, n)
-            active = (hinge > 0) & other[:, None, :] & valid[rows][:, :, None]
+            # impostor candidates: another class inside the largest target distance + 1 (a
+            # hinge is positive only there); the hinges are evaluated on them alone
+            radius = 1.0 + (d_target[rows] * valid[rows]).amax(dim=1)
+            bi, li = ((D < radius[:, None]) & (y[None, :] != y[rows, None])).nonzero(
+                as_tuple=True)
+            ii = rows[bi]
+            hinge = 1.0 + d_target[ii] - D[bi, li][:, None]  # (m, k)
+            active = (hinge > 0) & valid[ii]
             loss += mu * float((hinge * active).sum())
             activef = active.to(X.dtype)
-            pull_w[rows] += mu * activef.sum(2)
-            push = mu * activef.sum(1)  # (b, n): weight -mu per active (i, j, l) on pair (i, l)
-            WX[rows] -= push @ X
-            WtX -= push.T @ X[rows]
-            r[rows] -= push.sum(1)
-            c -= push.sum(0)
+            pull_w.index_add_(0, ii, mu * activef)
+            count = mu * activef.sum(1)  # weight -mu per active (i, j, l) on the pair (i, l)
+            push = torch.sparse_coo_tensor(torch.stack([bi, li]), count, (len(rows), n))
+            WX[rows] -= torch.sparse.mm(push, X)
+            WtX -= torch.sparse.mm(push.t(), X[rows])
+            r.index_add_(0, ii, -count)
+            c.index_add_(0, li, -count)
         # the (i, target) weights, scattered
         rows = torch.arange(n)[:, None].expand(n, k)
         WX += (pull_w[:, :, None] * X[t]).sum(1)
