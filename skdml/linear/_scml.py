@@ -40,22 +40,32 @@ _CONSTRAINTS = {
 
 
 class _DistDiff:
-    """Rows of ``dist_diff[t, k] = (b_k . (a - p))^2 - (b_k . (a - n))^2``, cached if small."""
+    """Rows of ``dist_diff[t, k] = (b_k . (a - p))^2 - (b_k . (a - n))^2``.
+
+    Kept in memory when it has at most :data:`MAX_CACHED` entries; otherwise
+    each row is recomputed from the triplets' differences when needed (memory
+    O(n_triplets x n_features)).
+    """
 
     def __init__(self, triplets, basis):
-        self.pos = (triplets[:, 0] - triplets[:, 1]) @ basis.T
-        self.neg = (triplets[:, 0] - triplets[:, 2]) @ basis.T
-        self.cache = self.rows(slice(None)) if self.pos.size <= MAX_CACHED else None
+        self.dp = triplets[:, 0] - triplets[:, 1]
+        self.dn = triplets[:, 0] - triplets[:, 2]
+        self.basis = basis
+        self.shape = (len(self.dp), len(basis))
+        self.cache = None
+        if self.shape[0] * self.shape[1] <= MAX_CACHED:
+            self.cache = self._compute(slice(None))
+
+    def _compute(self, idx):
+        return (self.dp[idx] @ self.basis.T) ** 2 - (self.dn[idx] @ self.basis.T) ** 2
 
     def rows(self, idx):
-        if getattr(self, "cache", None) is not None:
-            return self.cache[idx]
-        return self.pos[idx] ** 2 - self.neg[idx] ** 2
+        return self.cache[idx] if self.cache is not None else self._compute(idx)
 
     def objective(self, w, beta):
         """``beta sum(w) + mean_t [1 + dist_diff[t] . w]_+`` over every triplet."""
-        n = len(self.pos)
-        step = max(1, MAX_CACHED // max(self.pos.shape[1], 1))
+        n = self.shape[0]
+        step = max(1, MAX_CACHED // max(self.shape[1], 1))
         hinge = sum(np.maximum(1.0 + self.rows(slice(s, s + step)) @ w, 0.0).sum()
                     for s in range(0, n, step))
         return beta * w.sum() + hinge / n
@@ -69,7 +79,7 @@ def rda_weights(dist_diff, beta, gamma, max_iter, batch_size, output_iter, rng, 
     keeping the best ``w`` of the full objective evaluated every ``output_iter``
     iterations and at the last. Returns ``(w, best objective, n_iter)``.
     """
-    n, k = dist_diff.pos.shape
+    n, k = dist_diff.shape
     draws = rng.randint(0, n, size=(max_iter, batch_size))
     w = np.zeros(k)
     avg_grad = np.zeros(k)
