@@ -154,6 +154,10 @@ ENTRIES = (
           (Run(("--datasets", "att", "coil20", "--timeout", "300",
                 "--name", "classic_comparison_att_coil20"),
                "classic_comparison_att_coil20.{md,json,png}"),
+           Run(("--datasets", "att", "coil20", "--timeout", "300", "--learners", "lmnn", "scml",
+                "--name", "classic_comparison_att_coil20_lmnn_scml"),
+               "classic_comparison_att_coil20_lmnn_scml.{md,json,png} (LMNN and SCML re-run "
+               "after their speed-ups)"),
            Run(("--datasets", "usps", "--timeout", "600", "--name", "classic_comparison_usps"),
                "classic_comparison_usps.{md,json,png}")),
           Run(("--quick",), "classic_comparison_quick.*"),
@@ -163,7 +167,7 @@ ENTRIES = (
           "synthetic lighting, few training classes, noisy vectors) and the usual ones: raw, "
           "PCA, ECAML, JRD, SUML and the deep defaults over two seeds, with fit times",
           (Run((), "stress.{md,json,png}"),
-           Run(("--data", "att-light", "digits-light", "--methods", "deep", "--threads", "2",
+           Run(("--data", "att-light", "--methods", "deep", "--threads", "2",
                 "--name", "stress_two_threads"), "stress_two_threads.{md,json,png}")),
           Run(("--quick",), "stress_quick.*")),
     Entry("ecaml-grid", "bench_ecaml_grid.py",
