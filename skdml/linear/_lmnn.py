@@ -60,8 +60,11 @@ class LMNN(BaseMahalanobis):
         an array of shape (n_components, n_features) is used as given.
     max_iter : int, default=200
         L-BFGS iterations at most; ``0`` returns the start.
-    tol : float, default=1e-5
+    tol : float, default=1e-3
         L-BFGS stops when the relative decrease of the loss is below ``tol``.
+        On AT&T and COIL-20 (PCA-100, one split), 1e-3 ended at the k-NN
+        accuracy (k=1 and 10) of 1e-5 in half the time, within 3% of its loss;
+        1e-5 ran into ``max_iter`` on AT&T.
     verbose : int, default=0
         Print L-BFGS's progress.
     random_state : int, RandomState instance or None, default=None
@@ -122,7 +125,7 @@ class LMNN(BaseMahalanobis):
     }
 
     def __init__(self, n_components=None, n_neighbors=3, push_weight=0.5, init="auto",
-                 max_iter=200, tol=1e-5, verbose=0, random_state=None):
+                 max_iter=200, tol=1e-3, verbose=0, random_state=None):
         self.n_components = n_components
         self.n_neighbors = n_neighbors
         self.push_weight = push_weight
