@@ -225,7 +225,7 @@ def main(argv=None):
         args.datasets, args.n_splits, args.timeout = ["att"], 1, 60.0
     results, ml_versions, how = run(args)
     markdown = (f"# The classic catalogue: skdml vs metric-learn\n\nmetric-learn {how}: "
-                f"{ml_versions}\n\n" + table(results, args) + f"\n\n![]({args.name}.png)\n")
+                f"{ml_versions}\n\n" + table(results, args) + f"\n\nPlot: `{args.name}.png`.\n")
     save(args.name, markdown, {"results": results, "args": vars(args),
                                "metric_learn_versions": ml_versions},
          figures=[(args.name, plot(results, args))],
