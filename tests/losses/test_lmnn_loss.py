@@ -109,7 +109,10 @@ def test_ecaml_learns_with_the_lmnn_loss():
                    4.0 * rng.randn(300, 18)])
 
     def accuracy(**kw):
+        # the 16 x 8 batch plan this test was written with (7 steps an epoch; "auto" for LMNN
+        # is 8 x 32, 2 steps an epoch here)
         est = ECAML(n_components=4, loss="lmnn", early_stopping=False, learning_rate=0.02,
+                    n_classes_per_batch=16, n_samples_per_class=8,
                     random_state=0, **{"max_iter": 30, **kw}).fit(X[:200], y[:200])
         knn = KNeighborsClassifier(3).fit(est.transform(X[:200]), y[:200])
         return knn.score(est.transform(X[200:]), y[200:])
