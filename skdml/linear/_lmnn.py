@@ -283,7 +283,8 @@ def lmnn_loss_grad(L, X, y, targets, push_weight):
             activef = active.to(X.dtype)
             pull_w.index_add_(0, ii, mu * activef)
             count = mu * activef.sum(1)  # weight -mu per active (i, j, l) on the pair (i, l)
-            push = torch.sparse_coo_tensor(torch.stack([bi, li]), count, (len(rows), n))
+            push = torch.sparse_coo_tensor(torch.stack([bi, li]), count, (len(rows), n),
+                                           check_invariants=False)  # valid by construction
             WX[rows] -= torch.sparse.mm(push, X)
             WtX -= torch.sparse.mm(push.t(), X[rows])
             r.index_add_(0, ii, -count)
