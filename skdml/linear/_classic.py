@@ -6,21 +6,25 @@
 - :func:`supervised_pairs`: labelled pairs drawn from class labels (the ``*_Supervised``
   learners);
 - :func:`check_classic_input`: the supervised input checks, without the
-  "two samples a class" rule of the Adam learners where a learner does not need it.
+  "two samples a class" rule of the Adam learners where a learner does not need it;
+- :class:`SupervisedPairsMixin`: the ``fit(X, y)`` of the ``*_Supervised`` pair learners.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import eigh
+from sklearn.base import _fit_context
 from sklearn.datasets import make_spd_matrix
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-__all__ = ["check_classic_input", "components_from_metric", "prior_metric", "supervised_pairs",
-           "unique_points"]
+from .._utils import transactional_fit
+
+__all__ = ["SupervisedPairsMixin", "check_classic_input", "components_from_metric",
+           "prior_metric", "supervised_pairs", "unique_points"]
 
 #: Eigenvalues below this fraction of the largest count as zero (definiteness checks).
 RANK_TOL = 1e-10
@@ -134,3 +138,31 @@ def supervised_pairs(X, y, n_constraints, random_state, name):
     if not np.any(labels == 1):
         raise ValueError(f"{name}: no class has 2 samples, so no similar pair can be drawn.")
     return X[idx], labels
+
+
+class SupervisedPairsMixin:
+    """``fit(X, y)`` of a ``*_Supervised`` pair learner: labelled pairs drawn from the class
+    labels (``n_constraints`` of each kind), then the learner's own solver,
+    ``_fit_pairs(pairs, pair_labels, rng)``."""
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    @transactional_fit
+    def fit(self, X, y):
+        """Draw similar and dissimilar pairs from the labels and fit on them.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        X, y, self.classes_ = check_classic_input(self, X, y)
+        rng = check_random_state(self.random_state)
+        pairs, labels = supervised_pairs(X, y, self.n_constraints, rng, type(self).__name__)
+        self._fit_pairs(pairs, labels, rng)
+        return self

@@ -6,19 +6,17 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy.linalg.blas import dsymv, dsyr
-from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import StrOptions
 
-from .._utils import transactional_fit, warn_user
+from .._utils import warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
 from ._classic import (
-    check_classic_input,
+    SupervisedPairsMixin,
     components_from_metric,
     prior_metric,
-    supervised_pairs,
     unique_points,
 )
 from ._weakly import BasePairsLearner
@@ -233,7 +231,7 @@ class ITML(_ITMLMixin, BasePairsLearner):
         self._itml(pairs, y, check_random_state(self.random_state))
 
 
-class ITML_Supervised(_ITMLMixin, BaseMahalanobis):
+class ITML_Supervised(SupervisedPairsMixin, _ITMLMixin, BaseMahalanobis):
     """ITML on similar and dissimilar pairs drawn from class labels.
 
     ``n_constraints`` pairs of each kind are drawn
@@ -279,27 +277,7 @@ class ITML_Supervised(_ITMLMixin, BaseMahalanobis):
         self.verbose = verbose
         self.random_state = random_state
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    @transactional_fit
-    def fit(self, X, y):
-        """Draw pairs from the labels and fit ITML on them.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-            Class labels.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        X, y, self.classes_ = check_classic_input(self, X, y)
-        rng = check_random_state(self.random_state)
-        pairs, labels = supervised_pairs(X, y, self.n_constraints, rng, type(self).__name__)
-        self._itml(pairs, labels, rng)
-        return self
+    _fit_pairs = _ITMLMixin._itml
 
 
 if ITML.__doc__ is not None:  # docstrings kept (not python -OO)

@@ -7,19 +7,17 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from scipy.optimize import minimize
-from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
-from .._utils import thread_limits, transactional_fit, warn_user
+from .._utils import thread_limits, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
 from ._classic import (
-    check_classic_input,
+    SupervisedPairsMixin,
     components_from_metric,
     prior_metric,
-    supervised_pairs,
     unique_points,
 )
 from ._weakly import BasePairsLearner
@@ -202,7 +200,7 @@ class MMC(_MMCMixin, BasePairsLearner):
         self._mmc(pairs, y, check_random_state(self.random_state))
 
 
-class MMC_Supervised(_MMCMixin, BaseMahalanobis):
+class MMC_Supervised(SupervisedPairsMixin, _MMCMixin, BaseMahalanobis):
     """MMC on similar and dissimilar pairs drawn from class labels.
 
     Parameters
@@ -244,27 +242,7 @@ class MMC_Supervised(_MMCMixin, BaseMahalanobis):
         self.verbose = verbose
         self.random_state = random_state
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    @transactional_fit
-    def fit(self, X, y):
-        """Draw pairs from the labels and fit MMC on them.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-            Class labels.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        X, y, self.classes_ = check_classic_input(self, X, y)
-        rng = check_random_state(self.random_state)
-        pairs, labels = supervised_pairs(X, y, self.n_constraints, rng, type(self).__name__)
-        self._mmc(pairs, labels, rng)
-        return self
+    _fit_pairs = _MMCMixin._mmc
 
 
 if MMC.__doc__ is not None:  # docstrings kept (not python -OO)

@@ -6,20 +6,18 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.covariance import graphical_lasso
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
-from .._utils import transactional_fit, warn_user
+from .._utils import warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
 from ._classic import (
-    check_classic_input,
+    SupervisedPairsMixin,
     components_from_metric,
     prior_metric,
-    supervised_pairs,
     unique_points,
 )
 from ._weakly import BasePairsLearner
@@ -175,7 +173,7 @@ class SDML(_SDMLMixin, BasePairsLearner):
         self._sdml(pairs, y, check_random_state(self.random_state))
 
 
-class SDML_Supervised(_SDMLMixin, BaseMahalanobis):
+class SDML_Supervised(SupervisedPairsMixin, _SDMLMixin, BaseMahalanobis):
     """SDML on similar and dissimilar pairs drawn from class labels.
 
     Parameters
@@ -217,27 +215,7 @@ class SDML_Supervised(_SDMLMixin, BaseMahalanobis):
         self.verbose = verbose
         self.random_state = random_state
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    @transactional_fit
-    def fit(self, X, y):
-        """Draw pairs from the labels and fit SDML on them.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-            Class labels.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        X, y, self.classes_ = check_classic_input(self, X, y)
-        rng = check_random_state(self.random_state)
-        pairs, labels = supervised_pairs(X, y, self.n_constraints, rng, type(self).__name__)
-        self._sdml(pairs, labels, rng)
-        return self
+    _fit_pairs = _SDMLMixin._sdml
 
 
 if SDML.__doc__ is not None:  # docstrings kept (not python -OO)

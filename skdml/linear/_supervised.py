@@ -361,7 +361,7 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         # all the classes, whose epoch count did not carry over (AT&T faces, digits)
         keep_validated = split == "class_disjoint"
         refit_history = []
-        if best == 0 or not keep_validated:
+        if not keep_validated:  # (a run that kept its start has put it back already)
             with torch.no_grad():
                 for p, p0 in zip(objective.parameters, run["start"]):
                     p.copy_(p0)
