@@ -38,7 +38,7 @@ from .._utils._params import StrictInterval
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
 from ._base import BaseMahalanobis, check_n_components
 from ._preprocessing import InputSpace, initial_components, polar, qr_retraction
-from ._validation import improves, knn_purity, knn_score, unseen_query_scores
+from ._validation import choose_run, improves, knn_purity, knn_score, unseen_query_scores
 
 __all__ = ["LinearMetricLearner", "LinearObjective", "check_supervised_input"]
 
@@ -352,10 +352,7 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
                                                self.validation_split, rng)
         runs = [self._validation_run(fresh_objective(candidate), candidate, X, y, train, val,
                                      split, n_classes, rng) for candidate in candidates]
-        improving = [run for run in runs if run["best"] > 0]
-        # the best held-out score; among equal ones, the purer neighbourhoods; then list order
-        run = max(improving, key=lambda r: (r["best_score"], r["purity"])) if improving \
-            else runs[0]
+        run = choose_run(runs)
         objective, candidate, best = run["objective"], run["candidate"], run["best"]
         # class-disjoint: keep the validated model (the best epoch of its run), not a refit on
         # all the classes, whose epoch count did not carry over (AT&T faces, digits)

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 __all__ = ["SIGNIFICANCE_Z", "VALIDATION_KS", "VALIDATION_PARAMS_DOC",
-           "fill_validation_params_doc", "improves", "knn_purity", "knn_score",
+           "choose_run", "fill_validation_params_doc", "improves", "knn_purity", "knn_score",
            "unseen_query_scores"]
 
 #: k of the k-NN accuracies averaged by the early-stopping validation score.
@@ -146,3 +146,26 @@ def knn_purity(L, X_train, X_val, y_train, y_val, k=max(VALIDATION_KS)):
         Z_train, Z_val = (X_train @ L.T).numpy(), (X_val @ L.T).numpy()
     nearest = nearest_neighbors(Z_val, min(k, len(y_train)), X_ref=Z_train)
     return float(np.mean(np.asarray(y_train)[nearest] == np.asarray(y_val)[:, None]))
+
+
+def choose_run(runs):
+    """The validation run whose model ``fit`` returns (or refits), among the candidates'.
+
+    Only runs whose best epoch beat the start compete (``run["best"] > 0``): the best
+    held-out score wins; among equal scores, the purer neighbourhoods (``"purity"``);
+    then the order of the candidates. When no run beat the start, the first run, which
+    holds the start.
+
+    Examples
+    --------
+    >>> runs = [{"candidate": "lmnn", "best": 40, "best_score": 0.95, "purity": 0.70},
+    ...         {"candidate": "binomial", "best": 90, "best_score": 0.95, "purity": 0.80}]
+    >>> choose_run(runs)["candidate"]
+    'binomial'
+    >>> choose_run([dict(r, best=0) for r in runs])["candidate"]
+    'lmnn'
+    """
+    improving = [run for run in runs if run["best"] > 0]
+    if not improving:
+        return runs[0]
+    return max(improving, key=lambda run: (run["best_score"], run["purity"]))

@@ -95,14 +95,23 @@ def test_loss_params_need_a_named_loss():
 
 
 def test_equal_held_out_scores_are_broken_by_neighbourhood_purity():
-    """The README's wine pipeline: 12 held-out wines score LMNN and the binomial loss
-    alike; the purer 10-NN neighbourhoods choose (list order chose LMNN: 0.889)."""
+    """Equal held-out scores: the purer 10-NN neighbourhoods choose, not the list order."""
+    from skdml.linear._validation import choose_run
+
+    lmnn = {"candidate": "lmnn", "best": 40, "best_score": 0.9583, "purity": 0.71}
+    binomial = {"candidate": "binomial", "best": 90, "best_score": 0.9583, "purity": 0.83}
+    assert choose_run([lmnn, binomial])["candidate"] == "binomial"
+    assert choose_run([dict(lmnn, best_score=0.97), binomial])["candidate"] == "lmnn"
+    assert choose_run([dict(lmnn, best=0), dict(binomial, best=0)])["candidate"] == "lmnn"
+
+
+def test_the_readme_wine_pipeline_learns():
+    """The README's wine pipeline. On one machine its 12 held-out wines scored LMNN and the
+    binomial loss alike and list order chose LMNN (0.889); the purity tie-break chose the
+    binomial loss (1.000). Asserted with room for another CPU's trajectory."""
     from sklearn.datasets import load_wine
 
     X, y = load_wine(return_X_y=True)
     X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
     pipe = make_pipeline(ECAML(n_components=13, random_state=0), KNeighborsClassifier(1))
-    score = pipe.fit(X_tr, y_tr).score(X_te, y_te)
-    scores = pipe[0].candidate_scores_
-    assert scores["lmnn"] == scores["binomial"] and pipe[0].loss_ == "binomial"
-    assert score > 0.95, score
+    assert pipe.fit(X_tr, y_tr).score(X_te, y_te) > 0.95
