@@ -5,7 +5,6 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-import torch
 from scipy.optimize import minimize
 from sklearn.base import _fit_context
 from sklearn.decomposition import PCA
@@ -37,8 +36,8 @@ class MLKR(BaseMahalanobis):
         \hat y_i = \frac{\sum_{j \neq i} y_j\, e^{-\|L(x_i - x_j)\|^2}}
                         {\sum_{j \neq i} e^{-\|L(x_i - x_j)\|^2}},
 
-    by L-BFGS, with the gradient from torch's autograd (rows in blocks, so
-    memory is O(block x n_samples), not O(n_samples^2)).
+    by L-BFGS with the closed-form gradient (:func:`mlkr_loss`; rows in
+    blocks, so memory is O(block x n_samples), not O(n_samples^2)).
 
     Parameters
     ----------
@@ -128,17 +127,15 @@ class MLKR(BaseMahalanobis):
         n, d = X.shape
         dim = check_n_components(self.n_components, d)
         L0 = self._initial(X, dim, check_random_state(self.random_state))
-        Xt, yt = torch.tensor(X), torch.tensor(y, dtype=torch.float64)
         with thread_limits(flops_per_step=4.0 * n * n * dim):
             def fun(flat):
-                L = torch.tensor(flat.reshape(dim, d), requires_grad=True)
-                value = mlkr_loss(L, Xt, yt, backward=True)
+                value, grad = mlkr_loss(flat.reshape(dim, d), X, y, return_gradient=True)
                 if not np.isfinite(value):
                     raise FloatingPointError(f"MLKR: non-finite loss ({value}); the fit is "
                                              "discarded. Scale the input.")
                 if self.verbose:
                     print(f"MLKR loss {value:.6g}")
-                return value, L.grad.numpy().ravel()
+                return value, grad.ravel()
 
             self.initial_loss_ = fun(L0.ravel())[0]
             L, self.n_iter_, self.loss_ = L0, 0, self.initial_loss_
@@ -177,25 +174,75 @@ class MLKR(BaseMahalanobis):
         return tags
 
 
-def mlkr_loss(L, X, y, backward=False):
-    """MLKR's leave-one-out squared error under ``L`` (float64 tensors).
+def mlkr_loss(L, X, y, return_gradient=False):
+    r"""MLKR's leave-one-out squared error under ``L``, and its gradient.
 
-    With ``backward=True`` the gradient is accumulated into ``L.grad`` block
-    by block of rows (each block's graph freed before the next).
+    Rows are processed in blocks (memory O(block x n_samples)). With
+    ``P`` the row-softmax of ``-D`` (``D`` the squared embedded distances,
+    the diagonal excluded), ``e = P y - y`` and
+    ``W_ij = e_i P_ij (y_j - \hat y_i)``, the gradient is
+    ``4 L X^T (W + W^T - diag(1^T W)) X`` (Weinberger & Tesauro, eq. 7;
+    the rows of ``W`` sum to zero).
+
+    Parameters
+    ----------
+    L : ndarray of shape (n_components, n_features)
+    X : ndarray of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+    return_gradient : bool, default=False
+
+    Returns
+    -------
+    loss : float
+    grad : ndarray of shape (n_components, n_features)
+        Only with ``return_gradient=True``.
+
+    Examples
+    --------
+    >>> X, y = np.array([[0.0], [1.0], [3.0]]), np.array([0.0, 1.0, 3.0])
+    >>> round(mlkr_loss(np.eye(1), X, y), 4)  # each target predicted from the other two
+    5.7638
     """
-    n = X.shape[0]
+    n, d = X.shape
+    m = L.shape[0]
+    Z = X @ L.T
+    sq = np.einsum("ij,ij->i", Z, Z)
+    # the gradient's n x n products are taken against X (K = X^T W X, then L K) when
+    # that is the narrower side, else against Z (Z^T W and W Z)
+    via_x = d <= 2 * m
     block = max(1, BLOCK_ELEMENTS // n)
     total = 0.0
+    col = np.zeros(n)
+    acc = np.zeros((d, d) if via_x else (m, n))
+    WZ = None if via_x else np.empty((n, m))
     for s in range(0, n, block):
-        rows = torch.arange(s, min(s + block, n))
-        Z = X @ L.T
-        sq = (Z * Z).sum(1)
-        D = (sq[rows, None] - 2.0 * Z[rows] @ Z.T + sq[None, :]).clamp(min=0.0)  # (b, n)
-        D = D.index_put((torch.arange(len(rows)), rows), torch.tensor(float("inf"),
-                                                                      dtype=D.dtype))
-        y_hat = torch.softmax(-D, dim=1) @ y
-        loss = ((y_hat - y[rows]) ** 2).sum()
-        if backward:
-            loss.backward()
-        total += float(loss.detach())
-    return total
+        rows = slice(s, min(s + block, n))
+        r = np.arange(rows.stop - s)
+        S = Z[rows] @ Z.T  # -D / 2 up to a constant of each row (cancels in the softmax)
+        S *= 2.0
+        S -= sq[None, :]
+        S[r, r + s] = -np.inf
+        S -= S.max(axis=1, keepdims=True)
+        P = np.exp(S, out=S)
+        P /= P.sum(axis=1, keepdims=True)
+        y_hat = P @ y
+        e = y_hat - y[rows]
+        total += float(e @ e)
+        if not return_gradient:
+            continue
+        W = P
+        W *= y[None, :] - y_hat[:, None]
+        W *= e[:, None]
+        col += W.sum(axis=0)
+        if via_x:
+            acc += X[rows].T @ (W @ X)
+        else:
+            acc += Z[rows].T @ W
+            WZ[rows] = W @ Z
+    if not return_gradient:
+        return total
+    if via_x:  # L X^T (W + W^T - diag(col)) X
+        grad = L @ (acc + acc.T - (X * col[:, None]).T @ X)
+    else:  # Z^T (W + W^T - diag(col)) X
+        grad = (acc + WZ.T - (Z * col[:, None]).T) @ X
+    return total, 4.0 * grad

@@ -32,20 +32,26 @@ def test_loss_matches_its_definition(block, monkeypatch):
     monkeypatch.setattr(mlkr_module, "BLOCK_ELEMENTS", block * 60)  # one block, then many
     X, y = _regression()
     L = np.random.RandomState(1).randn(2, 4) * 0.5
-    got = mlkr_loss(torch.tensor(L), torch.tensor(X), torch.tensor(y))
-    assert got == pytest.approx(_loop_loss(L, X, y), rel=1e-12)
+    assert mlkr_loss(L, X, y) == pytest.approx(_loop_loss(L, X, y), rel=1e-12)
 
 
-def test_gradient_matches_finite_differences_and_is_blockwise(monkeypatch):
+@pytest.mark.parametrize("n_components", [1, 2, 4])  # the gradient via Z (1), via X (2, 4)
+def test_gradient_matches_finite_differences_autograd_and_is_blockwise(n_components,
+                                                                        monkeypatch):
     X, y = _regression(n=30)
-    L0 = np.random.RandomState(2).randn(2, 4) * 0.5
-    L = torch.tensor(L0, requires_grad=True)
-    mlkr_loss(L, torch.tensor(X), torch.tensor(y), backward=True)
-    grad = L.grad.numpy().copy()
+    L0 = np.random.RandomState(2).randn(n_components, 4) * 0.5
+    loss, grad = mlkr_loss(L0, X, y, return_gradient=True)
+    assert loss == pytest.approx(_loop_loss(L0, X, y), rel=1e-12)
     monkeypatch.setattr(mlkr_module, "BLOCK_ELEMENTS", 7 * 30)
-    L2 = torch.tensor(L0, requires_grad=True)
-    mlkr_loss(L2, torch.tensor(X), torch.tensor(y), backward=True)
-    np.testing.assert_allclose(L2.grad.numpy(), grad, rtol=1e-10)
+    np.testing.assert_allclose(mlkr_loss(L0, X, y, return_gradient=True)[1], grad, rtol=1e-10)
+    # autograd through the loop definition
+    Lt = torch.tensor(L0, requires_grad=True)
+    Xt, yt = torch.tensor(X), torch.tensor(y)
+    Z = Xt @ Lt.T
+    D = ((Z[:, None] - Z[None]) ** 2).sum(-1) + torch.diag(torch.full((30,), float("inf"),
+                                                                     dtype=torch.float64))
+    ((torch.softmax(-D, dim=1) @ yt - yt) ** 2).sum().backward()
+    np.testing.assert_allclose(grad, Lt.grad.numpy(), rtol=1e-9, atol=1e-12)
     eps = 1e-6
     for idx in np.ndindex(L0.shape):
         step = np.zeros_like(L0)
