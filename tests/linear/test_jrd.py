@@ -63,7 +63,7 @@ def _objective(est, X, y):
 @pytest.mark.parametrize("solver", ["adam", "conjugate_gradient"])
 def test_solvers_reduce_objective(solver):
     X, y = _data()
-    kw = dict(n_components=3, solver=solver, init="random", random_state=0)
+    kw = dict(n_components=3, solver=solver, init="random", neighbor_weight=0.0, random_state=0)
     start = JRD(max_iter=1, learning_rate=1e-8, **kw).fit(X, y)
     est = JRD(max_iter=20, **kw).fit(X, y)
     hist = losses(est)
@@ -79,7 +79,8 @@ def test_solvers_reduce_objective(solver):
 def test_manifolds_and_learned_proxies(solver, manifold):
     X, y = _data()
     est = JRD(n_components=3, solver=solver, manifold=manifold, max_iter=15,
-              learning_rate=0.01, early_stopping=False, random_state=0).fit(X, y)
+              learning_rate=0.01, early_stopping=False, neighbor_weight=0.0,
+              random_state=0).fit(X, y)
     gram = est.components_ @ est.components_.T
     if manifold == "stiefel":
         np.testing.assert_allclose(gram, np.eye(3), atol=1e-8)
@@ -97,7 +98,7 @@ def test_bias_folding_with_pca_reduction():
     y = np.repeat(np.arange(4), 20)
     X = rng.randn(80, 300) + 6.0 * np.eye(4, 300)[y] + 3.0  # offset: the mean matters
     est = JRD(n_components=3, n_reduce=10, manifold="stiefel", max_iter=30,
-              random_state=0).fit(X, y)
+              neighbor_weight=0.0, random_state=0).fit(X, y)
     assert est.components_.shape == (3, 300)
     np.testing.assert_allclose(est.components_ @ est.components_.T, np.eye(3), atol=1e-8)
     E = est.transform(X) + est.bias_
@@ -109,7 +110,8 @@ def test_jrs_weight_changes_the_solution_and_jrs_decreases():
     from skdml.losses import JRSRegularizer
 
     X, y = _data()
-    kw = dict(n_components=3, solver="conjugate_gradient", max_iter=30, random_state=0)
+    kw = dict(n_components=3, solver="conjugate_gradient", max_iter=30, neighbor_weight=0.0,
+              random_state=0)
     plain = JRD(regularizer_weight=0.0, **kw).fit(X, y)
     reg = JRD(regularizer_weight=5.0, **kw).fit(X, y)
     assert not np.allclose(plain.components_, reg.components_)
@@ -198,3 +200,60 @@ def test_early_stopping_refits_for_the_best_epoch_count():
                 max_iter=best_epoch, random_state=0).fit(X, y)
     np.testing.assert_allclose(again.components_, est.components_, atol=1e-6)
     np.testing.assert_allclose(again.bias_, est.bias_, atol=1e-6)
+
+
+def _knn_accuracy(est, X, y, k):
+    pipe = make_pipeline(est, KNeighborsClassifier(k)).fit(X[:200], y[:200])
+    return pipe.score(X[200:], y[200:])
+
+
+def test_default_learns_for_knn_against_its_start():
+    # 2 informative features under 18 louder noisy ones: the PCA start keeps the noise
+    X, y = _two_informative(n_samples=300, seed=1)
+    start = _knn_accuracy(JRD(max_iter=0, random_state=0), X, y, 10)
+    learned = _knn_accuracy(JRD(random_state=0), X, y, 10)
+    assert learned > start + 0.25, (start, learned)
+
+
+def test_neighbor_weight_chosen_on_the_training_hold_out():
+    X, y = _two_informative(n_samples=300, seed=1)
+    est = JRD(random_state=0).fit(X, y)
+    # both candidates ran on the stratified hold-out of the training data; the better is kept
+    assert est.validation_split_ == "stratified"
+    assert set(est.candidate_scores_) == {0.0, 1.0}
+    assert est.neighbor_weight_ in est.candidate_scores_
+    if est.best_iteration_ > 0:
+        assert est.best_validation_score_ == max(est.candidate_scores_.values())
+        assert est.candidate_scores_[est.neighbor_weight_] == est.best_validation_score_
+    # the chosen run's history is the one returned, with the neighbour term when chosen
+    has_term = any("neighbor_loss" in h for h in est.history_)
+    assert has_term == (est.neighbor_weight_ > 0)
+    # a fixed weight makes no choice; the unseen-class task keeps the paper's objective
+    fixed = JRD(neighbor_weight=1.0, max_iter=5, random_state=0).fit(X, y)
+    assert fixed.neighbor_weight_ == 1.0 and not hasattr(fixed, "candidate_scores_")
+    unseen = JRD(validation_split="class_disjoint", max_iter=5, random_state=0).fit(X, y)
+    assert unseen.neighbor_weight_ == 0.0 and not hasattr(unseen, "candidate_scores_")
+    assert not any("neighbor_loss" in h for h in unseen.history_)
+
+
+def test_neighbor_term_is_lmnn_on_the_transformed_space():
+    from skdml.linear._jrd import _JRDObjective
+    from skdml.losses import LMNNLoss
+
+    X, y = _data()
+    X_t, y_t = torch.tensor(X, dtype=torch.float32), torch.tensor(y)
+    est = JRD(n_components=3, neighbor_weight=0.0)
+    paper = _JRDObjective(3, 10, est._build_objective(4, 3), neighbor_weight=0.0)
+    both = _JRDObjective(3, 10, est._build_objective(4, 3), neighbor_weight=2.5)
+    L = torch.randn(3, 10, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for obj in (paper, both):
+            obj.L.copy_(L)
+            obj.init_extras(X_t, y_t)
+    total0, _ = paper(X_t, y_t)
+    total, terms = both(X_t, y_t)
+    expected = LMNNLoss()(X_t @ L.T, y_t)
+    torch.testing.assert_close(terms["neighbor_loss"], expected)
+    torch.testing.assert_close(total, total0 + 2.5 * expected)
+    with pytest.raises(ValueError, match="neighbor_weight"):
+        JRD(neighbor_weight=-1.0).fit(X, y)
