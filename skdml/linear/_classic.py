@@ -54,7 +54,10 @@ def components_from_metric(M):
 
 def unique_points(tuples, max_points=2000, random_state=None):
     """The distinct samples of an array of tuples, at most ``max_points`` of them (drawn)."""
-    X = np.unique(tuples.reshape(-1, tuples.shape[-1]), axis=0)
+    rows = np.ascontiguousarray(tuples.reshape(-1, tuples.shape[-1]))
+    # rows compared as raw bytes: one sort of opaque keys, not numpy's field-by-field one
+    keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+    X = rows[np.unique(keys, return_index=True)[1]]
     if len(X) > max_points:
         X = X[check_random_state(random_state).choice(len(X), max_points, replace=False)]
     return X
