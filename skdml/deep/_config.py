@@ -41,7 +41,7 @@ from ..losses import LOSSES, REGULARIZERS, get_regularizer
 from ._inputs import RandomAffine
 
 __all__ = ["AUTO_BATCH_SIZE", "AUTO_CLASSES_PER_BATCH", "AUTO_EARLY_STOPPING_CLASSES",
-           "AUTO_LOSS", "AUTO_LOSS_VECTORS", "AUTO_MAX_ITER", "AUTO_MAX_ITER_VECTORS", "FitConfig", "LOADER_DEFAULTS",
+           "AUTO_LOSS", "AUTO_LOSS_FALLBACK", "AUTO_LOSS_VECTORS", "AUTO_MAX_ITER", "AUTO_MAX_ITER_VECTORS", "FitConfig", "LOADER_DEFAULTS",
            "NESTED_PARAMS", "ObjectiveConfig", "OPTIMIZER_DEFAULTS", "PARAMETER_CONSTRAINTS",
            "PRESERVE_INPUT_AUTO", "VECTOR_BATCHES_PER_EPOCH", "VECTOR_MAX_FEATURES",
            "check_loader_params", "check_optimizer_params", "embedding_config", "loss_choices",
@@ -74,6 +74,9 @@ VECTOR_BATCHES_PER_EPOCH = 32
 AUTO_LOSS_VECTORS = "binomial"
 #: ... and of everything else (images, Datasets, your backbone: the study on Omniglot).
 AUTO_LOSS = "multisimilarity"
+#: ... and of a refit when that fit left the training classes unseparated (collapsed; see
+#: ``SEPARATION_MIN`` in ``_trainer.py``): kept when it separates them.
+AUTO_LOSS_FALLBACK = "binomial"
 
 #: ``optimizer_params``: skdml's keys and their defaults; any other key goes to the torch
 #: optimiser's constructor (e.g. ``betas``, ``momentum``), as ``weight_decay`` does.
@@ -340,6 +343,8 @@ class FitConfig:
     train_idx: np.ndarray = field(repr=False)
     val_idx: np.ndarray | None = field(repr=False)
     validation_split: str | None = None
+    #: the loss was chosen by ``loss="auto"`` (a collapsed fit may then be refitted)
+    auto_loss: bool = False
 
 
 def _early_stopping(est, n_classes):
@@ -468,11 +473,14 @@ def _warn_if_one_dimensional(normalize, n_components):
             UserWarning)
 
 
-def resolve_config(est, *, y_enc, input_shape, in_memory, device, rng, resume=None):
+def resolve_config(est, *, y_enc, input_shape, in_memory, device, rng, resume=None,
+                   auto_loss=None):
     """The :class:`FitConfig` of a fit of ``est`` on labels ``y_enc`` (one call per fit).
 
     ``rng`` draws the validation split (a resumed fit keeps the split of its
-    first run, whatever the seed now).
+    first run, whatever the seed now). ``auto_loss``: the loss that
+    ``loss="auto"`` stands for in this fit (``None``: the usual choice; the
+    refit of a collapsed fit passes :data:`AUTO_LOSS_FALLBACK`).
     """
     _warn_if_one_dimensional(est.normalize, est.n_components)
     n_classes = len(np.unique(y_enc))
@@ -490,7 +498,7 @@ def resolve_config(est, *, y_enc, input_shape, in_memory, device, rng, resume=No
         if est.loss_params:
             raise ValueError("loss_params needs a named loss: loss='auto' picks the loss from "
                              "the data. Name it (e.g. loss='binomial') to pass its parameters.")
-        loss = AUTO_LOSS_VECTORS if default_vectors and in_memory else AUTO_LOSS
+        loss = auto_loss or (AUTO_LOSS_VECTORS if default_vectors and in_memory else AUTO_LOSS)
     if est.max_iter == "auto":
         max_iter = AUTO_MAX_ITER_VECTORS if default_vectors and in_memory else AUTO_MAX_ITER
     else:
@@ -505,6 +513,7 @@ def resolve_config(est, *, y_enc, input_shape, in_memory, device, rng, resume=No
         standardize = bool(est.standardize)
     return FitConfig(
         name=type(est).__name__, loss=loss, objective=objective_config(est, loss),
+        auto_loss=isinstance(est.loss, str) and est.loss == "auto",
         backbone=est.backbone, n_components=int(est.n_components),
         normalize=bool(est.normalize and est.n_components > 1), device=device, amp=est.amp,
         max_iter=max_iter, n_classes_per_batch=P, n_samples_per_class=K,

@@ -15,13 +15,15 @@ from .._utils import (resolve_device, thread_limits, torch_rng_scope, torch_seed
                       transactional_fit, warn_user)
 from .._utils._params import NestedParamsMixin
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
-from ._config import (NESTED_PARAMS, PARAMETER_CONSTRAINTS, EmbeddingConfig, LoaderConfig,
-                      check_loader_params, embedding_config, loss_choices,
+from ._config import (AUTO_LOSS, AUTO_LOSS_FALLBACK, NESTED_PARAMS, PARAMETER_CONSTRAINTS,
+                      EmbeddingConfig, LoaderConfig, check_loader_params, embedding_config,
+                      loss_choices,
                       nested_keys, objective_config, regularizer_choices, resolve_config,
                       set_nested_option)
 from ._plan import build_objective, validate_fit_input, validate_transform_input
 from ._state import ModuleStateMixin, checkpoint_claim, load_resume_state
-from ._trainer import DeepTrainer, embed_with
+from ._trainer import (SEPARATION_MIN, DeepTrainer, embed_with, refit_on_collapse,
+                       separation_message)
 
 __all__ = ["DeepMetricTransformer"]
 
@@ -87,7 +89,11 @@ callable, default="auto"
         guide's study), and the binomial deviance loss, the linear learners'
         default, for vector arrays with the default backbone (it kept
         unseen-class Recall@1 at or above the raw features on every held-out
-        vector split). A callable
+        vector split). When a multi-similarity fit of ``"auto"`` (of 10 epochs
+        or more) leaves its training classes unseparated (a collapse: see the
+        user guide's "A fit that does not learn"), it is refitted from the same
+        start with the binomial loss, kept if that separates them (``loss_``
+        says which was kept). A callable
         ``loss(embeddings, labels) -> scalar tensor`` (e.g. a
         pytorch-metric-learning loss) is used as is (an ``nn.Module`` instance
         is deep-copied at fit); a class is instantiated with ``loss_params``.
@@ -399,20 +405,38 @@ callable, default="auto"
                                        input_shape)
             seed = torch_seed(rng)
             fork_devices = [device.index or 0] if device.type == "cuda" else []
-            with torch_rng_scope(fork_devices):
-                torch.manual_seed(seed)  # the backbone's initial weights, dropout...
-                config = resolve_config(self, y_enc=y_enc, input_shape=input_shape,
-                                        in_memory=isinstance(source, torch.Tensor),
-                                        device=device, rng=rng, resume=resume)
-                objective = build_objective(config.objective, len(classes))
-                trainer = DeepTrainer(config, objective, source, y_enc, classes, input_shape,
-                                      rng, [UserCallbacks(self, check_callbacks(self.callbacks))])
-                fitted = trainer.fit(resume)
+            rng_state = rng.get_state()
+
+            def train(auto_loss=None):
+                rng.set_state(rng_state)  # a refit draws the same split and batches
+                with torch_rng_scope(fork_devices):
+                    torch.manual_seed(seed)  # the backbone's initial weights, dropout...
+                    config = resolve_config(self, y_enc=y_enc, input_shape=input_shape,
+                                            in_memory=isinstance(source, torch.Tensor),
+                                            device=device, rng=rng, resume=resume,
+                                            auto_loss=auto_loss)
+                    objective = build_objective(config.objective, len(classes))
+                    trainer = DeepTrainer(config, objective, source, y_enc, classes,
+                                          input_shape, rng,
+                                          [UserCallbacks(self, check_callbacks(self.callbacks))])
+                    return config, trainer.fit(resume)
+
+            config, fitted = train()
+            fallback_tried = refit_on_collapse(config, resume, fitted)
+            if fallback_tried:
+                # loss="auto": the multi-similarity fit left the training classes unseparated
+                # (collapsed); the binomial loss is kept when it separates them
+                config_b, fitted_b = train(AUTO_LOSS_FALLBACK)
+                if not fitted_b["_separation"][0] < SEPARATION_MIN:
+                    config, fitted = config_b, fitted_b
         fitted["n_components_"] = config.n_components
         fitted["_embedding"] = embedding_config(config)
         # only a finished fit changes the estimator
         converged = fitted.pop("_converged")
         stalled = fitted.pop("_no_gain")
+        degenerate = separation_message(fitted.pop("_separation"),
+                                        fitted.pop("_separation_samples"), fitted["n_iter_"],
+                                        fallback_tried and config.loss == AUTO_LOSS)
         for stale in ("best_iteration_", "best_validation_score_", "validation_split_"):
             self.__dict__.pop(stale, None)
         for key, value in fitted.items():
@@ -424,6 +448,8 @@ callable, default="auto"
                 "converged model.", ConvergenceWarning)
         if stalled:
             warn_user(f"{type(self).__name__}: {stalled}", UserWarning)
+        if degenerate:
+            warn_user(f"{type(self).__name__}: {degenerate}", UserWarning)
         return self
 
     # ------------------------------------------------------------------ transform

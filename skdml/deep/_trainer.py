@@ -16,7 +16,7 @@ from .._training import (Checkpoint, CheckpointError, EarlyStopping, LRSchedule,
                          Validation, WeightAverage, train_epochs, warmup_cosine)
 from .._training._distributed import distributed_context
 from .._utils import keep_freed_buffers, thread_limits
-from ._config import VECTOR_MAX_FEATURES, standardizes
+from ._config import AUTO_LOSS, AUTO_LOSS_FALLBACK, VECTOR_MAX_FEATURES, standardizes
 from ._data import MappedSampler, first_items, make_loader, prepare_source, to_model_input
 from ._hooks import LayerCapture, match_modules
 from ._inputs import fit_standardize, resize_for
@@ -39,10 +39,19 @@ NO_GAIN_LOSS_RTOL = 1e-3
 #: fallen this fraction below its first epoch's: a flat start is an initial plateau (seen on
 #: faces under strong lighting: 0.93 for 20 epochs, then down to 0.29), not convergence.
 LEARNING_STARTED_RTOL = 0.05
-#: Without validation, a fit embeds this many training samples in evaluation mode at its
-#: end, so that a network that is non-finite only in eval mode fails ``fit``, not
-#: ``transform``.
-EVAL_CHECK_SIZE = 64
+#: A fitted embedding separates its training classes when same-class pairs of training samples
+#: are, on average, at least this much more cosine-similar than different-class pairs (in
+#: evaluation mode). Fits that learned: 0.4-0.65 (digits, AT&T, COIL-20); collapsed fits
+#: (every sample in nearly one direction; faces and digits under strong lighting with the
+#: multi-similarity loss): 0.01-0.02.
+SEPARATION_MIN = 0.1
+#: ... judged (a refit, a warning) only after at least this many epochs: a shorter fit
+#: (``max_iter=2`` for a smoke test) is too short to tell a collapse from a slow start.
+SEPARATION_MIN_EPOCHS = 10
+#: The separation is measured on at most this many evenly spaced training samples (embedded
+#: in evaluation mode at the end of every fit, so that a network that is non-finite only in
+#: eval mode fails ``fit``, not ``transform``).
+SEPARATION_SAMPLES = 512
 
 
 def embed_with(net, source, indices, *, loader, n_components, device, input_shape, amp):
@@ -82,6 +91,64 @@ def no_gain(history, initial_score, validating):
                     "learning_rate, more epochs (max_iter) or another loss (e.g. "
                     "loss='binomial'); check the labels and the data.")
     return None
+
+
+def class_separation(Z, y):
+    """Mean cosine similarity of same-class pairs minus that of different-class pairs.
+
+    ``(gap, same, different)``; ``gap`` is ``nan`` when ``y`` lacks same-class or
+    different-class pairs. A zero row has similarity 0 to every row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Z = np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])
+    >>> gap, same, different = class_separation(Z, np.array([0, 0, 1, 1]))
+    >>> round(gap, 3), round(same, 3), round(different, 3)
+    (0.895, 0.995, 0.1)
+    """
+    Z = np.asarray(Z, dtype=np.float64)
+    norms = np.linalg.norm(Z, axis=1, keepdims=True)
+    Zn = np.divide(Z, norms, out=np.zeros_like(Z), where=norms > 0)
+    S = Zn @ Zn.T
+    same = np.asarray(y)[:, None] == np.asarray(y)[None, :]
+    np.fill_diagonal(same, False)
+    different = np.asarray(y)[:, None] != np.asarray(y)[None, :]
+    if not same.any() or not different.any():
+        return float("nan"), float("nan"), float("nan")
+    s_same, s_diff = float(S[same].mean()), float(S[different].mean())
+    return s_same - s_diff, s_same, s_diff
+
+
+def separation_message(separation, n_samples, n_epochs, fallback_tried=False):
+    """Why a fitted embedding is degenerate (a message), or ``None`` when it separates."""
+    gap, same, different = separation
+    if not gap < SEPARATION_MIN or n_epochs < SEPARATION_MIN_EPOCHS:  # nan: too few pairs
+        return None
+    collapsed = " (it collapsed: every sample points nearly the same way)" \
+        if different > 0.5 else ""
+    tried = (f" A refit with loss='{AUTO_LOSS_FALLBACK}' did not separate them either; the "
+             "first fit is returned.") if fallback_tried else ""
+    other_loss = "" if fallback_tried else "another loss (e.g. loss='binomial'), "
+    return (f"the embedding does not separate the training classes: on {n_samples} training "
+            f"samples, same-class pairs have a mean cosine similarity of {same:.3f} and "
+            f"different-class pairs {different:.3f}, a gap of {gap:.3f} (a fit that learned "
+            f"keeps it above {SEPARATION_MIN}){collapsed}.{tried} Try {other_loss}a lower "
+            "learning_rate, an augmentation for the nuisance in your data (augment=callable), "
+            "or a linear learner (skdml.ECAML or skdml.JRD with "
+            "validation_split='class_disjoint'); with validation_fraction set, the untrained "
+            "network is kept when training does not beat it on held-out classes.")
+
+
+def refit_on_collapse(config, resume, fitted):
+    """Whether ``loss="auto"`` refits with :data:`AUTO_LOSS_FALLBACK` after this fit.
+
+    Only a fresh fit (not a resumed one) whose loss was chosen by ``"auto"`` as the
+    multi-similarity loss, and which left the training classes unseparated.
+    """
+    return (config.auto_loss and config.loss == AUTO_LOSS and resume is None
+            and fitted["n_iter_"] >= SEPARATION_MIN_EPOCHS
+            and fitted["_separation"][0] < SEPARATION_MIN)
 
 
 class DeepTrainer:
@@ -303,20 +370,25 @@ class DeepTrainer:
                                   max_iter=max_iter, callbacks=callbacks,
                                   start_epoch=start_epoch, history=history,
                                   grad_scaler=self.scaler, device=self.device)
-        if not validating:  # the eval-mode network, checked once before it is called fitted
-            self.embed(self.trainable.eval_net, cfg.train_idx[:EVAL_CHECK_SIZE])
         stopped = result.stop_reason if result.stop_reason != "max_iter" else None
         if resume is not None and resume.stopped:
             stopped = "no_improvement"
         final = self.state(result.n_iter, result.history, stopped is not None)
         kept_start = start_state is not None and self._keep_start(result.history, start_state)
+        # the eval-mode network, checked once before it is called fitted (non-finite
+        # embeddings fail the fit), and its separation of the training classes
+        picked = cfg.train_idx[::max(1, len(cfg.train_idx) // SEPARATION_SAMPLES)][
+            :SEPARATION_SAMPLES]
+        separation = class_separation(self.embed(self.trainable.eval_net, picked),
+                                      self.y_enc[picked])
         fitted = {"module_": self.trainable.eval_net.eval(), "loss_": self.objective.loss,
                   "classes_": self.classes, "input_shape_": self.input_shape,
                   "device_": self.device, "history_": result.history, "n_iter_": result.n_iter,
                   "_resume_state": to_cpu(final.to_dict()),
                   # a finished cosine schedule (rate 0) is a planned end, not a cut-short run
                   "_converged": stopped is not None or cfg.lr_schedule == "cosine",
-                  "_no_gain": no_gain(result.history, self.initial_score, validating)}
+                  "_no_gain": no_gain(result.history, self.initial_score, validating),
+                  "_separation": separation, "_separation_samples": len(picked)}
         if validating:
             fitted["validation_split_"] = cfg.validation_split
         if validating and cfg.early_stopping:
