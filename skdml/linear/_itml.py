@@ -213,8 +213,9 @@ class ITML(_ITMLMixin, BasePairsLearner):
 
     Parameters
     ----------
-{params}    preprocessor : array-like of shape (n_samples, n_features), default=None
-        When given, pairs are rows of 2 indices into it.
+{params}    preprocessor : array-like of shape (n_samples, n_features) or callable, default=None
+        When given, pairs are rows of 2 indices into it (a callable maps
+        a 1-D array of indices to the 2-D array of their features).
 
     Attributes
     ----------
@@ -229,7 +230,7 @@ class ITML(_ITMLMixin, BasePairsLearner):
     classes_ : ndarray of shape (2,)
         ``[-1, 1]``.
     n_features_in_ : int
-    preprocessor_ : ndarray or None
+    preprocessor_ : ndarray, callable or None
 
     Notes
     -----
@@ -266,7 +267,7 @@ class ITML(_ITMLMixin, BasePairsLearner):
     True
     """
 
-    _parameter_constraints: dict = {**_CONSTRAINTS, "preprocessor": ["array-like", None]}
+    _parameter_constraints: dict = {**_CONSTRAINTS, "preprocessor": ["array-like", callable, None]}
 
     def __init__(self, gamma=1.0, max_iter=1000, tol=1e-3, prior="identity", bounds=None,
                  verbose=0, random_state=None, preprocessor=None):

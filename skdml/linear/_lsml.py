@@ -121,8 +121,9 @@ class LSML(_LSMLMixin, BaseQuadrupletsLearner):
 
     Parameters
     ----------
-{params}    preprocessor : array-like of shape (n_samples, n_features), default=None
-        When given, quadruplets are rows of 4 indices into it.
+{params}    preprocessor : array-like of shape (n_samples, n_features) or callable, default=None
+        When given, quadruplets are rows of 4 indices into it (a callable maps
+        a 1-D array of indices to the 2-D array of their features).
 
     Attributes
     ----------
@@ -131,7 +132,7 @@ class LSML(_LSMLMixin, BaseQuadrupletsLearner):
     loss_ : float
         The final objective.
     n_features_in_ : int
-    preprocessor_ : ndarray or None
+    preprocessor_ : ndarray, callable or None
 
     References
     ----------
@@ -153,7 +154,7 @@ class LSML(_LSMLMixin, BaseQuadrupletsLearner):
     True
     """
 
-    _parameter_constraints: dict = {**_CONSTRAINTS, "preprocessor": ["array-like", None]}
+    _parameter_constraints: dict = {**_CONSTRAINTS, "preprocessor": ["array-like", callable, None]}
 
     def __init__(self, prior="identity", max_iter=1000, tol=1e-6, verbose=0, random_state=None,
                  preprocessor=None):

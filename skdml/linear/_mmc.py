@@ -142,8 +142,9 @@ class MMC(_MMCMixin, BasePairsLearner):
 
     Parameters
     ----------
-{params}    preprocessor : array-like of shape (n_samples, n_features), default=None
-        When given, pairs are rows of 2 indices into it.
+{params}    preprocessor : array-like of shape (n_samples, n_features) or callable, default=None
+        When given, pairs are rows of 2 indices into it (a callable maps
+        a 1-D array of indices to the 2-D array of their features).
 
     Attributes
     ----------
@@ -154,7 +155,7 @@ class MMC(_MMCMixin, BasePairsLearner):
     threshold_ : float
     classes_ : ndarray of shape (2,)
     n_features_in_ : int
-    preprocessor_ : ndarray or None
+    preprocessor_ : ndarray, callable or None
 
     Notes
     -----
@@ -183,7 +184,7 @@ class MMC(_MMCMixin, BasePairsLearner):
     (True, True)
     """
 
-    _parameter_constraints: dict = {**_CONSTRAINTS, "preprocessor": ["array-like", None]}
+    _parameter_constraints: dict = {**_CONSTRAINTS, "preprocessor": ["array-like", callable, None]}
 
     def __init__(self, max_iter=100, tol=1e-6, init="identity", diagonal=False, diagonal_c=1.0,
                  verbose=0, random_state=None, preprocessor=None):

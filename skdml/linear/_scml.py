@@ -218,8 +218,9 @@ class SCML(_SCMLMixin, BaseTripletsLearner):
     basis : "triplet_diffs" or ndarray of shape (n_basis, n_features), default="triplet_diffs"
         The bases: eigendirections of the differences of random sets of
         triplets, or given ones.
-{params}    preprocessor : array-like of shape (n_samples, n_features), default=None
-        When given, triplets are rows of 3 indices into it.
+{params}    preprocessor : array-like of shape (n_samples, n_features) or callable, default=None
+        When given, triplets are rows of 3 indices into it (a callable maps
+        a 1-D array of indices to the 2-D array of their features).
 
     Attributes
     ----------
@@ -233,7 +234,7 @@ class SCML(_SCMLMixin, BaseTripletsLearner):
         The best objective evaluated.
     n_iter_ : int
     n_features_in_ : int
-    preprocessor_ : ndarray or None
+    preprocessor_ : ndarray, callable or None
 
     Notes
     -----
@@ -264,7 +265,7 @@ class SCML(_SCMLMixin, BaseTripletsLearner):
 
     _parameter_constraints: dict = {
         **_CONSTRAINTS, "basis": [StrOptions({"triplet_diffs"}), np.ndarray],
-        "preprocessor": ["array-like", None]}
+        "preprocessor": ["array-like", callable, None]}
 
     def __init__(self, beta=1e-5, basis="triplet_diffs", n_basis=None, gamma=5e-3,
                  max_iter=10000, output_iter=500, batch_size=10, verbose=0, random_state=None,

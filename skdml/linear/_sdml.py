@@ -112,8 +112,9 @@ class SDML(_SDMLMixin, BasePairsLearner):
 
     Parameters
     ----------
-{params}    preprocessor : array-like of shape (n_samples, n_features), default=None
-        When given, pairs are rows of 2 indices into it.
+{params}    preprocessor : array-like of shape (n_samples, n_features) or callable, default=None
+        When given, pairs are rows of 2 indices into it (a callable maps
+        a 1-D array of indices to the 2-D array of their features).
 
     Attributes
     ----------
@@ -125,7 +126,7 @@ class SDML(_SDMLMixin, BasePairsLearner):
     threshold_ : float
     classes_ : ndarray of shape (2,)
     n_features_in_ : int
-    preprocessor_ : ndarray or None
+    preprocessor_ : ndarray, callable or None
 
     Notes
     -----
@@ -156,7 +157,7 @@ class SDML(_SDMLMixin, BasePairsLearner):
     True
     """
 
-    _parameter_constraints: dict = {**_CONSTRAINTS, "preprocessor": ["array-like", None]}
+    _parameter_constraints: dict = {**_CONSTRAINTS, "preprocessor": ["array-like", callable, None]}
 
     def __init__(self, balance_param=0.5, sparsity_param=0.01, prior="identity", max_iter=100,
                  tol=1e-4, verbose=0, random_state=None, preprocessor=None):

@@ -6,7 +6,11 @@ to ``n``; a quadruplet ``(a, b, c, d)`` saying ``(a, b)`` are closer than
 ``(c, d)``. Tuples come either as a float array of shape
 ``(n_tuples, tuple_size, n_features)`` or, when the learner has a
 ``preprocessor`` (an array of shape ``(n_samples, n_features)``), as an
-integer array of shape ``(n_tuples, tuple_size)`` of row indices into it.
+integer array of shape ``(n_tuples, tuple_size)`` of row indices into it; or,
+when the ``preprocessor`` is a callable, as an array of shape
+``(n_tuples, tuple_size)`` of identifiers it maps to features (called once,
+on the 1-D array of all of them, it returns their features row by row, as
+metric-learn's callable preprocessors do).
 
 :class:`BasePairsLearner`, :class:`BaseTripletsLearner` and
 :class:`BaseQuadrupletsLearner` validate the tuples, make the fit
@@ -45,12 +49,12 @@ class _TupleLearner(BaseMahalanobis):
     """Tuple input (3-D features, or indices into ``preprocessor``) for a Mahalanobis learner."""
 
     _tuple_size = 2
-    _parameter_constraints: dict = {"preprocessor": ["array-like", None]}
+    _parameter_constraints: dict = {"preprocessor": ["array-like", callable, None]}
 
     def _check_preprocessor(self, reset):
         if reset:
-            if self.preprocessor is None:
-                self.preprocessor_ = None
+            if self.preprocessor is None or callable(self.preprocessor):
+                self.preprocessor_ = self.preprocessor
             else:
                 self.preprocessor_ = check_array(self.preprocessor, dtype=np.float64,
                                                  input_name="preprocessor")
@@ -67,7 +71,9 @@ class _TupleLearner(BaseMahalanobis):
         if not reset:
             check_is_fitted(self)
         preprocessor = self._check_preprocessor(reset)
-        if preprocessor is not None:
+        if callable(preprocessor):
+            tuples = self._call_preprocessor(preprocessor, tuples, k, what)
+        elif preprocessor is not None:
             idx = np.asarray(tuples)
             if idx.ndim != 2 or idx.shape[1] != k:
                 raise ValueError(
@@ -106,6 +112,28 @@ class _TupleLearner(BaseMahalanobis):
             raise ValueError(f"{what} have {tuples.shape[2]} features, but {name} was fitted "
                              f"with {self.n_features_in_} features.")
         return tuples
+
+    def _call_preprocessor(self, preprocessor, tuples, k, what):
+        """The features (n_tuples, k, n_features) a callable preprocessor gives the ids."""
+        name = type(self).__name__
+        ids = np.asarray(tuples)
+        if ids.ndim != 2 or ids.shape[1] != k:
+            raise ValueError(
+                f"{name} has a callable preprocessor, so {what} are rows of {k} sample "
+                f"identifiers: an array of shape (n_{what}, {k}); got shape {ids.shape}.")
+        if len(ids) == 0:
+            raise ValueError(f"{name} needs at least 1 of the {what}; got 0.")
+        try:
+            features = check_array(preprocessor(ids.ravel()), dtype=np.float64,
+                                   input_name="the preprocessor's output")
+        except ValueError as exc:
+            raise ValueError(f"{name}: the callable preprocessor must return a finite 2-D "
+                             f"array of features, one row per identifier; {exc}") from exc
+        if len(features) != ids.size:
+            raise ValueError(f"{name}: the callable preprocessor returned {len(features)} rows "
+                             f"for {ids.size} identifiers; it must return one row each, of "
+                             f"shape ({ids.size}, n_features).")
+        return features.reshape(len(ids), k, features.shape[1])
 
     def _check_pairs(self, pairs):  # BaseMahalanobis.pair_distance: indices work too
         return self._validate_tuples(pairs, reset=False, size=2)

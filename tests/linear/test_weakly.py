@@ -213,6 +213,47 @@ def test_pickle_clone_and_refit_on_pairs():
     np.testing.assert_allclose(est32.components_, est.components_, rtol=1e-5, atol=1e-6)
 
 
+def test_a_callable_preprocessor_maps_identifiers_to_features():
+    """metric-learn's callable preprocessor: any identifiers (here file-like names) mapped
+    to features; the same model as with the features or an array preprocessor."""
+    X, idx, y = _pair_data()
+    names = np.array([f"img_{i}.png" for i in range(len(X))])
+    lookup = {name: row for name, row in zip(names, X)}
+    calls = []
+
+    def load(ids):
+        calls.append(ids.shape)
+        return np.array([lookup[i] for i in ids])
+
+    a = _Diagonal(weights=(2.0, 0.5), preprocessor=X).fit(idx, y)
+    b = _Diagonal(weights=(2.0, 0.5), preprocessor=load).fit(names[idx], y)
+    assert calls == [(idx.size,)]  # one call, on the 1-D array of every identifier
+    assert a.threshold_ == b.threshold_ and b.preprocessor_ is load
+    np.testing.assert_allclose(b.pair_distance(names[idx]), a.pair_distance(idx))
+    np.testing.assert_array_equal(b.predict(names[idx]), a.predict(idx))
+    itml = ITML(preprocessor=lambda i: X[i], max_iter=30, random_state=0).fit(idx, y)
+    ref = ITML(preprocessor=X, max_iter=30, random_state=0).fit(idx, y)
+    np.testing.assert_allclose(itml.components_, ref.components_)
+    est = _Triplets(preprocessor=lambda i: X[i]).fit(np.array([[0, 1, 2], [3, 4, 5]]))
+    assert est.n_features_in_ == 2
+    clone(b).fit(names[idx], y)  # cloned with its callable
+
+
+@pytest.mark.parametrize("output, match", [
+    (lambda ids: np.zeros((len(ids) - 1, 2)), "returned 1 rows for 2 identifiers"),
+    (lambda ids: np.full((len(ids), 2), np.nan), "finite 2-D array.*NaN"),
+    (lambda ids: np.zeros(len(ids)), "finite 2-D array.*2D array"),
+])
+def test_a_bad_callable_preprocessor_raises(output, match):
+    with pytest.raises(ValueError, match=match):
+        _Diagonal(preprocessor=output).fit(np.array([[0, 1]]), [1])
+    with pytest.raises(ValueError, match="shape \\(n_pairs, 2\\)"):
+        _Diagonal(preprocessor=lambda ids: np.zeros((len(ids), 2))).fit(np.zeros((1, 3)), [1])
+    with pytest.raises(ValueError, match="at least 1 of the pairs"):
+        _Diagonal(preprocessor=lambda ids: np.zeros((len(ids), 2))).fit(
+            np.zeros((0, 2), dtype=int), [])
+
+
 def test_grid_search_on_pairs_with_a_preprocessor():
     X, idx, y = _pair_data(n=60)
     search = GridSearchCV(ITML(preprocessor=X, max_iter=30, random_state=0),
