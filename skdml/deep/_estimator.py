@@ -93,7 +93,8 @@ callable, default="auto"
         or more) leaves its training classes unseparated (a collapse: see the
         user guide's "A fit that does not learn"), it is refitted from the same
         start with the binomial loss, kept if that separates them (``loss_``
-        says which was kept). A callable
+        says which was kept; not with ``checkpoint_path``, whose file holds
+        one fit). A callable
         ``loss(embeddings, labels) -> scalar tensor`` (e.g. a
         pytorch-metric-learning loss) is used as is (an ``nn.Module`` instance
         is deep-copied at fit); a class is instantiated with ``loss_params``.

@@ -143,10 +143,12 @@ def separation_message(separation, n_samples, n_epochs, fallback_tried=False):
 def refit_on_collapse(config, resume, fitted):
     """Whether ``loss="auto"`` refits with :data:`AUTO_LOSS_FALLBACK` after this fit.
 
-    Only a fresh fit (not a resumed one) whose loss was chosen by ``"auto"`` as the
-    multi-similarity loss, and which left the training classes unseparated.
+    Only a fresh fit (not a resumed one, and without a ``checkpoint_path``, whose file
+    holds one fit) whose loss was chosen by ``"auto"`` as the multi-similarity loss, and
+    which left the training classes unseparated.
     """
     return (config.auto_loss and config.loss == AUTO_LOSS and resume is None
+            and config.checkpoint_path is None
             and fitted["n_iter_"] >= SEPARATION_MIN_EPOCHS
             and fitted["_separation"][0] < SEPARATION_MIN)
 

@@ -134,3 +134,14 @@ def test_faces_under_strong_lighting_collapse_and_the_fit_says_so():
         est = fast().fit(X[train], y[train])
     gap = class_separation(est.transform(X[train]), y[train])[0]
     assert gap < SEPARATION_MIN
+
+
+def test_a_checkpointed_fit_is_not_refitted(monkeypatch, blobs, tmp_path):
+    """The checkpoint file holds one fit: a refit would leave it holding the other."""
+    X, y = blobs
+    losses = _count_fits(monkeypatch)
+    _separation_sequence(monkeypatch, [0.01])
+    with pytest.warns(UserWarning, match="does not separate the training classes"):
+        make(loss="auto", max_iter=SEPARATION_MIN_EPOCHS,
+             checkpoint_path=tmp_path / "fit.pt").fit(X.reshape(-1, 1, 2, 5), y)
+    assert losses == ["multisimilarity"]
