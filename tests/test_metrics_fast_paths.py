@@ -266,26 +266,6 @@ def test_relevance_path_hands_massive_ties_to_the_general_engine(relevance_path)
     assert relevance_path["general"] > 0
 
 
-def test_relevance_path_hands_over_shorter_rows_than_the_block(relevance_path, monkeypatch):
-    # Rows of the smallest class (shorter lists than the block's longest) left to the
-    # general engine, which lists only as many neighbours as they need.
-    from skdml.metrics import _relevance
-
-    rank_rows = _relevance._rank_rows
-
-    def leave_the_shortest(part, qrows, depth, *args):
-        settled, rel, starts = rank_rows(part, qrows, depth, *args)
-        shortest = depth == depth.min()
-        return settled & ~shortest, rel, starts[~shortest[settled]]
-
-    monkeypatch.setattr(_relevance, "_rank_rows", leave_the_shortest)
-    rng = np.random.RandomState(17)
-    y = np.repeat([0, 1, 2], [100, 250, 250])
-    X = rng.randn(600, 3) + rng.randn(3, 3)[y]
-    _check_relevance(X, y, ks=(1, 4))
-    assert relevance_path["general"] > 0
-
-
 def test_relevance_path_is_the_default_for_long_lists(monkeypatch):
     from skdml.metrics import _relevance
 

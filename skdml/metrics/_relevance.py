@@ -10,9 +10,8 @@ of queries as follows:
 1. A threshold drawn from a strided sample of each row (as in
    :func:`~skdml.metrics._neighbors._sorted_keys`) keeps every reference whose
    float32 search value is at most it: a few more than ``L = K + K/8`` per row.
-   Their ``(row, value, index)`` int64 keys are sorted for a few rows at once
-   (one flat array, numpy's vectorised sort; each row keeps its own stretch),
-   and only the first ``K + 32 + K/64`` of each row are read further.
+   Their ``(value, index)`` int64 keys are sorted for all rows at once (one
+   padded table, numpy's vectorised sort).
 2. Two neighbours can only swap in the float64 brute force when their float32
    values lie within the query's slack (the bounds of
    :class:`~skdml.metrics._exact.Frame`): the sorted list splits into *runs* of
@@ -38,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._neighbors import _list_length, _order_segments, _rank_block
+from ._neighbors import _list_length, _order_keys, _order_segments, _rank_block
 
 __all__ = ["relevance_block"]
 
@@ -104,10 +103,10 @@ def _store(out, rows, idx, depth, qrows, ref_keys, query_keys):
     """Write the relevance of neighbours ``idx`` (first ``depth`` of each row) into ``out``."""
     if rows.size == 0:
         return
-    k = min(out.shape[1], idx.shape[1])  # the general engine lists depth[rows].max()
+    k = out.shape[1]
     same = ref_keys[idx[:, :k]] == query_keys[qrows[rows]][:, None]
     same &= np.arange(k)[None, :] < depth[rows][:, None]
-    out[rows, :k] = same
+    out[rows] = same
 
 
 def _rank_rows(part, qrows, depth, idx_bits, frame, ref_keys, query_keys):
@@ -209,7 +208,7 @@ def _ramp(lengths):
 
 
 def _from_monotone(bits):
-    """Float32 values of their monotone int32 codes (see ``_neighbors._order_keys``)."""
+    """Float32 values of their monotone int32 codes (see ``_order_keys``)."""
     return (bits ^ ((bits >> 31) & np.int32(0x7FFFFFFF))).view(np.float32)
 
 
