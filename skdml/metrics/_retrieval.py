@@ -100,26 +100,17 @@ def query_scores(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device
         k = nbrs.shape[1]
         if k == 0:
             continue
-        if not want_map:
-            same = yr[nbrs] == yq[start:stop, None]
+        same = nbrs if want_map else yr[nbrs] == yq[start:stop, None]
+        if ks:
             pos = np.argmax(same, axis=1)
             first_hit[start:stop] = np.where(same.any(axis=1), pos, _NEVER)
-            continue
-        # nbrs is the relevance sequence itself: its hits, row by row (row, position)
-        row, pos = np.nonzero(nbrs)
-        count = np.bincount(row, minlength=stop - start)
-        if ks:
-            first = np.cumsum(count) - count
-            first_hit[start:stop] = np.where(count > 0, pos[np.minimum(first, pos.size - 1)],
-                                             _NEVER)
-        r = relevant[start:stop]
-        keep = pos < r[row]  # the hits among the first R (R-precision, MAP@R)
-        row, pos = row[keep], pos[keep]
-        count = np.bincount(row, minlength=stop - start)
-        hits = np.arange(1, row.size + 1) - np.repeat(np.cumsum(count) - count, count)
-        ap[start:stop] = np.bincount(row, weights=hits / (pos + 1.0),
-                                     minlength=stop - start) / np.maximum(r, 1)
-        rp[start:stop] = count / np.maximum(r, 1)
+        if want_map:
+            r = relevant[start:stop]
+            ranks = np.arange(1, k + 1)
+            rel = same & (ranks[None, :] <= r[:, None])
+            hits = np.cumsum(rel, axis=1)
+            ap[start:stop] = np.sum(hits / ranks * rel, axis=1) / np.maximum(r, 1)
+            rp[start:stop] = hits[:, -1] / np.maximum(r, 1)
     part = slice(start_row, stop_row)
     return {"rows": (start_row, stop_row), "ks": ks, "want_map": want_map,
             "first_hit": first_hit[part], "ap": ap[part], "rp": rp[part],
