@@ -339,8 +339,7 @@ def _rank_block(D, qrows, depth, order_depth, cuts, frame, ref_keys, query_keys)
 
 
 def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
-                    ref_keys=None, query_keys=None, order_depth=None, cuts=(),
-                    rank_block=None):
+                    ref_keys=None, query_keys=None, order_depth=None, cuts=()):
     """Yield ``(start, stop, nbrs)`` over blocks of queries.
 
     ``nbrs`` is a host int64 array ``(stop - start, depth[start:stop].max())``: for
@@ -350,11 +349,7 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
     ``ref_keys == query_keys[i]`` when ``query_keys`` is given) within the first
     ``order_depth[i]`` positions and the key multiset of every top-``k``, ``k`` in
     ``cuts``. ``Q is R`` when ``exclude_self`` (the query itself is left out).
-
-    ``rank_block`` replaces :func:`_rank_block` (same arguments) for what each
-    block yields, e.g. :func:`~skdml.metrics._relevance.relevance_block`.
     """
-    rank_block = rank_block or _rank_block
     n_q, n_ref = Q.shape[0], R.shape[0]
     depth = np.asarray(depth, dtype=np.int64)
     order_depth = (np.zeros(n_q, dtype=np.int64) if order_depth is None
@@ -381,9 +376,9 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
                     out = buffers.D = torch.empty((min(block, n_q), n_ref))
                 out = out[:stop - start]
             D = frame.distances(start, stop, exclude_self, out=out)
-            return rank_block(D, np.arange(start, stop), depth[start:stop],
-                              order_depth[start:stop], tuple(cuts), frame, ref_keys,
-                              query_keys)
+            return _rank_block(D, np.arange(start, stop), depth[start:stop],
+                               order_depth[start:stop], tuple(cuts), frame, ref_keys,
+                               query_keys)
 
     with thread_limits(1 if cpu else None,
                        flops_per_step=2.0 * min(block, n_q) * n_ref * Q.shape[1]), \

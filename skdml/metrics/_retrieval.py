@@ -10,7 +10,6 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._neighbors import neighbor_blocks
-from ._relevance import relevance_block
 from ._validation import check_k, prepare_retrieval
 
 __all__ = ["recall_at_k", "map_at_r", "r_precision", "retrieval_scores"]
@@ -91,16 +90,14 @@ def query_scores(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device
     first_hit = np.full(yq.shape[0], _NEVER, dtype=np.int64)
     ap = np.zeros(yq.shape[0], dtype=np.float64)
     rp = np.zeros(yq.shape[0], dtype=np.float64)
-    # MAP@R: the relevance sequences of long lists, ranked for what they are read for
     blocks = neighbor_blocks(X, R, depth, exclude_self=exclude_self, metric=metric,
                              batch_size=batch_size, device=device, ref_keys=yr,
-                             query_keys=yq, order_depth=order_depth, cuts=ks,
-                             rank_block=relevance_block if want_map else None)
+                             query_keys=yq, order_depth=order_depth, cuts=ks)
     for start, stop, nbrs in blocks:
         k = nbrs.shape[1]
         if k == 0:
             continue
-        same = nbrs if want_map else yr[nbrs] == yq[start:stop, None]
+        same = yr[nbrs] == yq[start:stop, None]
         if ks:
             pos = np.argmax(same, axis=1)
             first_hit[start:stop] = np.where(same.any(axis=1), pos, _NEVER)
