@@ -74,7 +74,8 @@ def test_jrs_is_one_regulariser():
     W = torch.tensor(rng.randn(3, X.shape[1]), dtype=torch.float32)
     b = torch.tensor(rng.randn(3), dtype=torch.float32)
     weight = 0.8
-    linear = JRD(regularizer_weight=weight)._make_objective(4, 3, X.shape[1])
+    # the paper's objective (the k-NN neighbour term is JRD's own, not the regulariser's)
+    linear = JRD(regularizer_weight=weight, neighbor_weight=0)._make_objective(4, 3, X.shape[1])
     with torch.no_grad():
         linear.L.copy_(W)
         linear.bias.copy_(b)

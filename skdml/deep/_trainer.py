@@ -102,10 +102,10 @@ def class_separation(Z, y):
     Examples
     --------
     >>> import numpy as np
-    >>> Z = np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])
+    >>> Z = np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0], [0.6, 0.8]])
     >>> gap, same, different = class_separation(Z, np.array([0, 0, 1, 1]))
     >>> round(gap, 3), round(same, 3), round(different, 3)
-    (0.895, 0.995, 0.1)
+    (0.6, 0.9, 0.3)
     """
     Z = np.asarray(Z, dtype=np.float64)
     norms = np.linalg.norm(Z, axis=1, keepdims=True)
