@@ -23,10 +23,21 @@ from ._weakly import BaseTripletsLearner
 
 __all__ = ["SCML", "SCML_Supervised", "lda_basis", "rda_weights", "triplet_diff_basis"]
 
-#: ``dist_diff`` (n_triplets x n_basis) is kept in memory up to this many entries (1 GiB
-#: of float64; COIL-20's 30,240 triplets x 2,000 bases take half of it), else its rows are
-#: recomputed when needed (each objective evaluation then costs a pass over the triplets).
+#: The squared projections of the distinct pairs (n_pairs x n_basis) are kept in memory
+#: up to this many entries (1 GiB of float64), and ``dist_diff`` (n_triplets x n_basis)
+#: too when both together fit (COIL-20: 13,104 pairs and 30,240 triplets x 2,000 bases,
+#: 0.7 GiB); else they are recomputed when needed.
 MAX_CACHED = 2 ** 27
+
+#: Entries of a block of rows built at once (512 KiB: in the CPU caches).
+_BLOCK = 2 ** 16
+
+#: ``dist_diff`` is built only when its rows are drawn this many times on average (a
+#: row costs about as much to build, memory pages included, as 4 to 5 gathers of it).
+_REUSE = 5
+
+#: Iterations whose batches are gathered at once by :func:`rda_weights`.
+_GATHER = 16
 
 _CONSTRAINTS = {
     "beta": [StrictInterval(Real, 0, None, closed="left")],
@@ -41,35 +52,65 @@ _CONSTRAINTS = {
 
 
 class _DistDiff:
-    """Rows of ``dist_diff[t, k] = (b_k . (a - p))^2 - (b_k . (a - n))^2``.
+    """Rows of ``dist_diff[t, k] = (b_k . (x_a - x_p))^2 - (b_k . (x_a - x_n))^2``.
 
-    Kept in memory when it has at most :data:`MAX_CACHED` entries; otherwise
-    each row is recomputed from the triplets' differences when needed (memory
-    O(n_triplets x n_features)).
+    ``X`` (n_points, n_features) are the points, ``triplets`` (n_triplets, 3) the
+    indices of each triplet's anchor, positive and negative. The points are
+    projected on the bases once (``X @ basis.T``); a triplet's row is the
+    difference of the squared projections of its two pairs, computed once per
+    distinct pair (as metric-learn does). The distinct pairs' squared projections
+    are kept in memory when they have at most :data:`MAX_CACHED` entries, and the
+    triplets' rows too when both together do; what is not kept is recomputed
+    when needed. Everything is built in blocks that stay in the CPU caches.
     """
 
-    def __init__(self, triplets, basis):
-        self.dp = triplets[:, 0] - triplets[:, 1]
-        self.dn = triplets[:, 0] - triplets[:, 2]
-        self.basis = basis
-        self.shape = (len(self.dp), len(basis))
-        self.cache = None
-        if self.shape[0] * self.shape[1] <= MAX_CACHED:
-            self.cache = self._compute(slice(None))
+    def __init__(self, X, triplets, basis, n_draws=None):
+        n = len(triplets)
+        pairs = np.sort(np.vstack((triplets[:, [0, 1]], triplets[:, [0, 2]])), axis=1)
+        self.pairs, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        self.pos, self.neg = inverse[:n], inverse[n:]
+        self.XB = X @ basis.T
+        k, u = len(basis), len(self.pairs)
+        self.shape = (n, k)
+        self.step = max(1, _BLOCK // max(k, 1))  # rows per block
+        self.dist = self.cache = None
+        if u * k <= MAX_CACHED:
+            self.dist = np.empty((u, k))
+            for s in range(0, u, self.step):
+                self._pair_dist(slice(s, s + self.step), out=self.dist[s:s + self.step])
+        reused = n_draws is None or n_draws >= _REUSE * n
+        if self.dist is not None and (n + u) * k <= MAX_CACHED and reused:
+            self.cache = np.empty(self.shape)
+            for s in range(0, n, self.step):
+                self._compute(slice(s, s + self.step), out=self.cache[s:s + self.step])
 
-    def _compute(self, idx):
-        return (self.dp[idx] @ self.basis.T) ** 2 - (self.dn[idx] @ self.basis.T) ** 2
+    def _pair_dist(self, u, out=None):
+        diff = np.subtract(self.XB[self.pairs[u, 0]], self.XB[self.pairs[u, 1]], out=out)
+        return np.square(diff, out=diff)
+
+    def _compute(self, idx, out=None):
+        if self.dist is not None:
+            return np.subtract(self.dist[self.pos[idx]], self.dist[self.neg[idx]], out=out)
+        return np.subtract(self._pair_dist(self.pos[idx]), self._pair_dist(self.neg[idx]),
+                           out=out)
 
     def rows(self, idx):
         return self.cache[idx] if self.cache is not None else self._compute(idx)
 
-    def objective(self, w, beta):
-        """``beta sum(w) + mean_t [1 + dist_diff[t] . w]_+`` over every triplet."""
+    def objectives(self, W, beta):
+        """``beta sum(w) + mean_t [1 + dist_diff[t] . w]_+`` for each row ``w`` of ``W``."""
+        W = np.atleast_2d(W)
         n = self.shape[0]
-        step = max(1, 2 ** 22 // max(self.shape[1], 1))
-        hinge = sum(np.maximum(1.0 + self.rows(slice(s, s + step)) @ w, 0.0).sum()
-                    for s in range(0, n, step))
-        return beta * w.sum() + hinge / n
+        step = 8 * self.step
+        if self.dist is not None:  # through the distinct pairs: fewer rows
+            proj = np.vstack([self.dist[s:s + step] @ W.T
+                              for s in range(0, len(self.dist), step)])
+            hinge = np.maximum(1.0 + proj[self.pos] - proj[self.neg], 0.0).sum(axis=0)
+        else:
+            hinge = sum(np.maximum(1.0 + self.rows(slice(s, s + step)) @ W.T, 0.0).sum(axis=0)
+                        for s in range(0, n, step))
+        return beta * W.sum(axis=1) + hinge / n
 
 
 def rda_weights(dist_diff, beta, gamma, max_iter, batch_size, output_iter, rng, verbose=0,
@@ -79,27 +120,58 @@ def rda_weights(dist_diff, beta, gamma, max_iter, batch_size, output_iter, rng, 
     Minimises ``beta sum(w) + mean_t [1 + dist_diff[t] . w]_+`` over ``w >= 0``,
     keeping the best ``w`` of the full objective evaluated every ``output_iter``
     iterations and at the last. Returns ``(w, best objective, n_iter)``.
+
+    The iterates are metric-learn's: with ``G`` the sum of the gradients so far
+    and ``a`` the root of the sum of their squares, the weights after iteration
+    ``i`` (from 0) are ``w_i = max(-G - (i + 1) beta, 0) / (gamma (1e-3 + a))``.
+    A batch whose triplets all have a negative hinge argument (the usual case
+    once the first few hundred iterations are past) has a zero gradient and
+    leaves ``G`` and ``a`` as they are, so the weights of a run of such
+    iterations are known in advance: the hinge arguments of whole windows of
+    iterations are computed at once, and the state is updated only at the first
+    iteration of a window with a positive argument; the window then restarts
+    after it. The objective is evaluated for every kept ``w`` in one pass at the end.
     """
     n, k = dist_diff.shape
     draws = rng.randint(0, n, size=(max_iter, batch_size))
-    w = np.zeros(k)
-    avg_grad = np.zeros(k)
-    ada = np.zeros(k)
-    best, best_w = np.inf, w
-    for it in range(max_iter):
-        D = dist_diff.rows(draws[it])
-        active = 1.0 + D @ w > 0
-        grad = D[active].sum(axis=0) / batch_size
-        avg_grad = (it * avg_grad + grad) / (it + 1)
-        ada = np.sqrt(ada * ada + grad * grad)
-        w = -(it + 1) / (gamma * (1e-3 + ada)) * np.minimum(avg_grad + beta, 0.0)
-        if (it + 1) % output_iter == 0 or it + 1 == max_iter:
-            value = dist_diff.objective(w, beta)
-            if verbose:
-                print(f"[{name}] iteration {it + 1}: objective {value:.6f}")
-            if value < best:
-                best, best_w = value, w
-    return best_w, best, max_iter
+    checks = list(range(output_iter - 1, max_iter, output_iter))
+    if not checks or checks[-1] != max_iter - 1:
+        checks.append(max_iter - 1)
+    kept = np.empty((len(checks), k))
+    G, ada = np.zeros(k), np.zeros(k)
+    scale = np.full(k, 1.0 / (gamma * 1e-3))
+    it, c = 0, 0
+    while it < max_iter:
+        base, end = it, min(it + _GATHER, max_iter)
+        D = dist_diff.rows(draws[base:end].ravel()).reshape(end - base, batch_size, k)
+        while it < end:
+            stop = end
+            # the weights used at iteration j are those after iteration j - 1
+            W = scale * np.maximum(-G - np.arange(it, stop)[:, None] * beta, 0.0)
+            slack = 1.0 + np.matmul(D[it - base:stop - base], W[:, :, None])[:, :, 0]
+            hits = np.flatnonzero((slack > 0).any(axis=1))
+            quiet_end = stop if len(hits) == 0 else it + hits[0]
+            while c < len(checks) and checks[c] < quiet_end:
+                kept[c] = scale * np.maximum(-G - (checks[c] + 1) * beta, 0.0)
+                c += 1
+            if len(hits) == 0:
+                it = stop
+                continue
+            j = quiet_end
+            grad = D[j - base][slack[hits[0]] > 0].sum(axis=0) / batch_size
+            G += grad
+            ada = np.sqrt(ada * ada + grad * grad)
+            scale = 1.0 / (gamma * (1e-3 + ada))
+            if c < len(checks) and checks[c] == j:
+                kept[c] = scale * np.maximum(-G - (j + 1) * beta, 0.0)
+                c += 1
+            it = j + 1
+    values = dist_diff.objectives(kept, beta)
+    if verbose:
+        for i, value in zip(checks, values):
+            print(f"[{name}] iteration {i + 1}: objective {value:.6f}")
+    best = int(np.argmin(values))
+    return kept[best], float(values[best]), max_iter
 
 
 def triplet_diff_basis(triplets, n_basis, rng):
@@ -151,14 +223,15 @@ def lda_basis(X, y, n_basis, rng):
 
 
 class _SCMLMixin:
-    def _scml(self, triplets, basis, rng):
+    def _scml(self, X, triplets, basis, rng):
+        """Fit the weights on ``triplets`` (n_triplets, 3), indices of rows of ``X``."""
         if self.output_iter > self.max_iter:
             raise ValueError(f"output_iter={self.output_iter} must be at most max_iter="
                              f"{self.max_iter}.")
-        d = triplets.shape[2]
+        d = X.shape[1]
         if basis.ndim != 2 or basis.shape[1] != d:
             raise ValueError(f"basis must have shape (n_basis, {d}); got {basis.shape}.")
-        dist_diff = _DistDiff(triplets, basis)
+        dist_diff = _DistDiff(X, triplets, basis, self.max_iter * self.batch_size)
         w, self.objective_, self.n_iter_ = rda_weights(
             dist_diff, self.beta, self.gamma, self.max_iter, self.batch_size, self.output_iter,
             rng, self.verbose, type(self).__name__)
@@ -288,7 +361,8 @@ class SCML(_SCMLMixin, BaseTripletsLearner):
             basis = triplet_diff_basis(triplets, self.n_basis or 80 * d, rng)
         else:
             basis = self._array_basis(d)
-        self._scml(triplets, basis, rng)
+        points, index = np.unique(triplets.reshape(-1, d), axis=0, return_inverse=True)
+        self._scml(points, index.reshape(-1, 3), basis, rng)
 
 
 class SCML_Supervised(_SCMLMixin, BaseMahalanobis):
@@ -370,16 +444,16 @@ class SCML_Supervised(_SCMLMixin, BaseMahalanobis):
         n, d = X.shape
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # small classes: fewer neighbours
-            triplets = X[Constraints(y, unknown_label=None).generate_knntriplets(
-                X, self.k_genuine, self.k_impostor)]
+            triplets = Constraints(y, unknown_label=None).generate_knntriplets(
+                X, self.k_genuine, self.k_impostor)
         if isinstance(self.basis, str) and self.basis == "lda":
             num_eig = min(len(self.classes_) - 1, d)
             basis = lda_basis(X, y, self.n_basis or min(20 * d, 2 * n * num_eig - 1), rng)
         elif isinstance(self.basis, str):
-            basis = triplet_diff_basis(triplets, self.n_basis or 80 * d, rng)
+            basis = triplet_diff_basis(X[triplets], self.n_basis or 80 * d, rng)
         else:
             basis = self._array_basis(d)
-        self._scml(triplets, basis, rng)
+        self._scml(X, triplets, basis, rng)
         return self
 
     def __sklearn_tags__(self):

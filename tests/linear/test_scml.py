@@ -22,11 +22,19 @@ def test_dist_diff_and_objective_match_their_definition(monkeypatch):
     expected = ((a - p) @ B.T) ** 2 - ((a - n) @ B.T) ** 2
     w = np.abs(np.random.RandomState(1).randn(7)) * 0.01
     objective = 1e-3 * w.sum() + np.maximum(1 + expected @ w, 0).mean()
-    for cached in (2 ** 25, 50):  # in memory, then recomputed in blocks
+    n_pairs = len(np.unique(np.sort(np.r_[t[:, [0, 1]], t[:, [0, 2]]], axis=1), axis=0))
+    # rows in memory; distinct pairs' projections in memory; everything recomputed
+    for cached in ((len(t) + n_pairs) * 7, n_pairs * 7, n_pairs * 7 - 1):
         monkeypatch.setattr("skdml.linear._scml.MAX_CACHED", cached)
-        dd = _DistDiff(X[t], B)
+        monkeypatch.setattr("skdml.linear._scml._BLOCK", 35)  # blocks of 5 rows
+        dd = _DistDiff(X, t, B)
+        assert (dd.cache is not None, dd.dist is not None) == (
+            cached > n_pairs * 7, cached >= n_pairs * 7)
         np.testing.assert_allclose(dd.rows(np.arange(len(t))), expected)
-        assert dd.objective(w, 1e-3) == pytest.approx(objective)
+        np.testing.assert_allclose(dd.rows(t[::-1, 0]), expected[t[::-1, 0]])
+        assert dd.objectives(w, 1e-3) == pytest.approx([objective])
+        np.testing.assert_allclose(dd.objectives(np.c_[w, 2 * w, 0 * w].T, 1e-3), [
+            objective, 2e-3 * w.sum() + np.maximum(1 + 2 * expected @ w, 0).mean(), 1.0])
 
 
 def test_triplet_diff_bases_are_unit_eigendirections():
