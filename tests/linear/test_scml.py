@@ -7,7 +7,7 @@ from _metric_learn import needs_metric_learn, run_metric_learn
 
 from skdml.constraints import Constraints
 from skdml.linear import SCML, SCML_Supervised
-from skdml.linear._scml import _DistDiff, triplet_diff_basis
+from skdml.linear._scml import _DistDiff, rda_weights, triplet_diff_basis
 
 
 def _triplets(seed=0, n=60):
@@ -35,6 +35,43 @@ def test_dist_diff_and_objective_match_their_definition(monkeypatch):
         assert dd.objectives(w, 1e-3) == pytest.approx([objective])
         np.testing.assert_allclose(dd.objectives(np.c_[w, 2 * w, 0 * w].T, 1e-3), [
             objective, 2e-3 * w.sum() + np.maximum(1 + 2 * expected @ w, 0).mean(), 1.0])
+
+
+def _rda_reference(dist_diff, beta, gamma, max_iter, batch_size, output_iter, rng):
+    """metric-learn 0.7.0's loop, one iteration at a time (plus the last evaluation)."""
+    D = dist_diff.rows(np.arange(dist_diff.shape[0]))
+    n, k = D.shape
+    draws = rng.randint(0, n, size=(max_iter, batch_size))
+    w, avg, ada = np.zeros(k), np.zeros(k), np.zeros(k)
+    best, best_w, hits = np.inf, None, 0
+    for it in range(max_iter):
+        active = 1 + D[draws[it]] @ w > 0
+        hits += active.any()
+        grad = D[draws[it][active]].sum(axis=0) / batch_size
+        avg = (it * avg + grad) / (it + 1)
+        ada = np.sqrt(ada ** 2 + grad ** 2)
+        w = -(it + 1) / (gamma * (1e-3 + ada)) * np.minimum(avg + beta, 0)
+        if (it + 1) % output_iter == 0 or it + 1 == max_iter:
+            value = beta * w.sum() + np.maximum(1 + D @ w, 0).mean()
+            if value < best:
+                best, best_w = value, w
+    return best_w, best, hits
+
+
+@pytest.mark.parametrize("beta, gamma, min_hits", [(1e-5, 5e-3, 15), (1e-2, 20.0, 150),
+                                                    (1e-1, 1.0, 300)])
+def test_batched_dual_averaging_has_the_iterates_of_the_plain_loop(beta, gamma, min_hits):
+    """The windows of quiet iterations give the plain loop's weights, with tens to
+    hundreds of iterations that update the state (a window restarts after each)."""
+    X, _, t = _triplets(seed=2)
+    dd = _DistDiff(X, t, triplet_diff_basis(X[t], 30, np.random.RandomState(0)))
+    w_ref, obj_ref, hits = _rda_reference(dd, beta, gamma, 1500, 7, 200,
+                                          np.random.RandomState(5))
+    assert hits > min_hits
+    w, obj, n_iter = rda_weights(dd, beta, gamma, 1500, 7, 200, np.random.RandomState(5))
+    assert n_iter == 1500
+    np.testing.assert_allclose(w, w_ref, rtol=1e-9, atol=1e-12)
+    assert obj == pytest.approx(obj_ref, rel=1e-10)
 
 
 def test_triplet_diff_bases_are_unit_eigendirections():
