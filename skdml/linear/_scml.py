@@ -9,7 +9,6 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import _fit_context
 from sklearn.cluster import KMeans
-from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import normalize
 from sklearn.utils import check_array, check_random_state
@@ -21,7 +20,8 @@ from ._base import BaseMahalanobis
 from ._classic import check_classic_input, components_from_metric
 from ._weakly import BaseTripletsLearner
 
-__all__ = ["SCML", "SCML_Supervised", "lda_basis", "rda_weights", "triplet_diff_basis"]
+__all__ = ["SCML", "SCML_Supervised", "lda_basis", "lda_scalings", "rda_weights",
+           "triplet_diff_basis"]
 
 #: The squared projections of the distinct pairs (n_pairs x n_basis) are kept in memory
 #: up to this many entries (1 GiB of float64), and ``dist_diff`` (n_triplets x n_basis)
@@ -193,6 +193,36 @@ def triplet_diff_basis(triplets, n_basis, rng):
     return np.vstack(out)[:n_basis]
 
 
+def lda_scalings(X, y, tol=1e-4):
+    """scikit-learn's ``LinearDiscriminantAnalysis(solver="svd").fit(X, y).scalings_``,
+    up to the signs of its columns, without the estimator's overhead.
+
+    The singular value decomposition of the standardised within-class residuals
+    ``Z`` (n_samples x n_features) comes from the eigendecomposition of ``Z^T Z``
+    (n_features x n_features, unit diagonal): the same rank (singular values above
+    ``tol``) and directions, at a fraction of the cost when n_samples > n_features.
+    """
+    classes, yi = np.unique(y, return_inverse=True)
+    n, d = X.shape
+    counts = np.bincount(yi)
+    means = np.zeros((len(classes), d))
+    np.add.at(means, yi, X)
+    means /= counts[:, None]
+    Xc = X - means[yi]
+    std = Xc.std(axis=0)
+    std[std == 0] = 1.0
+    Z = Xc / (std * np.sqrt(n))
+    values, vectors = np.linalg.eigh(Z.T @ Z)
+    S = np.sqrt(np.clip(values[::-1], 0.0, None))
+    rank = int(np.sum(S > tol))
+    scalings = vectors[:, ::-1][:, :rank] / std[:, None] / S[:rank]
+    priors = counts / n
+    fac = 1.0 if len(classes) == 1 else 1.0 / (len(classes) - 1)
+    between = np.sqrt(n * priors * fac)[:, None] * (means - priors @ means)
+    _, S, Vt = np.linalg.svd(between @ scalings, full_matrices=False)
+    return scalings @ Vt[:int(np.sum(S > tol * S[0]))].T
+
+
 def lda_basis(X, y, n_basis, rng):
     """Local LDA directions: at k-means centres, LDA on each class's nearest samples (2 scales)."""
     labels = np.unique(y)
@@ -205,20 +235,17 @@ def lda_basis(X, y, n_basis, rng):
     centres = KMeans(n_clusters=n_clusters, n_init=10,
                      random_state=rng.randint(np.iinfo(np.int32).max)).fit(X).cluster_centers_
     scales = (20, 50) if d > 50 else (10, 20)
+    nearest = []  # per class, its samples nearest to each centre (closest first)
+    for c in labels:
+        members = np.flatnonzero(y == c)
+        k = min(len(members), max(scales))
+        nearest.append(members[NearestNeighbors(n_neighbors=k).fit(X[members])
+                               .kneighbors(centres, return_distance=False)])
     found = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # collinear local sets
-        for scale in scales:
-            nearest = []
-            for c in labels:
-                members = np.flatnonzero(y == c)
-                k = min(len(members), scale)
-                nearest.append(members[NearestNeighbors(n_neighbors=k).fit(X[members])
-                                       .kneighbors(centres, return_distance=False)])
-            local = np.hstack(nearest)  # (n_clusters, samples of every class)
-            for rows in local:
-                scalings = LinearDiscriminantAnalysis().fit(X[rows], y[rows]).scalings_
-                found.append(normalize(scalings[:, :num_eig].T))
+    for scale in scales:
+        local = np.hstack([idx[:, :scale] for idx in nearest])  # (n_clusters, samples)
+        for rows in local:
+            found.append(normalize(lda_scalings(X[rows], y[rows])[:, :num_eig].T))
     return np.vstack(found)[:n_basis]
 
 

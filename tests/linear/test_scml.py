@@ -1,13 +1,16 @@
 """skdml.linear.SCML and SCML_Supervised: bases, the dual averaging, learning, metric-learn."""
 
+import warnings
+
 import numpy as np
 import pytest
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from _classic_data import knn_score, noisy_classes
 from _metric_learn import needs_metric_learn, run_metric_learn
 
 from skdml.constraints import Constraints
 from skdml.linear import SCML, SCML_Supervised
-from skdml.linear._scml import _DistDiff, rda_weights, triplet_diff_basis
+from skdml.linear._scml import _DistDiff, lda_scalings, rda_weights, triplet_diff_basis
 
 
 def _triplets(seed=0, n=60):
@@ -72,6 +75,24 @@ def test_batched_dual_averaging_has_the_iterates_of_the_plain_loop(beta, gamma, 
     assert n_iter == 1500
     np.testing.assert_allclose(w, w_ref, rtol=1e-9, atol=1e-12)
     assert obj == pytest.approx(obj_ref, rel=1e-10)
+
+
+@pytest.mark.parametrize("n, d, n_classes", [(200, 10, 4), (300, 100, 40), (30, 50, 3),
+                                              (40, 6, 2)])
+def test_lda_scalings_are_scikit_learns(n, d, n_classes):
+    """Full rank, many classes, fewer samples than features (rank-deficient), two classes:
+    scikit-learn's scalings up to the signs of their columns."""
+    rng = np.random.RandomState(n)
+    y = np.arange(n) % n_classes
+    X = rng.randn(n, d) + 2.0 * rng.randn(n_classes, d)[y]
+    X[:, -1] = X[:, 0]  # a collinear feature
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        expected = LinearDiscriminantAnalysis().fit(X, y).scalings_
+    got = lda_scalings(X, y)
+    assert got.shape == expected.shape
+    signs = np.sign(np.sum(got * expected, axis=0))
+    np.testing.assert_allclose(got * signs, expected, rtol=1e-6, atol=1e-8 * np.abs(expected).max())
 
 
 def test_triplet_diff_bases_are_unit_eigendirections():
