@@ -53,29 +53,16 @@ def mmc_objective(L, pos, neg, diagonal=False, diagonal_c=1.0):
     return 0.5 * torch.log(d_pos.sum()) - torch.log(torch.sqrt(d_neg.clamp(min=1e-300)).sum())
 
 
-def _log_spread(A, neg):
-    """metric-learn's ``g(A) = log(sum_D sqrt(d_A) + 1e-6)`` (``+ 1e-6`` inside the
-    square roots' derivative as there) and its gradient in ``A``, by autograd."""
-    A = torch.tensor(A, requires_grad=True)
-    d = ((neg @ A) * neg).sum(1).clamp(min=0.0)
-    # sqrt(d) with metric-learn's derivative 0.5 / (sqrt(d) + 1e-6): finite at d = 0
-    root = _SafeSqrt.apply(d)
-    value = torch.log(root.sum() + 1e-6)
-    value.backward()
-    return float(value.detach()), A.grad.numpy()
-
-
-class _SafeSqrt(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, d):
-        root = torch.sqrt(d)
-        ctx.save_for_backward(root)
-        return root
-
-    @staticmethod
-    def backward(ctx, grad):
-        (root,) = ctx.saved_tensors
-        return grad * 0.5 / (root + 1e-6)
+def _log_spread(A, neg, gradient=True):
+    """metric-learn's ``g(A) = log(sum_D sqrt(d_A) + 1e-6)`` and, if ``gradient``, its
+    gradient in ``A`` with metric-learn's ``0.5 / (sqrt(d) + 1e-6)`` for the square roots'
+    derivative (finite at ``d = 0``); ``neg`` holds the dissimilar pairs' differences."""
+    root = np.sqrt(np.maximum(np.einsum("ij,ij->i", neg @ A, neg), 0.0))
+    total = root.sum()
+    value = float(np.log(total + 1e-6))
+    if not gradient:
+        return value, None
+    return value, (neg.T * (0.5 / (root + 1e-6))) @ neg / (total + 1e-6)
 
 
 def _project_constraints(A, W, t):
@@ -153,12 +140,11 @@ class _MMCMixin:
 
     def _mmc_full(self, A0, W, t, neg, name):
         """metric-learn 0.7.0's projected gradient ascent on ``g``, its projections exact."""
-        N = torch.tensor(neg)
         W_unit = W / np.linalg.norm(W)
 
         def direction(A):
             # the ascent direction of g orthogonal to the constraint's normal W, unit length
-            value, grad = _log_spread(A, N)
+            value, grad = _log_spread(A, neg)
             grad = grad / np.linalg.norm(grad)
             step = grad - np.vdot(grad, W_unit) * W_unit
             norm = np.linalg.norm(step)
@@ -170,7 +156,7 @@ class _MMCMixin:
         self.n_iter_, delta = 0, np.inf
         for cycle in range(self.max_iter):
             A, n_eigh = _project_constraints(A, W, t)
-            g = _log_spread(A, N)[0]
+            g = _log_spread(A, neg, gradient=False)[0]
             if A_old is None or g > g_old + _RESOLUTION:
                 # an improving step: lengthen the next one; move on from here
                 alpha *= 1.05
@@ -181,7 +167,8 @@ class _MMCMixin:
                     break
                 A = A_old + alpha * M
             else:
-                # worse after projection: halve the step and retry from the last point
+                # no gain beyond the resolution after projection: halve the step, retry from
+                # the last point
                 alpha /= 2.0
                 A = A_old + alpha * M
             self.n_iter_ = cycle + 1

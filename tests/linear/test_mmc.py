@@ -46,12 +46,12 @@ def test_the_ascents_gradient_is_right():
     """metric-learn's g(A) = log(sum_D sqrt(d_A) + 1e-6): its gradient by central differences
     (away from d = 0, where metric-learn's 1e-6 in the derivative is negligible)."""
     X, idx, labels = _pairs()
-    neg = torch.tensor((X[idx[:, 0]] - X[idx[:, 1]])[labels == -1])
+    neg = (X[idx[:, 0]] - X[idx[:, 1]])[labels == -1]
     rng = np.random.RandomState(1)
     B = rng.randn(5, 5)
     A = B @ B.T + np.eye(5)
     value, grad = _log_spread(A, neg)
-    d = np.einsum("ij,jk,ik->i", neg.numpy(), A, neg.numpy())
+    d = np.einsum("ij,jk,ik->i", neg, A, neg)
     assert value == pytest.approx(np.log(np.sqrt(d).sum() + 1e-6), rel=1e-12)
     h, numeric = 1e-6, np.empty_like(A)
     for i in range(5):
