@@ -378,11 +378,13 @@ class DeepTrainer:
         final = self.state(result.n_iter, result.history, stopped is not None)
         kept_start = start_state is not None and self._keep_start(result.history, start_state)
         # the eval-mode network, checked once before it is called fitted (non-finite
-        # embeddings fail the fit), and its separation of the training classes
+        # embeddings fail the fit), and its separation of the training classes: cosine, the
+        # geometry of a normalised embedding (unnormalised ones, e.g. 1-d, are not judged)
         picked = cfg.train_idx[::max(1, len(cfg.train_idx) // SEPARATION_SAMPLES)][
             :SEPARATION_SAMPLES]
-        separation = class_separation(self.embed(self.trainable.eval_net, picked),
-                                      self.y_enc[picked])
+        Z = self.embed(self.trainable.eval_net, picked)
+        separation = class_separation(Z, self.y_enc[picked]) if cfg.normalize else \
+            (float("nan"),) * 3
         fitted = {"module_": self.trainable.eval_net.eval(), "loss_": self.objective.loss,
                   "classes_": self.classes, "input_shape_": self.input_shape,
                   "device_": self.device, "history_": result.history, "n_iter_": result.n_iter,

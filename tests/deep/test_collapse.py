@@ -145,3 +145,15 @@ def test_a_checkpointed_fit_is_not_refitted(monkeypatch, blobs, tmp_path):
         make(loss="auto", max_iter=SEPARATION_MIN_EPOCHS,
              checkpoint_path=tmp_path / "fit.pt").fit(X.reshape(-1, 1, 2, 5), y)
     assert losses == ["multisimilarity"]
+
+
+def test_an_unnormalised_embedding_is_not_judged(monkeypatch, blobs):
+    """Cosine is the geometry of a normalised embedding; a 1-d one has only signs."""
+    X, y = blobs
+    losses = _count_fits(monkeypatch)
+    _separation_sequence(monkeypatch, [0.01])  # what it would report, were it asked
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        make(loss="auto", n_components=1, normalize=False,
+             max_iter=SEPARATION_MIN_EPOCHS).fit(X.reshape(-1, 1, 2, 5), y)
+    assert losses == ["multisimilarity"]
