@@ -98,6 +98,16 @@ class _DistDiff:
     def rows(self, idx):
         return self.cache[idx] if self.cache is not None else self._compute(idx)
 
+    def may_violate(self, W):
+        """For weights ``w_0 >= w_1`` (``W``'s rows), whether a triplet may have a positive
+        hinge argument ``1 + dist_diff[t] . w`` for some ``w_1 <= w <= w_0``: the pairs'
+        squared projections are non-negative, so the argument is at most
+        ``1 + dist[pos] . w_0 - dist[neg] . w_1`` (with a margin for rounding)."""
+        proj = np.vstack([self.dist[s:s + 8 * self.step] @ W.T
+                          for s in range(0, len(self.dist), 8 * self.step)])
+        upper, lower = proj[self.pos, 0], proj[self.neg, 1]
+        return 1.0 + upper - lower > -1e-9 * (1.0 + upper + lower)
+
     def objectives(self, W, beta):
         """``beta sum(w) + mean_t [1 + dist_diff[t] . w]_+`` for each row ``w`` of ``W``."""
         W = np.atleast_2d(W)
@@ -127,10 +137,14 @@ def rda_weights(dist_diff, beta, gamma, max_iter, batch_size, output_iter, rng, 
     A batch whose triplets all have a negative hinge argument (the usual case
     once the first few hundred iterations are past) has a zero gradient and
     leaves ``G`` and ``a`` as they are, so the weights of a run of such
-    iterations are known in advance: the hinge arguments of whole windows of
-    iterations are computed at once, and the state is updated only at the first
-    iteration of a window with a positive argument; the window then restarts
-    after it. The objective is evaluated for every kept ``w`` in one pass at the end.
+    iterations are known in advance, and non-increasing. The hinge arguments of
+    whole windows of iterations are computed at once, and the state is updated
+    only at the first iteration of a window with a positive argument; the window
+    then restarts after it. After a long enough run of such iterations, one
+    pass over the distinct pairs bounds every triplet's argument over the next
+    span of iterations (:meth:`_DistDiff.may_violate`), and only the iterations
+    that drew a triplet the bound does not clear are computed. The objective is
+    evaluated for every kept ``w`` in one pass at the end.
     """
     n, k = dist_diff.shape
     draws = rng.randint(0, n, size=(max_iter, batch_size))
@@ -140,32 +154,51 @@ def rda_weights(dist_diff, beta, gamma, max_iter, batch_size, output_iter, rng, 
     kept = np.empty((len(checks), k))
     G, ada = np.zeros(k), np.zeros(k)
     scale = np.full(k, 1.0 / (gamma * 1e-3))
-    it, c = 0, 0
-    while it < max_iter:
-        base, end = it, min(it + _GATHER, max_iter)
-        D = dist_diff.rows(draws[base:end].ravel()).reshape(end - base, batch_size, k)
-        while it < end:
-            stop = end
-            # the weights used at iteration j are those after iteration j - 1
-            W = scale * np.maximum(-G - np.arange(it, stop)[:, None] * beta, 0.0)
-            slack = 1.0 + np.matmul(D[it - base:stop - base], W[:, :, None])[:, :, 0]
+
+    def used(j):  # the weights used at iterations j (those after iterations j - 1)
+        return scale * np.maximum(-G - np.asarray(j, dtype=float)[..., None] * beta, 0.0)
+
+    def first_hit(iters):  # the first of these iterations with a positive hinge argument
+        for s in range(0, len(iters), _GATHER):
+            chunk = iters[s:s + _GATHER]
+            D = dist_diff.rows(draws[chunk].ravel()).reshape(len(chunk), batch_size, k)
+            slack = 1.0 + np.matmul(D, used(chunk)[:, :, None])[:, :, 0]
             hits = np.flatnonzero((slack > 0).any(axis=1))
-            quiet_end = stop if len(hits) == 0 else it + hits[0]
-            while c < len(checks) and checks[c] < quiet_end:
-                kept[c] = scale * np.maximum(-G - (checks[c] + 1) * beta, 0.0)
-                c += 1
-            if len(hits) == 0:
-                it = stop
-                continue
-            j = quiet_end
-            grad = D[j - base][slack[hits[0]] > 0].sum(axis=0) / batch_size
-            G += grad
-            ada = np.sqrt(ada * ada + grad * grad)
-            scale = 1.0 / (gamma * (1e-3 + ada))
-            if c < len(checks) and checks[c] == j:
-                kept[c] = scale * np.maximum(-G - (j + 1) * beta, 0.0)
-                c += 1
-            it = j + 1
+            if len(hits):
+                return chunk[hits[0]], D[hits[0]][slack[hits[0]] > 0]
+        return None, None
+
+    # a bound for every triplet over a span costs a pass over the distinct pairs, about
+    # as much as gathering the rows of U / (4 batch_size) iterations: taken once as many
+    # iterations have passed since the last update, for a span at least as long
+    pass_span = None
+    if dist_diff.dist is not None:
+        pass_span = max(1, len(dist_diff.dist) // (4 * batch_size))
+    it, c, streak = 0, 0, 0
+    while it < max_iter:
+        if pass_span is not None and streak >= pass_span:
+            span = min(max_iter - it, max(streak, pass_span))
+            iters = it + np.flatnonzero(
+                dist_diff.may_violate(used([it, it + span - 1]))[draws[it:it + span]].any(axis=1))
+        else:
+            span = min(max_iter - it, _GATHER)
+            iters = np.arange(it, it + span)
+        j, active_rows = first_hit(iters)
+        quiet_end = it + span if j is None else j
+        while c < len(checks) and checks[c] < quiet_end:
+            kept[c] = used(checks[c] + 1)
+            c += 1
+        if j is None:
+            it, streak = quiet_end, streak + span
+            continue
+        grad = active_rows.sum(axis=0) / batch_size
+        G += grad
+        ada = np.sqrt(ada * ada + grad * grad)
+        scale = 1.0 / (gamma * (1e-3 + ada))
+        if c < len(checks) and checks[c] == j:
+            kept[c] = used(j + 1)
+            c += 1
+        it, streak = j + 1, 0
     values = dist_diff.objectives(kept, beta)
     if verbose:
         for i, value in zip(checks, values):

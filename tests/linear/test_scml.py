@@ -4,9 +4,9 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from _classic_data import knn_score, noisy_classes
 from _metric_learn import needs_metric_learn, run_metric_learn
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
 from skdml.constraints import Constraints
 from skdml.linear import SCML, SCML_Supervised
@@ -71,8 +71,11 @@ def test_batched_dual_averaging_has_the_iterates_of_the_plain_loop(beta, gamma, 
     w_ref, obj_ref, hits = _rda_reference(dd, beta, gamma, 1500, 7, 200,
                                           np.random.RandomState(5))
     assert hits > min_hits
+    passes = []
+    bound = dd.may_violate
+    dd.may_violate = lambda W: passes.append(W) or bound(W)
     w, obj, n_iter = rda_weights(dd, beta, gamma, 1500, 7, 200, np.random.RandomState(5))
-    assert n_iter == 1500
+    assert n_iter == 1500 and len(passes) >= 3  # the bounds over spans were used
     np.testing.assert_allclose(w, w_ref, rtol=1e-9, atol=1e-12)
     assert obj == pytest.approx(obj_ref, rel=1e-10)
 
@@ -93,6 +96,33 @@ def test_lda_scalings_are_scikit_learns(n, d, n_classes):
     assert got.shape == expected.shape
     signs = np.sign(np.sum(got * expected, axis=0))
     np.testing.assert_allclose(got * signs, expected, rtol=1e-6, atol=1e-8 * np.abs(expected).max())
+
+
+def test_batched_dual_averaging_on_a_handful_of_pairs():
+    """Fewer distinct pairs than a batch draws (the bound's span is then 1 iteration)."""
+    X, _, t = _triplets(seed=2)
+    dd = _DistDiff(X, t[:3], np.random.RandomState(0).randn(5, X.shape[1]))
+    w_ref, obj_ref, _ = _rda_reference(dd, 1e-3, 1.0, 300, 7, 100, np.random.RandomState(0))
+    w, obj, _ = rda_weights(dd, 1e-3, 1.0, 300, 7, 100, np.random.RandomState(0))
+    np.testing.assert_allclose(w, w_ref, rtol=1e-9, atol=1e-12)
+    assert obj == pytest.approx(obj_ref, rel=1e-10)
+
+
+def test_may_violate_flags_every_triplet_violated_between_two_weights():
+    X, _, t = _triplets(seed=3)
+    dd = _DistDiff(X, t, np.random.RandomState(0).randn(12, X.shape[1]))
+    D = dd.rows(np.arange(len(t)))
+    rng = np.random.RandomState(1)
+    flagged_some = False
+    for _ in range(20):
+        w0 = np.abs(rng.randn(12)) * rng.choice([0.01, 0.1, 1.0])
+        w1 = w0 * rng.uniform(0.5, 1.0, 12) * (rng.rand(12) > 0.2)
+        flags = dd.may_violate(np.vstack([w0, w1]))
+        for a in np.linspace(0, 1, 11):  # weights between the two
+            violated = 1 + D @ (a * w0 + (1 - a) * w1) > 0
+            assert not np.any(violated & ~flags)
+        flagged_some |= flags.any() and not flags.all()
+    assert flagged_some  # the bound clears some triplets and not others
 
 
 def test_triplet_diff_bases_are_unit_eigendirections():
