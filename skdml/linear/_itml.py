@@ -182,10 +182,13 @@ _PARAMS_DOC = """\
         no slack).
     max_iter : int, default=1000
         Sweeps over the constraints at most.
-    tol : float, default=1e-3
+    tol : float, default=3e-3
         Stop when the relative change of the dual variables over a sweep,
         ``sum |lambda - lambda_old| / (sum lambda + sum lambda_old)``, is
-        below ``tol`` (``0``: run ``max_iter`` sweeps).
+        below ``tol`` (``0``: run ``max_iter`` sweeps). 3e-3 halved the fit
+        of the default (supervised) problem against 1e-3 with the same k-NN
+        accuracy on AT&T (3 splits) and within 0.3 point on USPS, where 1e-3
+        did not converge in 1,000 sweeps.
     prior : {"identity", "covariance", "random"} or ndarray, default="identity"
         The matrix ``M0`` the LogDet divergence regularises towards (and the
         start): the identity, the inverse covariance of the samples, a random
@@ -269,7 +272,7 @@ class ITML(_ITMLMixin, BasePairsLearner):
 
     _parameter_constraints: dict = {**_CONSTRAINTS, "preprocessor": ["array-like", callable, None]}
 
-    def __init__(self, gamma=1.0, max_iter=1000, tol=1e-3, prior="identity", bounds=None,
+    def __init__(self, gamma=1.0, max_iter=1000, tol=3e-3, prior="identity", bounds=None,
                  verbose=0, random_state=None, preprocessor=None):
         self.gamma = gamma
         self.max_iter = max_iter
@@ -319,7 +322,7 @@ class ITML_Supervised(SupervisedPairsMixin, _ITMLMixin, BaseMahalanobis):
     _parameter_constraints: dict = {
         **_CONSTRAINTS, "n_constraints": [StrictInterval(Integral, 1, None, closed="left"), None]}
 
-    def __init__(self, gamma=1.0, max_iter=1000, tol=1e-3, prior="identity", bounds=None,
+    def __init__(self, gamma=1.0, max_iter=1000, tol=3e-3, prior="identity", bounds=None,
                  n_constraints=None, verbose=0, random_state=None):
         self.gamma = gamma
         self.max_iter = max_iter
