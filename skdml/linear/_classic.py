@@ -7,7 +7,8 @@
   learners);
 - :func:`check_classic_input`: the supervised input checks, without the
   "two samples a class" rule of the Adam learners where a learner does not need it;
-- :class:`SupervisedPairsMixin`: the ``fit(X, y)`` of the ``*_Supervised`` pair learners.
+- :class:`SupervisedMixin`: the ``fit(X, y)`` of the ``*_Supervised`` learners, and
+  :class:`SupervisedPairsMixin`, its form for the pair learners.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sklearn.utils.validation import validate_data
 
 from .._utils import transactional_fit
 
-__all__ = ["SupervisedPairsMixin", "check_classic_input", "components_from_metric",
+__all__ = ["SupervisedMixin", "SupervisedPairsMixin", "check_classic_input", "components_from_metric",
            "prior_metric", "supervised_pairs", "unique_points"]
 
 #: Eigenvalues below this fraction of the largest count as zero (definiteness checks).
@@ -143,15 +144,15 @@ def supervised_pairs(X, y, n_constraints, random_state, name):
     return X[idx], labels
 
 
-class SupervisedPairsMixin:
-    """``fit(X, y)`` of a ``*_Supervised`` pair learner: labelled pairs drawn from the class
-    labels (``n_constraints`` of each kind), then the learner's own solver,
-    ``_fit_pairs(pairs, pair_labels, rng)``."""
+class SupervisedMixin:
+    """``fit(X, y)`` of a ``*_Supervised`` learner: the input checks and the random state,
+    then ``_fit_labels(X, y, rng)``, which draws the learner's constraints (pairs, triplets
+    or quadruplets) from the class labels and runs its solver. ``y`` is required."""
 
     @_fit_context(prefer_skip_nested_validation=True)
     @transactional_fit
     def fit(self, X, y):
-        """Draw similar and dissimilar pairs from the labels and fit on them.
+        """Draw constraints from the labels and fit on them.
 
         Parameters
         ----------
@@ -165,7 +166,20 @@ class SupervisedPairsMixin:
             The fitted estimator.
         """
         X, y, self.classes_ = check_classic_input(self, X, y)
-        rng = check_random_state(self.random_state)
+        self._fit_labels(X, y, check_random_state(self.random_state))
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
+
+
+class SupervisedPairsMixin(SupervisedMixin):
+    """``*_Supervised`` pair learners: labelled pairs drawn from the class labels
+    (``n_constraints`` of each kind), then the learner's own solver,
+    ``_fit_pairs(pairs, pair_labels, rng)``."""
+
+    def _fit_labels(self, X, y, rng):
         pairs, labels = supervised_pairs(X, y, self.n_constraints, rng, type(self).__name__)
         self._fit_pairs(pairs, labels, rng)
-        return self

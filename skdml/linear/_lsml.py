@@ -16,7 +16,7 @@ from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
 from ._classic import (
-    check_classic_input,
+    SupervisedMixin,
     components_from_metric,
     prior_metric,
     unique_points,
@@ -198,7 +198,7 @@ class LSML(_LSMLMixin, BaseQuadrupletsLearner):
         self._lsml(tuples, None, check_random_state(self.random_state))
 
 
-class LSML_Supervised(_LSMLMixin, BaseMahalanobis):
+class LSML_Supervised(SupervisedMixin, _LSMLMixin, BaseMahalanobis):
     """LSML on quadruplets drawn from class labels.
 
     ``n_constraints`` similar pairs ``(a, b)`` and as many dissimilar pairs
@@ -242,26 +242,9 @@ class LSML_Supervised(_LSMLMixin, BaseMahalanobis):
         self.verbose = verbose
         self.random_state = random_state
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    @transactional_fit
-    def fit(self, X, y):
-        """Draw quadruplets from the labels and fit LSML on them.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-            Class labels.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
+    def _fit_labels(self, X, y, rng):
         from ..constraints import Constraints
 
-        X, y, self.classes_ = check_classic_input(self, X, y)
-        rng = check_random_state(self.random_state)
         n = self.n_constraints or 20 * len(self.classes_) ** 2
         a, b, c, d = Constraints(y, unknown_label=None).positive_negative_pairs(
             n, same_length=True, random_state=rng)
@@ -269,12 +252,6 @@ class LSML_Supervised(_LSMLMixin, BaseMahalanobis):
             raise ValueError("LSML_Supervised: no class has 2 samples, so no similar pair can "
                              "be drawn.")
         self._lsml(X[np.column_stack([a, b, c, d])], None, rng)
-        return self
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.required = True
-        return tags
 
 
 if LSML.__doc__ is not None:  # docstrings kept (not python -OO)

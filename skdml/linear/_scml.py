@@ -7,17 +7,15 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.cluster import KMeans
 from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import normalize
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import StrOptions
 
-from .._utils import transactional_fit
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
-from ._classic import check_classic_input, components_from_metric
+from ._classic import SupervisedMixin, components_from_metric
 from ._weakly import BaseTripletsLearner
 
 __all__ = ["SCML", "SCML_Supervised", "lda_basis", "lda_scalings", "rda_weights",
@@ -425,7 +423,7 @@ class SCML(_SCMLMixin, BaseTripletsLearner):
         self._scml(points, index.reshape(-1, 3), basis, rng)
 
 
-class SCML_Supervised(_SCMLMixin, BaseMahalanobis):
+class SCML_Supervised(SupervisedMixin, _SCMLMixin, BaseMahalanobis):
     """SCML on k-NN triplets drawn from class labels.
 
     Each sample's ``k_genuine`` nearest same-class samples and ``k_impostor``
@@ -481,26 +479,9 @@ class SCML_Supervised(_SCMLMixin, BaseMahalanobis):
         self.verbose = verbose
         self.random_state = random_state
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    @transactional_fit
-    def fit(self, X, y):
-        """Draw k-NN triplets from the labels and fit SCML on them.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-            Class labels.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
+    def _fit_labels(self, X, y, rng):
         from ..constraints import Constraints
 
-        X, y, self.classes_ = check_classic_input(self, X, y)
-        rng = check_random_state(self.random_state)
         n, d = X.shape
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # small classes: fewer neighbours
@@ -514,12 +495,6 @@ class SCML_Supervised(_SCMLMixin, BaseMahalanobis):
         else:
             basis = self._array_basis(d)
         self._scml(X, triplets, basis, rng)
-        return self
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.required = True
-        return tags
 
 
 if SCML.__doc__ is not None:  # docstrings kept (not python -OO)
