@@ -15,14 +15,14 @@ from .._utils import (resolve_device, thread_limits, torch_rng_scope, torch_seed
                       transactional_fit, warn_user)
 from .._utils._params import NestedParamsMixin
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
-from ._config import (AUTO_LOSS, AUTO_LOSS_FALLBACK, NESTED_PARAMS, PARAMETER_CONSTRAINTS,
+from ._config import (NESTED_PARAMS, PARAMETER_CONSTRAINTS,
                       EmbeddingConfig, LoaderConfig, check_loader_params, embedding_config,
                       loss_choices,
                       nested_keys, objective_config, regularizer_choices, resolve_config,
                       set_nested_option)
 from ._plan import build_objective, validate_fit_input, validate_transform_input
 from ._state import ModuleStateMixin, checkpoint_claim, load_resume_state
-from ._trainer import (SEPARATION_MIN, DeepTrainer, embed_with, refit_on_collapse,
+from ._trainer import (SEPARATION_MIN, DeepTrainer, collapse_refits, embed_with,
                        separation_message)
 
 __all__ = ["DeepMetricTransformer"]
@@ -92,9 +92,10 @@ callable, default="auto"
         vector split). When a multi-similarity fit of ``"auto"`` (of 10 epochs
         or more) leaves its training classes unseparated (a collapse: see the
         user guide's "A fit that does not learn"), it is refitted from the same
-        start with the binomial loss, kept if that separates them (``loss_``
-        says which was kept; not with ``checkpoint_path``, whose file holds
-        one fit). A callable
+        start with the binomial loss, kept if that separates them, and then,
+        for images with ``augment="auto"``, without augmentation
+        (``collapse_refit_`` says which refit was kept; not with
+        ``checkpoint_path``, whose file holds one fit). A callable
         ``loss(embeddings, labels) -> scalar tensor`` (e.g. a
         pytorch-metric-learning loss) is used as is (an ``nn.Module`` instance
         is deep-copied at fit); a class is instantiated with ``loss_params``.
@@ -220,6 +221,8 @@ callable, default="auto"
         to 10%, scaling by up to 10%; :class:`~skdml.deep.RandomAffine`) for
         images, nothing for vectors. A callable ``augment(x) -> x`` receives
         each training batch (a tensor on the device, before standardisation).
+        With ``"auto"``, a fit that collapses (see ``loss``) may be refitted
+        without augmentation.
     device : str or torch.device, default="auto"
         ``"auto"`` uses CUDA when available.
     amp : {"bf16", "fp16"} or False, default=False
@@ -251,6 +254,10 @@ callable, default="auto"
         The trained network (backbone + head), on ``device_``, in eval mode.
     loss_ : callable
         The fitted loss (holds e.g. the AM-Softmax proxies).
+    collapse_refit_ : dict or None
+        The ``"auto"`` settings changed by the refit that was kept after the
+        first fit collapsed (``{"loss": "binomial"}`` or ``{"augment": False}``),
+        or ``None`` when the first fit was kept.
     classes_ : ndarray
         Training labels.
     input_shape_ : tuple
@@ -408,14 +415,14 @@ callable, default="auto"
             fork_devices = [device.index or 0] if device.type == "cuda" else []
             rng_state = rng.get_state()
 
-            def train(auto_loss=None):
+            def train(refit=None):
                 rng.set_state(rng_state)  # a refit draws the same split and batches
                 with torch_rng_scope(fork_devices):
                     torch.manual_seed(seed)  # the backbone's initial weights, dropout...
                     config = resolve_config(self, y_enc=y_enc, input_shape=input_shape,
                                             in_memory=isinstance(source, torch.Tensor),
                                             device=device, rng=rng, resume=resume,
-                                            auto_loss=auto_loss)
+                                            refit=refit)
                     objective = build_objective(config.objective, len(classes))
                     trainer = DeepTrainer(config, objective, source, y_enc, classes,
                                           input_shape, rng,
@@ -423,21 +430,25 @@ callable, default="auto"
                     return config, trainer.fit(resume)
 
             config, fitted = train()
-            fallback_tried = refit_on_collapse(config, resume, fitted)
-            if fallback_tried:
-                # loss="auto": the multi-similarity fit left the training classes unseparated
-                # (collapsed); the binomial loss is kept when it separates them
-                config_b, fitted_b = train(AUTO_LOSS_FALLBACK)
-                if not fitted_b["_separation"][0] < SEPARATION_MIN:
-                    config, fitted = config_b, fitted_b
+            # the fit left the training classes unseparated (collapsed): refit from the same
+            # start with its "auto" settings changed, one at a time; keep the first refit
+            # that separates them (COLLAPSE_REFITS)
+            tried, kept = [], None
+            for refit in collapse_refits(config, resume, fitted):
+                tried.append(refit)
+                config_r, fitted_r = train(refit)
+                if not fitted_r["_separation"][0] < SEPARATION_MIN:
+                    config, fitted, kept = config_r, fitted_r, refit
+                    break
         fitted["n_components_"] = config.n_components
+        fitted["collapse_refit_"] = None if kept is None else dict(kept)
         fitted["_embedding"] = embedding_config(config)
         # only a finished fit changes the estimator
         converged = fitted.pop("_converged")
         stalled = fitted.pop("_no_gain")
         degenerate = separation_message(fitted.pop("_separation"),
                                         fitted.pop("_separation_samples"), fitted["n_iter_"],
-                                        fallback_tried and config.loss == AUTO_LOSS)
+                                        tried if kept is None else ())
         for stale in ("best_iteration_", "best_validation_score_", "validation_split_"):
             self.__dict__.pop(stale, None)
         for key, value in fitted.items():

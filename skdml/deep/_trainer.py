@@ -16,7 +16,7 @@ from .._training import (Checkpoint, CheckpointError, EarlyStopping, LRSchedule,
                          Validation, WeightAverage, train_epochs, warmup_cosine)
 from .._training._distributed import distributed_context
 from .._utils import keep_freed_buffers, thread_limits
-from ._config import AUTO_LOSS, AUTO_LOSS_FALLBACK, VECTOR_MAX_FEATURES, standardizes
+from ._config import AUTO_LOSS, COLLAPSE_REFITS, VECTOR_MAX_FEATURES, standardizes
 from ._data import MappedSampler, first_items, make_loader, prepare_source, to_model_input
 from ._hooks import LayerCapture, match_modules
 from ._inputs import fit_standardize, resize_for
@@ -120,16 +120,22 @@ def class_separation(Z, y):
     return s_same - s_diff, s_same, s_diff
 
 
-def separation_message(separation, n_samples, n_epochs, fallback_tried=False):
-    """Why a fitted embedding is degenerate (a message), or ``None`` when it separates."""
+def separation_message(separation, n_samples, n_epochs, refits_tried=()):
+    """Why a fitted embedding is degenerate (a message), or ``None`` when it separates.
+
+    ``refits_tried``: the :data:`COLLAPSE_REFITS` that were tried after it, in vain.
+    """
     gap, same, different = separation
     if not gap < SEPARATION_MIN or n_epochs < SEPARATION_MIN_EPOCHS:  # nan: too few pairs
         return None
     collapsed = " (it collapsed: every sample points nearly the same way)" \
         if different > 0.5 else ""
-    tried = (f" A refit with loss='{AUTO_LOSS_FALLBACK}' did not separate them either; the "
-             "first fit is returned.") if fallback_tried else ""
-    other_loss = "" if fallback_tried else "another loss (e.g. loss='binomial'), "
+    settings = [", ".join(f"{key}={value!r}" for key, value in refit.items())
+                for refit in refits_tried]
+    tried = (f" Refits with {' and with '.join(settings)} did not separate them either; the "
+             "first fit is returned.") if settings else ""
+    other_loss = "" if any("loss" in refit for refit in refits_tried) else \
+        "another loss (e.g. loss='binomial'), "
     return (f"the embedding does not separate the training classes: on {n_samples} training "
             f"samples, same-class pairs have a mean cosine similarity of {same:.3f} and "
             f"different-class pairs {different:.3f}, a gap of {gap:.3f} (a fit that learned "
@@ -140,17 +146,22 @@ def separation_message(separation, n_samples, n_epochs, fallback_tried=False):
             "network is kept when training does not beat it on held-out classes.")
 
 
-def refit_on_collapse(config, resume, fitted):
-    """Whether ``loss="auto"`` refits with :data:`AUTO_LOSS_FALLBACK` after this fit.
+def collapse_refits(config, resume, fitted):
+    """The :data:`COLLAPSE_REFITS` to try after this fit, in order (none when it separates).
 
-    Only a fresh fit (not a resumed one, and without a ``checkpoint_path``, whose file
-    holds one fit) whose loss was chosen by ``"auto"`` as the multi-similarity loss, and
-    which left the training classes unseparated.
+    Only after a fresh fit (not a resumed one, and without a ``checkpoint_path``, whose
+    file holds one fit) of at least ``SEPARATION_MIN_EPOCHS`` epochs that left the
+    training classes unseparated; and only the refits whose setting the first fit took
+    from ``"auto"``: the loss when ``loss="auto"`` chose the multi-similarity loss, the
+    augmentation when ``augment="auto"`` augmented images.
     """
-    return (config.auto_loss and config.loss == AUTO_LOSS and resume is None
-            and config.checkpoint_path is None
+    if not (resume is None and config.checkpoint_path is None
             and fitted["n_iter_"] >= SEPARATION_MIN_EPOCHS
-            and fitted["_separation"][0] < SEPARATION_MIN)
+            and fitted["_separation"][0] < SEPARATION_MIN):
+        return []
+    applies = {"loss": config.auto_loss and config.loss == AUTO_LOSS,
+               "augment": config.auto_augment}
+    return [refit for refit in COLLAPSE_REFITS if all(applies[key] for key in refit)]
 
 
 class DeepTrainer:

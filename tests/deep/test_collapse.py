@@ -1,5 +1,6 @@
-"""A deep fit whose embedding does not separate its training classes says so, and
-``loss="auto"`` refits a collapsed multi-similarity fit with the binomial loss (issue 36).
+"""A deep fit whose embedding does not separate its training classes says so, and a
+collapsed fit is refitted with its ``"auto"`` settings changed, one at a time: the
+binomial loss for ``loss="auto"``, then no augmentation for ``augment="auto"`` (issue 36).
 
 The separation is the mean cosine similarity of same-class pairs of training samples
 minus that of different-class pairs, in evaluation mode at the end of the fit. Fits that
@@ -44,12 +45,15 @@ def test_class_separation_matches_brute_force():
     assert np.isnan(class_separation(Z[:2], np.array([0, 1]))[0])  # no same-class pair
 
 
-def _count_fits(monkeypatch):
+def _count_fits(monkeypatch, augment=None):
+    """The loss of every fit, in order (and its augmentation, into ``augment``)."""
     losses = []
     real = estimator_module.DeepTrainer.fit
 
     def counting(trainer, resume=None):
         losses.append(trainer.config.loss)
+        if augment is not None:
+            augment.append(trainer.config.augment is not None)
         return real(trainer, resume)
 
     monkeypatch.setattr(estimator_module.DeepTrainer, "fit", counting)
@@ -72,18 +76,54 @@ def test_a_collapsed_auto_fit_is_refitted_with_the_binomial_loss(monkeypatch, bl
         est = make(loss="auto", max_iter=SEPARATION_MIN_EPOCHS).fit(X.reshape(-1, 1, 2, 5), y)
     assert losses == ["multisimilarity", "binomial"]
     assert isinstance(est.loss_, BinomialDevianceLoss)
+    assert est.collapse_refit_ == {"loss": "binomial"}
 
 
-def test_when_the_refit_does_not_separate_either_the_first_fit_is_kept_with_a_warning(
-        monkeypatch, blobs):
+def test_then_a_refit_without_augmentation_is_kept_when_it_separates(monkeypatch, blobs):
+    """Faces under strong lighting: augmented fits stayed collapsed with either loss."""
     X, y = blobs
-    losses = _count_fits(monkeypatch)
-    _separation_sequence(monkeypatch, [0.01, 0.02])
-    with pytest.warns(UserWarning, match="does not separate the training classes.*"
-                                         "refit with loss='binomial' did not"):
+    augmented = []
+    losses = _count_fits(monkeypatch, augmented)
+    _separation_sequence(monkeypatch, [0.01, 0.02, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the last refit separates: no warning
         est = make(loss="auto", max_iter=SEPARATION_MIN_EPOCHS).fit(X.reshape(-1, 1, 2, 5), y)
-    assert losses == ["multisimilarity", "binomial"]
+    assert losses == ["multisimilarity", "binomial", "multisimilarity"]
+    assert augmented == [True, True, False]
     assert isinstance(est.loss_, MultiSimilarityLoss)
+    assert est.collapse_refit_ == {"augment": False}
+
+
+def test_when_no_refit_separates_the_first_fit_is_kept_with_a_warning(monkeypatch, blobs):
+    X, y = blobs
+    augmented = []
+    losses = _count_fits(monkeypatch, augmented)
+    _separation_sequence(monkeypatch, [0.01, 0.02, 0.03])
+    with pytest.warns(UserWarning, match="does not separate the training classes.*Refits "
+                                         "with loss='binomial' and with augment=False did not"):
+        est = make(loss="auto", max_iter=SEPARATION_MIN_EPOCHS).fit(X.reshape(-1, 1, 2, 5), y)
+    assert losses == ["multisimilarity", "binomial", "multisimilarity"]
+    assert augmented == [True, True, False]
+    assert isinstance(est.loss_, MultiSimilarityLoss)
+    assert est.collapse_refit_ is None
+
+
+@pytest.mark.parametrize("params, refits", [
+    ({"loss": "multisimilarity"}, [("multisimilarity", False)]),  # augment="auto" only
+    ({"augment": True}, [("binomial", True)]),                     # loss="auto" only
+    ({"augment": False}, [("binomial", False)]),
+])
+def test_only_the_settings_left_to_auto_are_refitted(monkeypatch, blobs, params, refits):
+    X, y = blobs
+    augmented = []
+    losses = _count_fits(monkeypatch, augmented)
+    _separation_sequence(monkeypatch, [0.01, 0.02])
+    params = {"loss": "auto", **params}
+    with pytest.warns(UserWarning, match="does not separate the training classes"):
+        make(max_iter=SEPARATION_MIN_EPOCHS, **params).fit(X.reshape(-1, 1, 2, 5), y)
+    first = (params["loss"] if params["loss"] != "auto" else "multisimilarity",
+             params.get("augment", "auto") is not False)
+    assert list(zip(losses, augmented)) == [first] + refits
 
 
 def test_a_named_loss_is_never_replaced_but_its_collapse_is_reported(monkeypatch, blobs):
@@ -91,7 +131,7 @@ def test_a_named_loss_is_never_replaced_but_its_collapse_is_reported(monkeypatch
     losses = _count_fits(monkeypatch)
     _separation_sequence(monkeypatch, [0.01])
     with pytest.warns(UserWarning, match="does not separate the training classes"):
-        make(loss="multisimilarity", max_iter=SEPARATION_MIN_EPOCHS).fit(X, y)
+        make(loss="multisimilarity", max_iter=SEPARATION_MIN_EPOCHS).fit(X, y)  # vectors
     assert losses == ["multisimilarity"]
 
 
