@@ -146,13 +146,18 @@ def _cpu_limit(seconds):
     return limit if seconds and os.name == "posix" else None
 
 
-def run_metric_learn(python, method, params, split_file, timeout, max_fit_samples, tmp):
-    """One metric-learn fit in the venv; ``{"timeout": True}`` past ``timeout`` CPU seconds."""
+def run_metric_learn(python, method, params, split_file, timeout, max_fit_samples, tmp,
+                     repeat=1):
+    """One metric-learn fit in the venv; ``{"timeout": True}`` past ``timeout`` CPU seconds.
+
+    ``repeat > 1``: that many fits, the median times (for fits of milliseconds)."""
     out = Path(tmp) / f"{method}_out.npz"
     cmd = [str(python), str(WORKER), "--input", str(split_file), "--output", str(out),
            "--method", method, "--params", json.dumps(params)]
     if max_fit_samples:
         cmd += ["--max-fit-samples", str(max_fit_samples)]
+    if repeat > 1:
+        cmd += ["--repeat", str(repeat)]
     t0 = time.perf_counter()
     try:  # the CPU limit, plus a generous wall-clock guard against a stalled child
         proc = subprocess.run(cmd, capture_output=True, text=True,

@@ -209,9 +209,14 @@ class Constraints:
     def chunks(self, n_chunks=100, chunk_size=2, random_state=None):
         """Disjoint groups of ``chunk_size`` samples of one class each (RCA's chunklets).
 
-        The chunks are spread over the classes as evenly as they allow (each
-        class gives its first chunk before any gives a second), samples drawn
-        at random inside a class.
+        The drawing is metric-learn 0.7.0's, draw for draw, so that the same
+        ``random_state`` gives the same chunks: each chunk picks a class with
+        ``randint(0, n_left - 1)`` among the ``n_left`` classes still listed
+        (in label order), then ``chunk_size`` of its unchunked samples with
+        ``choice(..., replace=False)``; a class with fewer than ``chunk_size``
+        samples left is struck off the list when picked. As in metric-learn,
+        the class listed last is picked only once it is the only one left,
+        so with fewer chunks than the classes allow it gets none.
 
         Parameters
         ----------
@@ -226,17 +231,35 @@ class Constraints:
         """
         n_chunks = _positive_int(n_chunks, "n_chunks")
         chunk_size = _positive_int(chunk_size, "chunk_size")
-        rng = check_random_state(random_state)
-        pool = []  # (rank inside its class, random key, members) of every possible chunk
-        for c in range(self._classes.max(initial=-1) + 1):
-            members = rng.permutation(self._known[self._classes == c])
-            for j in range(len(members) // chunk_size):
-                pool.append((j, rng.random_sample(), members[j * chunk_size:(j + 1) * chunk_size]))
-        if len(pool) < n_chunks:
-            raise ValueError(f"Not enough samples for {n_chunks} chunks of {chunk_size} samples "
-                             f"of one class each: at most {len(pool)} can be formed.")
-        pool.sort(key=lambda item: item[:2])
-        chunks = np.full(len(self.partial_labels), -1, dtype=np.int64)
-        for i, (_, _, members) in enumerate(pool[:n_chunks]):
-            chunks[members] = i
-        return chunks
+        return draw_chunks(self._classes, self._known, len(self.partial_labels), n_chunks,
+                           chunk_size, check_random_state(random_state))
+
+
+def draw_chunks(classes, samples, n_samples, n_chunks, chunk_size, rng):
+    """:meth:`Constraints.chunks` on ``samples`` (indices) of class codes ``classes`` (0..K-1).
+
+    Returns the chunk of each of the ``n_samples`` samples (-1: none); raises
+    when fewer than ``n_chunks`` chunks can be formed.
+    """
+    order = np.argsort(classes, kind="stable")
+    bounds = np.cumsum(np.bincount(classes))[:-1] if len(classes) else []
+    # Python sets of the sample indices: their iteration order is the order
+    # metric-learn's ``choice(list(set))`` draws from.
+    left = [set(members.tolist()) for members in np.split(np.asarray(samples)[order], bounds)]
+    possible = sum(len(members) // chunk_size for members in left)
+    if possible < n_chunks:
+        raise ValueError(f"Not enough samples for {n_chunks} chunks of {chunk_size} samples "
+                         f"of one class each: at most {possible} can be formed.")
+    drawn = []
+    while len(drawn) < n_chunks:
+        c = 0 if len(left) == 1 else rng.randint(0, high=len(left) - 1)
+        if len(left[c]) < chunk_size:
+            del left[c]
+            continue
+        pool = list(left[c])  # choice(pool, size, replace=False), draw for draw:
+        members = [pool[i] for i in rng.permutation(len(pool))[:chunk_size].tolist()]
+        left[c].difference_update(members)
+        drawn.append(members)
+    chunks = np.full(n_samples, -1, dtype=np.int64)
+    chunks[np.ravel(drawn)] = np.repeat(np.arange(n_chunks), chunk_size)
+    return chunks

@@ -46,16 +46,56 @@ def test_unknown_labels_are_never_drawn_and_labeled_pairs_match():
         Constraints(y).labeled_pairs(0)
 
 
-def test_chunks_are_disjoint_single_class_and_spread_over_classes():
+def test_chunks_are_disjoint_single_class_and_reproducible():
     y = _labels(n=80)
     chunks = Constraints(y).chunks(n_chunks=8, chunk_size=3, random_state=0)
     ids = np.unique(chunks[chunks >= 0])
-    assert len(ids) == 8
+    np.testing.assert_array_equal(ids, np.arange(8))
     for i in ids:
         assert np.sum(chunks == i) == 3 and len(np.unique(y[chunks == i])) == 1
-    assert np.all(np.bincount(y[chunks >= 0]) == 6)  # 2 chunks of each of the 4 classes
+    np.testing.assert_array_equal(chunks, Constraints(y).chunks(8, 3, random_state=0))
     with pytest.raises(ValueError, match="at most"):
         Constraints(np.array([0, 0, 1])).chunks(n_chunks=2, chunk_size=2)
+
+
+def _metric_learn_chunks(y, n_chunks, chunk_size, seed):
+    """metric-learn 0.7.0's rule, replayed on a small problem (indices below 32, classes of 5
+    or more), where its Python set of a class's sample indices iterates in increasing order:
+    a class by ``randint(0, n_left - 1)`` (the class listed last only when alone), then
+    ``choice(its samples left, chunk_size, replace=False)``; a class picked with fewer than
+    ``chunk_size`` samples left is struck off."""
+    rng = np.random.RandomState(seed)
+    left = [list(np.flatnonzero(y == c)) for c in np.unique(y)]
+    chunks = np.full(len(y), -1)
+    drawn = 0
+    while drawn < n_chunks:
+        c = 0 if len(left) == 1 else rng.randint(0, len(left) - 1)
+        if len(left[c]) < chunk_size:
+            del left[c]
+            continue
+        members = rng.choice(left[c], chunk_size, replace=False)
+        left[c] = [i for i in left[c] if i not in members]
+        chunks[members] = drawn
+        drawn += 1
+    return chunks
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("n_chunks, chunk_size", [(4, 3), (9, 3), (12, 2)])
+def test_chunks_follow_metric_learn_draw_for_draw(seed, n_chunks, chunk_size):
+    y = np.random.RandomState(seed).permutation(np.arange(30) % 3)
+    np.testing.assert_array_equal(Constraints(y).chunks(n_chunks, chunk_size, random_state=seed),
+                                  _metric_learn_chunks(y, n_chunks, chunk_size, seed))
+
+
+def test_chunks_leave_the_last_class_out_until_it_is_alone():
+    y = np.repeat(np.arange(4), 9)  # 12 possible chunks of 3
+    for seed in range(5):
+        chunks = Constraints(y).chunks(n_chunks=9, chunk_size=3, random_state=seed)
+        assert not np.any(chunks[y == 3] >= 0)  # as metric-learn: classes 0-2 are used up first
+        assert np.all(chunks[y < 3] >= 0)
+    chunks = Constraints(y).chunks(n_chunks=12, chunk_size=3, random_state=0)
+    assert np.all(chunks >= 0)
 
 
 def test_knn_triplets_match_a_brute_force_neighbour_search():

@@ -119,13 +119,17 @@ def prior_metric(prior, X, name="prior", random_state=None, strict_pd=True):
 def check_classic_input(estimator, X, y):
     """``(X float64, y encoded, classes)`` for a supervised classic learner; >= 2 classes."""
     X, y = validate_data(estimator, X, y, dtype=np.float64, ensure_min_samples=2)
-    check_classification_targets(y)
-    encoder = LabelEncoder()
-    y = encoder.fit_transform(y)
-    if len(encoder.classes_) < 2:
+    if y.dtype.kind not in "iub":  # 1-d integer labels are always classes (its fast answer)
+        check_classification_targets(y)
+    try:  # LabelEncoder's codes, without its overhead
+        classes, y = np.unique(y, return_inverse=True)
+    except TypeError:  # mixed label types: LabelEncoder's own error
+        encoder = LabelEncoder().fit(y)
+        classes, y = encoder.classes_, encoder.transform(y)
+    if len(classes) < 2:
         raise ValueError(f"{type(estimator).__name__} is supervised and needs at least 2 "
-                         f"classes; y holds only 1 class ({encoder.classes_[0]!r}).")
-    return X, y, encoder.classes_
+                         f"classes; y holds only 1 class ({classes[0]!r}).")
+    return X, y, classes
 
 
 def supervised_pairs(X, y, n_constraints, random_state, name):

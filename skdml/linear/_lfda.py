@@ -123,7 +123,7 @@ class LFDA(BaseMahalanobis):
         S_w, S_b = local_scatters(X, y, self.k)
         S_w += self.ridge * max(np.trace(S_w) / d, 1e-300) * np.eye(d)
         try:
-            vals, vecs = eigh(S_b, S_w, subset_by_index=[d - dim, d - 1])
+            vals, vecs = leading_eigenpairs(S_b, S_w, dim)
         except LinAlgError as exc:
             raise ValueError(
                 "LFDA: the within-class scatter is singular; reduce the input with PCA or "
@@ -146,33 +146,78 @@ class LFDA(BaseMahalanobis):
         return tags
 
 
+def leading_eigenpairs(a, b, dim):
+    """The ``dim`` largest generalised eigenpairs of ``(a, b)``, increasing (``scipy.linalg.eigh``).
+
+    LAPACK's subset solver (``gvx``) beats the full divide and conquer (``gvd``)
+    only for a few eigenpairs: below an eighth of them (for 100 features: 0.5 ms
+    for 5, 1.1 ms for 25 or all 100, against 0.8 ms for all with ``gvd``).
+    """
+    d = len(a)
+    if 8 * dim <= d:
+        return eigh(a, b, subset_by_index=[d - dim, d - 1])
+    vals, vecs = eigh(a, b, driver="gvd")
+    return vals[d - dim:], vecs[:, d - dim:]
+
+
+#: Entries of the per-class distance blocks computed at once (batches of classes of one size).
+BLOCK_ENTRIES = 1 << 21
+
+
 def local_scatters(X, y, k):
     """LFDA's local within-class and between-class scatters ``(S_w, S_b)`` (Sugiyama, Eq. 11-14).
 
     ``S_w = 1/2 sum_ij W^w_ij (x_i - x_j)(x_i - x_j)^T`` with ``W^w_ij = A_ij / n_c``
     inside a class, and ``S_b`` with ``W^b_ij = A_ij (1/n - 1/n_c)`` inside a
-    class, ``1/n`` across classes; written as ``S_b = S_t - S_w + ...`` sums
-    of per-class Gram matrices (no n x n matrix).
+    class, ``1/n`` across classes. With ``L_c = D_c - A_c`` the Laplacian of class
+    ``c``'s affinities and ``P_c = X_c^T L_c X_c``: ``S_w = sum_c P_c / n_c`` and
+    ``S_b = sum_c [(1/n - 1/n_c) P_c + (1 - n_c/n) X_c^T X_c] + (sum_c s_c s_c^T - s s^T) / n``
+    (``s_c``: the sum of class ``c``, ``s``: of all). The classes of one size go
+    together (batched products), so each sum is one product per class size: no
+    n x n matrix and no loop over the classes.
     """
     n, d = X.shape
-    S_w = np.zeros((d, d))
-    S_b_local = np.zeros((d, d))  # sum_c [G_c / n - n_c / n Xc^T Xc + s_c s_c^T / n]
-    for c in np.unique(y):
-        Xc = X[y == c]
-        n_c = len(Xc)
-        sq = np.sum(Xc * Xc, axis=1)
-        dist = np.maximum(sq[:, None] + sq[None, :] - 2.0 * Xc @ Xc.T, 0.0)
-        np.fill_diagonal(dist, 0.0)
+    _, y = np.unique(y, return_inverse=True)
+    sizes = np.bincount(y)
+    order = np.argsort(y, kind="stable")
+    Xs = X[order]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    S_w, S_b = np.zeros((d, d)), np.zeros((d, d))
+    for n_c in np.unique(sizes):
         kk = min(k, n_c - 1)
-        sigma = np.sqrt(np.partition(dist, kk, axis=1)[:, kk]) if kk > 0 else np.zeros(n_c)
-        scale = np.outer(sigma, sigma)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            A = np.where(scale > 0, np.exp(-dist / scale), 0.0)
-        G = (Xc * A.sum(axis=1)[:, None]).T @ Xc - Xc.T @ A @ Xc  # 1/2 sum A_ij dx dx^T
-        s_c = Xc.sum(axis=0)
-        S_w += G / n_c
-        S_b_local += G / n - (n_c / n) * (Xc.T @ Xc) + np.outer(s_c, s_c) / n
+        same = np.flatnonzero(sizes == n_c)
+        rows = (starts[same, None] + np.arange(n_c)).ravel()
+        X_g = Xs[rows]  # the classes of n_c samples, one after the other
+        gram = X_g.T @ X_g
+        S_b += (1.0 - n_c / n) * gram
+        if kk == 0:
+            continue
+        step = max(1, BLOCK_ENTRIES // (n_c * n_c))
+        L_X = np.empty_like(X_g)  # L_c X_c, class by class
+        for b in range(0, len(same), step):
+            B = X_g[b * n_c:(b + step) * n_c].reshape(-1, n_c, d)
+            sq = np.einsum("mij,mij->mi", B, B)
+            dist = B @ B.transpose(0, 2, 1)  # squared distances, in place
+            dist *= -2.0
+            dist += sq[:, :, None]
+            dist += sq[:, None, :]
+            np.maximum(dist, 0.0, out=dist)
+            dist[:, np.arange(n_c), np.arange(n_c)] = 0.0
+            sigma = np.sqrt(np.partition(dist, kk, axis=2)[:, :, kk])
+            scale = sigma[:, :, None] * sigma[:, None, :]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                A = np.divide(dist, scale, out=dist)  # the affinities, in place
+            np.negative(A, out=A)
+            np.exp(A, out=A)
+            A[scale == 0] = 0.0  # a sample at distance 0 of its k-th neighbour: no affinity
+            degree = A.sum(axis=2)
+            L = np.negative(A, out=A)  # the Laplacian D - A, in place
+            L[:, np.arange(n_c), np.arange(n_c)] += degree
+            L_X[b * n_c:(b + step) * n_c] = (L @ B).reshape(-1, d)
+        P = X_g.T @ L_X  # sum of P_c over the classes of n_c samples
+        S_w += P / n_c
+        S_b += (1.0 / n - 1.0 / n_c) * P
+    class_sums = np.add.reduceat(Xs, starts, axis=0)
     s = X.sum(axis=0)
-    S_t = X.T @ X - np.outer(s, s) / n  # 1/2 sum_ij (1/n) dx dx^T
-    S_b = S_t + S_b_local - S_w
+    S_b += (class_sums.T @ class_sums - np.outer(s, s)) / n
     return (S_w + S_w.T) / 2.0, (S_b + S_b.T) / 2.0

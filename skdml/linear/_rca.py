@@ -5,7 +5,7 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
-from scipy.linalg import LinAlgError, eigh
+from scipy.linalg import LinAlgError, eigh, lapack
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state, column_or_1d
 from sklearn.utils.validation import validate_data
@@ -26,11 +26,13 @@ class RCA(BaseMahalanobis):
 
     A *chunklet* is a group of samples known to share a class (labels
     unknown). RCA centres each chunklet on its mean and whitens the data by
-    the covariance :math:`C` of the centred points: :math:`L = C^{-1/2}`, so
-    the within-chunklet variations, irrelevant to the class, are shrunk.
-    With ``n_components < n_features`` it first keeps the directions of
-    smallest within-chunklet to total variance (the generalised eigenvectors
-    of :math:`(C, S_t)`, Bar-Hillel et al. 2005, Sec. 2.4) and whitens them.
+    the covariance :math:`C` of the centred points, so the within-chunklet
+    variations, irrelevant to the class, are shrunk: the metric is
+    :math:`M = L^\top L = C^{-1}`, with :math:`L = G^{-1}` the inverse of
+    the Cholesky factor :math:`C = G G^\top`. With
+    ``n_components < n_features`` it first keeps the directions of smallest
+    within-chunklet to total variance (the generalised eigenvectors of
+    :math:`(C, S_t)`, Bar-Hillel et al. 2005, Sec. 2.4) and whitens them.
     Closed form.
 
     Parameters
@@ -49,7 +51,10 @@ class RCA(BaseMahalanobis):
     -----
     A singular within-chunklet covariance (fewer chunked samples than
     features, or a constant feature) raises a ``ValueError`` here, where
-    metric-learn warns and returns NaN components.
+    metric-learn warns and returns NaN components. metric-learn's map is the
+    symmetric :math:`C^{-1/2}` (an eigendecomposition); skdml's Cholesky
+    whitening gives the same metric :math:`M` (same distances, same
+    neighbours), its embedding rotated.
 
     References
     ----------
@@ -106,33 +111,57 @@ class RCA(BaseMahalanobis):
             raise ValueError("RCA needs a chunklet of at least 2 samples; every chunk has one "
                              "sample (or every sample is -1).")
         Xc = X[in_chunk]
-        means = np.zeros((len(ids), d))
-        np.add.at(means, inverse, Xc)
-        centred = Xc - means[inverse] / counts[inverse, None]
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        sums = np.add.reduceat(Xc[np.argsort(inverse, kind="stable")], starts, axis=0)
+        centred = Xc - (sums / counts[:, None])[inverse]
         C = centred.T @ centred / len(Xc)
         if dim < d:
             S_t = np.atleast_2d(np.cov(Xc, rowvar=False))
             try:
-                _, A = eigh(C, S_t, subset_by_index=[0, dim - 1])
+                w, A = eigh(C, S_t, subset_by_index=[0, dim - 1])
             except LinAlgError as exc:
                 raise ValueError("RCA: the total covariance of the chunked samples is singular; "
                                  "reduce the input with PCA first.") from exc
-            C = A.T @ C @ A
+            # A.T @ S_t @ A = I and A.T @ C @ A = diag(w): whitening scales the columns
+            _check_rank(w)
+            self.components_ = (A / np.sqrt(w)).T
         else:
-            A = np.eye(d)
-        w, V = np.linalg.eigh((C + C.T) / 2.0)
-        if w.min() <= RANK_TOL * max(w.max(), 1e-300):
-            raise ValueError(
-                f"RCA: the within-chunklet covariance is singular (rank "
-                f"{int(np.sum(w > RANK_TOL * w.max()))} < {len(w)}): add chunked samples, lower "
-                "n_components, or reduce the input with PCA first.")
-        self.components_ = ((V / np.sqrt(w)) @ V.T) @ A.T
+            self.components_ = inverse_cholesky_factor((C + C.T) / 2.0)
         return self
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         return tags
+
+
+def _check_rank(w):
+    """Refuse a within-chunklet covariance of eigenvalues ``w`` and (numerically) deficient rank."""
+    if w.min() <= RANK_TOL * max(w.max(), 1e-300):
+        raise ValueError(
+            f"RCA: the within-chunklet covariance is singular (rank "
+            f"{int(np.sum(w > RANK_TOL * w.max()))} < {len(w)}): add chunked samples, lower "
+            "n_components, or reduce the input with PCA first.")
+
+
+def inverse_cholesky_factor(C):
+    """``L = G^{-1}`` with ``C = G G^T`` (Cholesky): a whitening, ``L C L^T = I`` and
+    ``L^T L = C^{-1}``; ``ValueError`` when ``C`` is singular (condition number of
+    ``1 / RANK_TOL`` or more).
+
+    The condition number ``kappa`` lies between ``tr(C) tr(C^{-1}) / d^2`` and
+    ``tr(C) tr(C^{-1})``, where ``tr(C^{-1})`` is the squared Frobenius norm of ``L``:
+    when the product is below ``1 / RANK_TOL``, ``C`` is invertible with no
+    eigendecomposition; otherwise (or when the factorisation fails) the eigenvalues decide.
+    """
+    G, info = lapack.dpotrf(C, lower=1, clean=1)
+    if info == 0:
+        L, info = lapack.dtrtri(G, lower=1)
+        if info == 0 and np.trace(C) * np.einsum("ij,ij->", L, L) < 1.0 / RANK_TOL:
+            return L
+    w, V = np.linalg.eigh(C)
+    _check_rank(w)
+    return L if info == 0 else (V / np.sqrt(w)) @ V.T
 
 
 class RCA_Supervised(RCA):
@@ -164,10 +193,12 @@ class RCA_Supervised(RCA):
 
     Notes
     -----
-    metric-learn raises when fewer than ``n_chunks`` chunklets can be
-    formed; skdml draws as many as the classes allow (``chunks_`` says
-    which) and raises only when none can be formed. Its chunklets are
-    spread evenly over the classes.
+    The chunklets are drawn as metric-learn 0.7.0 draws them
+    (:meth:`skdml.constraints.Constraints.chunks`), so the same integer
+    ``random_state`` gives the same chunklets and the same metric. metric-learn
+    raises when fewer than ``n_chunks`` chunklets can be formed; skdml draws
+    as many as the classes allow (``chunks_`` says which) and raises only
+    when none can be formed.
 
     Examples
     --------
@@ -208,14 +239,14 @@ class RCA_Supervised(RCA):
         self : object
             The fitted estimator.
         """
-        from ..constraints import Constraints
+        from ..constraints import draw_chunks
 
         X, y, self.classes_ = check_classic_input(self, X, y)
-        possible = int(sum(c // self.chunk_size for c in np.bincount(y)))
+        possible = int(np.sum(np.bincount(y) // self.chunk_size))
         if possible == 0:
             raise ValueError(f"RCA_Supervised: no class has chunk_size={self.chunk_size} "
                              "samples; lower chunk_size.")
-        self.chunks_ = Constraints(y, unknown_label=None).chunks(
-            min(self.n_chunks, possible), self.chunk_size, check_random_state(self.random_state))
+        self.chunks_ = draw_chunks(y, np.arange(len(y)), len(y), min(self.n_chunks, possible),
+                                   self.chunk_size, check_random_state(self.random_state))
         self._fit_chunks(X, self.chunks_)
         return self

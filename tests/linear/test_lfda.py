@@ -34,6 +34,21 @@ def test_local_scatters_match_their_definition(k):
         np.testing.assert_allclose(mine, brute, atol=1e-10)
 
 
+def test_local_scatters_batch_classes_of_one_size(monkeypatch):
+    """Classes of equal sizes go through one batched product, cut into batches of at most
+    BLOCK_ENTRIES distances."""
+    import skdml.linear._lfda as lfda
+
+    rng = np.random.RandomState(1)
+    y = np.repeat(np.arange(7), [5, 5, 5, 3, 3, 8, 2])
+    X, y = rng.randn(len(y), 4), rng.permutation(y)
+    brute = _brute_scatters(X, y, 3)
+    for entries in (1, 50, 1 << 21):
+        monkeypatch.setattr(lfda, "BLOCK_ENTRIES", entries)
+        for mine, expected in zip(local_scatters(X, y, 3), brute):
+            np.testing.assert_allclose(mine, expected, atol=1e-10)
+
+
 def test_lfda_solves_the_generalised_eigenproblem_and_embedding_types():
     X, y = noisy_classes(modes=2)
     plain = LFDA(n_components=3, embedding_type="plain").fit(X, y)

@@ -1,5 +1,7 @@
 """skdml.linear.RCA and RCA_Supervised: whitening by the within-chunklet covariance."""
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from _classic_data import knn_score, noisy_classes
@@ -64,3 +66,43 @@ out["L"] = metric_learn.RCA(n_components=n).fit(inp["X"], inp["chunks"]).compone
     theirs = out["L"].T @ out["L"]
     mine = RCA(n_components=n_components).fit(X, chunks).get_mahalanobis_matrix()
     np.testing.assert_allclose(mine, theirs, rtol=1e-8, atol=1e-10)
+
+
+@needs_metric_learn
+def test_rca_supervised_draws_metric_learns_chunklets():
+    """The same integer random_state gives metric-learn 0.7.0's chunklets, hence its metric."""
+    X, y = noisy_classes(n=90, n_classes=4)
+    out = run_metric_learn("""
+rca = metric_learn.RCA_Supervised(n_chunks=20, chunk_size=3, random_state=7)
+out["chunks"] = metric_learn.constraints.Constraints(inp["y"]).chunks(
+    n_chunks=20, chunk_size=3, random_state=7)
+out["L"] = rca.fit(inp["X"], inp["y"]).components_
+""", X=X, y=y)
+    rca = RCA_Supervised(n_chunks=20, chunk_size=3, random_state=7).fit(X, y)
+    np.testing.assert_array_equal(rca.chunks_, out["chunks"])
+    np.testing.assert_allclose(rca.get_mahalanobis_matrix(), out["L"].T @ out["L"],
+                               rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("scale, eigh_calls, singular",
+                         [(1e-2, 0, False), (2.3e-4, 1, False), (1e-7, 1, True)])
+def test_rca_whitening_decides_singularity_by_the_eigenvalues(scale, eigh_calls, singular):
+    """The Cholesky whitening's trace test and its eigenvalue fallback: covariances of
+    condition 2e6 (trace test passes) and 3e9 (past the trace bound: the eigenvalues decide)
+    are whitened, a numerically singular one (condition 2e16) is refused."""
+    X, y = noisy_classes(n=120)
+    X = X * np.r_[scale, np.ones(X.shape[1] - 1)]
+    with mock.patch("numpy.linalg.eigh", wraps=np.linalg.eigh) as eigh:
+        if singular:
+            with pytest.raises(ValueError, match="within-chunklet covariance is singular"):
+                RCA().fit(X, y)
+        else:
+            rca = RCA().fit(X, y)
+    assert eigh.call_count == eigh_calls
+    if singular:
+        return
+    centred = X - np.array([X[y == c].mean(0) for c in range(3)])[y]
+    C = centred.T @ centred / len(X)
+    np.testing.assert_allclose(rca.components_ @ C @ rca.components_.T, np.eye(X.shape[1]),
+                               atol=1e-6)
+    np.testing.assert_allclose(rca.get_mahalanobis_matrix() @ C, np.eye(X.shape[1]), atol=1e-6)
