@@ -21,6 +21,8 @@ __all__ = ["MLKR", "mlkr_loss"]
 
 #: Rows of the kernel matrix held at once (memory: block x n_samples).
 BLOCK_ELEMENTS = 2 ** 22
+#: Rows of the kernel matrix whose elementwise steps run together, sized for the cache.
+TILE_ELEMENTS = 2 ** 15
 
 
 class MLKR(BaseMahalanobis):
@@ -128,14 +130,21 @@ class MLKR(BaseMahalanobis):
         dim = check_n_components(self.n_components, d)
         L0 = self._initial(X, dim, check_random_state(self.random_state))
         with thread_limits(flops_per_step=4.0 * n * n * dim):
+            last = {}  # the latest evaluation: L-BFGS-B starts by re-evaluating the start
+
             def fun(flat):
-                value, grad = mlkr_loss(flat.reshape(dim, d), X, y, return_gradient=True)
-                if not np.isfinite(value):
-                    raise FloatingPointError(f"MLKR: non-finite loss ({value}); the fit is "
-                                             "discarded. Scale the input.")
-                if self.verbose:
-                    print(f"MLKR loss {value:.6g}")
-                return value, grad.ravel()
+                key = flat.tobytes()
+                if key not in last:
+                    value, grad = mlkr_loss(flat.reshape(dim, d), X, y, return_gradient=True)
+                    if not np.isfinite(value):
+                        raise FloatingPointError(f"MLKR: non-finite loss ({value}); the fit is "
+                                                 "discarded. Scale the input.")
+                    if self.verbose:
+                        print(f"MLKR loss {value:.6g}")
+                    last.clear()
+                    last[key] = value, grad.ravel()
+                value, grad = last[key]
+                return value, grad.copy()
 
             self.initial_loss_ = fun(L0.ravel())[0]
             L, self.n_iter_, self.loss_ = L0, 0, self.initial_loss_
@@ -177,7 +186,9 @@ class MLKR(BaseMahalanobis):
 def mlkr_loss(L, X, y, return_gradient=False):
     r"""MLKR's leave-one-out squared error under ``L``, and its gradient.
 
-    Rows are processed in blocks (memory O(block x n_samples)). With
+    Rows are processed in blocks (memory O(block x n_samples)), and their
+    elementwise steps in cache-sized tiles of rows; the softmax's row sums are
+    folded into the per-row factors instead of dividing the matrix. With
     ``P`` the row-softmax of ``-D`` (``D`` the squared embedded distances,
     the diagonal excluded), ``e = P y - y`` and
     ``W_ij = e_i P_ij (y_j - \hat y_i)``, the gradient is
@@ -211,29 +222,37 @@ def mlkr_loss(L, X, y, return_gradient=False):
     # that is the narrower side, else against Z (Z^T W and W Z)
     via_x = d <= 2 * m
     block = max(1, BLOCK_ELEMENTS // n)
+    tile = max(1, TILE_ELEMENTS // n)
     total = 0.0
     col = np.zeros(n)
     acc = np.zeros((d, d) if via_x else (m, n))
     WZ = None if via_x else np.empty((n, m))
+    root2_Z = np.sqrt(2.0) * Z
     for s in range(0, n, block):
         rows = slice(s, min(s + block, n))
-        r = np.arange(rows.stop - s)
-        S = Z[rows] @ Z.T  # -D / 2 up to a constant of each row (cancels in the softmax)
-        S *= 2.0
-        S -= sq[None, :]
-        S[r, r + s] = -np.inf
-        S -= S.max(axis=1, keepdims=True)
-        P = np.exp(S, out=S)
-        P /= P.sum(axis=1, keepdims=True)
-        y_hat = P @ y
-        e = y_hat - y[rows]
-        total += float(e @ e)
+        # 2 <z_i, z_j> (a symmetric product when one block holds every row): -D / 2 up
+        # to a constant of each row, which cancels in the softmax
+        K = root2_Z[rows] @ root2_Z.T
+        for t in range(0, rows.stop - s, tile):  # the elementwise steps, tile by tile
+            S = K[t:t + tile]
+            r = np.arange(len(S))
+            S -= sq[None, :]
+            S[r, r + s + t] = -np.inf
+            S -= S.max(axis=1, keepdims=True)
+            E = np.exp(S, out=S)  # P = E / its row sums, never formed
+            sums = E.sum(axis=1)
+            y_hat = (E @ y) / sums
+            e = y_hat - y[s + t:s + t + len(S)]
+            total += float(e @ e)
+            if return_gradient:  # W_ij = e_i P_ij (y_j - y_hat_i), in place of E
+                c = e / sums
+                factor = np.multiply.outer(c, y)
+                factor -= (c * y_hat)[:, None]
+                E *= factor
+                col += E.sum(axis=0)
         if not return_gradient:
             continue
-        W = P
-        W *= y[None, :] - y_hat[:, None]
-        W *= e[:, None]
-        col += W.sum(axis=0)
+        W = K
         if via_x:
             acc += X[rows].T @ (W @ X)
         else:

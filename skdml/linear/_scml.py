@@ -254,8 +254,10 @@ def lda_scalings(X, y, tol=1e-4):
     return scalings @ Vt[:int(np.sum(S > tol * S[0]))].T
 
 
-def lda_basis(X, y, n_basis, rng):
-    """Local LDA directions: at k-means centres, LDA on each class's nearest samples (2 scales)."""
+def lda_basis(X, y, n_basis, random_state):
+    """Local LDA directions: at k-means centres, LDA on each class's nearest samples (2 scales).
+
+    ``random_state`` seeds the k-means (metric-learn passes its own ``random_state``)."""
     labels = np.unique(y)
     n, d = X.shape
     num_eig = min(len(labels) - 1, d)
@@ -263,8 +265,8 @@ def lda_basis(X, y, n_basis, rng):
         raise ValueError(f"n_basis must be below {n * 2 * num_eig} (n_samples x 2 x "
                          f"min(n_classes - 1, n_features)) for basis='lda'; got {n_basis}.")
     n_clusters = int(np.ceil(n_basis / (2 * num_eig)))
-    centres = KMeans(n_clusters=n_clusters, n_init=10,
-                     random_state=rng.randint(np.iinfo(np.int32).max)).fit(X).cluster_centers_
+    centres = KMeans(n_clusters=n_clusters, n_init=10, random_state=random_state,
+                     algorithm="elkan").fit(X).cluster_centers_
     scales = (20, 50) if d > 50 else (10, 20)
     nearest = []  # per class, its samples nearest to each centre (closest first)
     for c in labels:
@@ -489,7 +491,10 @@ class SCML_Supervised(SupervisedMixin, _SCMLMixin, BaseMahalanobis):
                 X, self.k_genuine, self.k_impostor)
         if isinstance(self.basis, str) and self.basis == "lda":
             num_eig = min(len(self.classes_) - 1, d)
-            basis = lda_basis(X, y, self.n_basis or min(20 * d, 2 * n * num_eig - 1), rng)
+            # metric-learn's seeding: the k-means gets the integer seed itself, so ``rng``
+            # (that seed's fresh generator) is left whole for the dual averaging's draws
+            seed = self.random_state if isinstance(self.random_state, Integral) else rng
+            basis = lda_basis(X, y, self.n_basis or min(20 * d, 2 * n * num_eig - 1), seed)
         elif isinstance(self.basis, str):
             basis = triplet_diff_basis(X[triplets], self.n_basis or 80 * d, rng)
         else:

@@ -44,6 +44,10 @@ def test_gradient_matches_finite_differences_autograd_and_is_blockwise(n_compone
     assert loss == pytest.approx(_loop_loss(L0, X, y), rel=1e-12)
     monkeypatch.setattr(mlkr_module, "BLOCK_ELEMENTS", 7 * 30)
     np.testing.assert_allclose(mlkr_loss(L0, X, y, return_gradient=True)[1], grad, rtol=1e-10)
+    monkeypatch.setattr(mlkr_module, "TILE_ELEMENTS", 3 * 30)  # blocks of 7 rows, tiles of 3
+    tiled = mlkr_loss(L0, X, y, return_gradient=True)
+    assert tiled[0] == pytest.approx(loss, rel=1e-12)
+    np.testing.assert_allclose(tiled[1], grad, rtol=1e-10)
     # autograd through the loop definition
     Lt = torch.tensor(L0, requires_grad=True)
     Xt, yt = torch.tensor(X), torch.tensor(y)
@@ -68,6 +72,24 @@ def test_mlkr_learns_the_relevant_features():
     assert est.loss_ < 0.3 * est.initial_loss_
     weights = np.linalg.norm(est.components_, axis=0)
     assert weights[:2].min() > 3 * weights[2:].max()
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_mlkr_evaluates_each_point_once(monkeypatch):
+    """initial_loss_ is the optimiser's first evaluation, not one more: every call of the loss
+    is an evaluation L-BFGS-B counts (its nfev)."""
+    from scipy import optimize
+
+    calls, nfev = [], []
+    loss = mlkr_module.mlkr_loss
+    monkeypatch.setattr(mlkr_module, "mlkr_loss", lambda *a, **k: calls.append(1) or loss(*a, **k))
+    minimize = optimize.minimize
+    monkeypatch.setattr(mlkr_module, "minimize",
+                        lambda *a, **k: (lambda r: nfev.append(r.nfev) or r)(minimize(*a, **k)))
+    X, y = _regression()
+    est = MLKR(max_iter=20).fit(X, y)
+    assert len(calls) == nfev[0] > 1
+    assert est.initial_loss_ == pytest.approx(loss(np.eye(4), X, y), rel=1e-12)
 
 
 def test_mlkr_options_and_errors():

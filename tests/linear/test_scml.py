@@ -177,3 +177,38 @@ out["M"] = est.get_mahalanobis_matrix()
 """, triplets=X[t], B=B)
     mine = SCML(basis=B, max_iter=2000, output_iter=500, random_state=3).fit(X[t])
     np.testing.assert_allclose(mine.get_mahalanobis_matrix(), out["M"], rtol=1e-8, atol=1e-10)
+
+
+@needs_metric_learn
+@pytest.mark.parametrize("random_state", [0, 3])
+def test_scml_supervised_seeds_its_steps_as_metric_learn(random_state):
+    """An integer random_state seeds the k-means of the LDA bases and, afresh, the dual
+    averaging, as metric-learn 0.7.0's SCML_Supervised does: the same seed, the same fit."""
+    X, y = noisy_classes(n=90, n_classes=3, n_noise=4, seed=5)
+    out = run_metric_learn("""
+est = metric_learn.SCML_Supervised(n_basis=24, max_iter=2000, output_iter=500,
+                                   random_state=int(inp["seed"])).fit(inp["X"], inp["y"])
+out["M"] = est.get_mahalanobis_matrix()
+""", X=X, y=y, seed=random_state)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mine = SCML_Supervised(n_basis=24, max_iter=2000, output_iter=500,
+                               random_state=random_state).fit(X, y)
+    np.testing.assert_allclose(mine.get_mahalanobis_matrix(), out["M"], rtol=1e-8, atol=1e-10)
+
+
+def test_scml_supervised_is_its_lda_bases_then_scml_on_its_triplets_with_the_same_seed():
+    """With an integer seed, the k-means of the bases uses the seed itself and the dual
+    averaging starts afresh from it (metric-learn's seeding), whatever drew before."""
+    from skdml.linear._scml import lda_basis
+
+    X, y = noisy_classes(n=90, n_classes=3, n_noise=4, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = SCML_Supervised(n_basis=24, max_iter=2000, output_iter=500,
+                              random_state=3).fit(X, y)
+        triplets = Constraints(y).generate_knntriplets(X, k_genuine=3, k_impostor=10)
+        ref = SCML(basis=lda_basis(X, y, 24, 3), max_iter=2000, output_iter=500,
+                   random_state=3).fit(X[triplets])
+    np.testing.assert_allclose(est.get_mahalanobis_matrix(), ref.get_mahalanobis_matrix(),
+                               rtol=1e-10, atol=1e-12)
