@@ -15,14 +15,23 @@ Variants: ``JRD paper`` is the paper's objective (``neighbor_weight=0``), ``JRD 
 ``w`` times the LMNN loss on the linear map ``XW`` that ``transform`` returns, and ``JRD
 (default)`` chooses between weights 0 and 1 on its own stratified hold-out. ``--explore`` adds
 the variants tried on the way (a larger margin; a trace-ratio compactness term or a local pull
-to the 3 nearest same-class samples, on ``XW``, in place of the LMNN term).
+to the 3 nearest same-class samples, on ``XW``, in place of the LMNN term; the neighbour
+candidate at ECAML's Adam rate, ``0.05 / n_batches`` instead of JRD's ``0.015 / n_batches``).
+
+``--seeds S`` repeats every fit with ``random_state`` 0 .. S-1 (the hold-out inside ``fit``,
+the batches, torch) on the same splits; cells then give the mean over the seeds and, after
+``±``, the standard deviation of the seeds' split means: how far one seed's table (the
+protocol's) can move without any change to the learner.
 
 Usage::
 
     python benchmarks/studies/bench_jrd_closed_set.py               # ~15 min on 2 cores
     python benchmarks/studies/bench_jrd_closed_set.py --explore --tables held-out
+    python benchmarks/studies/bench_jrd_closed_set.py --explore --seeds 5 --datasets att \
+        --only "ECAML (default)" "JRD +LMNN 1 (" "JRD (default" "ECAML's rate"   # ~10 min
 
-Writes ``results/jrd_closed_set.{md,json}`` (``jrd_closed_set_explore`` with ``--explore``).
+Writes ``results/jrd_closed_set.{md,json}`` (``jrd_closed_set_explore`` with ``--explore``,
+``_seeds`` added with ``--seeds``).
 """
 
 from __future__ import annotations
@@ -79,6 +88,12 @@ class _TermObjective(_JRDObjective):
         return total + self.weight * value, terms
 
 
+class _JRDECAMLRate(JRD):
+    """JRD at ECAML's ``learning_rate="auto"`` (0.05 per epoch; exploration only)."""
+
+    _epoch_learning_rate = ECAML._epoch_learning_rate
+
+
 class _JRDTerm(JRD):
     """JRD's paper objective plus a compactness term (exploration only, not the library)."""
 
@@ -95,29 +110,38 @@ class _JRDTerm(JRD):
         return _TermObjective(n_components, dim, objective, self.term_weight, self.term)
 
 
-def methods(table, explore):
+def methods(table, explore, only=None):
+    """``{name: make(seed)}``; ``only``: keep the names holding one of these strings."""
     ours = {
-        "JRD paper (neighbor_weight=0)": lambda: JRD(N, neighbor_weight=0.0, random_state=0),
-        "JRD +LMNN 1 (neighbor_weight=1)": lambda: JRD(N, neighbor_weight=1.0, random_state=0),
-        "JRD (default: 0 or 1 on its hold-out)": lambda: JRD(N, random_state=0),
+        "JRD paper (neighbor_weight=0)": lambda s: JRD(N, neighbor_weight=0.0, random_state=s),
+        "JRD +LMNN 1 (neighbor_weight=1)": lambda s: JRD(N, neighbor_weight=1.0, random_state=s),
+        "JRD (default: 0 or 1 on its hold-out)": lambda s: JRD(N, random_state=s),
     }
     if explore:
         ours.update({
-            "JRD paper, margin 0.4": lambda: JRD(N, neighbor_weight=0.0, margin=0.4,
-                                                 random_state=0),
-            "JRD paper + trace ratio 1": lambda: _JRDTerm(N, term="trace_ratio", random_state=0),
-            "JRD paper + trace ratio 1, margin 0.3": lambda: _JRDTerm(
-                N, term="trace_ratio", margin=0.3, random_state=0),
-            "JRD paper + local pull 1": lambda: _JRDTerm(N, term="local_pull", random_state=0),
-            "JRD +LMNN 0.3": lambda: JRD(N, neighbor_weight=0.3, random_state=0),
-            "JRD +LMNN 3": lambda: JRD(N, neighbor_weight=3.0, random_state=0),
-            "JRD +LMNN 1, plan 16 x 8": lambda: JRD(N, neighbor_weight=1.0, n_classes_per_batch=16,
-                                                    n_samples_per_class=8, random_state=0),
+            "JRD paper, margin 0.4": lambda s: JRD(N, neighbor_weight=0.0, margin=0.4,
+                                                   random_state=s),
+            "JRD paper + trace ratio 1": lambda s: _JRDTerm(N, term="trace_ratio", random_state=s),
+            "JRD paper + trace ratio 1, margin 0.3": lambda s: _JRDTerm(
+                N, term="trace_ratio", margin=0.3, random_state=s),
+            "JRD paper + local pull 1": lambda s: _JRDTerm(N, term="local_pull", random_state=s),
+            "JRD +LMNN 0.3": lambda s: JRD(N, neighbor_weight=0.3, random_state=s),
+            "JRD +LMNN 3": lambda s: JRD(N, neighbor_weight=3.0, random_state=s),
+            "JRD +LMNN 1, plan 16 x 8": lambda s: JRD(
+                N, neighbor_weight=1.0, n_classes_per_batch=16, n_samples_per_class=8,
+                random_state=s),
+            "JRD +LMNN 1, ECAML's rate": lambda s: _JRDECAMLRate(N, neighbor_weight=1.0,
+                                                                 random_state=s),
+            "JRD +LMNN 3, ECAML's rate": lambda s: _JRDECAMLRate(N, neighbor_weight=3.0,
+                                                                 random_state=s),
         })
-    base = {"PCA": lambda: PCA(N, random_state=0)}
+    base = {"PCA": lambda s: PCA(N, random_state=s)}
     if table == "protocol" and not explore:
-        base["sklearn NCA"] = lambda: NeighborhoodComponentsAnalysis(N, random_state=0)
-    return {**base, "ECAML (default)": lambda: ECAML(N, random_state=0), **ours}
+        base["sklearn NCA"] = lambda s: NeighborhoodComponentsAnalysis(N, random_state=s)
+    found = {**base, "ECAML (default)": lambda s: ECAML(N, random_state=s), **ours}
+    if only:
+        found = {m: make for m, make in found.items() if any(o in m for o in only)}
+    return found
 
 
 def splits(name):
@@ -130,34 +154,45 @@ def splits(name):
         yield X_train, y[train], X_test, y[test]
 
 
-def run_table(table, explore):
+def run_table(table, explore, datasets=tuple(DATA), n_seeds=1, only=None):
     results = {}
-    for name in DATA:
+    for name in datasets:
         res = results[name] = {}
         for X_train, y_train, X_test, y_test in splits(name):
             if table == "held-out":  # never the test split: a hold-out of the training split
                 a, b = next(StratifiedShuffleSplit(1, test_size=0.3, random_state=1).split(
                     X_train, y_train))
                 X_train, X_test, y_train, y_test = X_train[a], X_train[b], y_train[a], y_train[b]
-            for m, make in methods(table, explore).items():
-                r = res.setdefault(m, {"acc": [], "cpu_s": [], "chosen": []})
-                c0 = time.process_time()
-                est = make().fit(X_train, y_train)
-                r["cpu_s"].append(time.process_time() - c0)
-                Z_train, Z_test = est.transform(X_train), est.transform(X_test)
-                r["acc"].append([KNeighborsClassifier(k).fit(Z_train, y_train).score(
-                    Z_test, y_test) for k in (1, 10)])
-                if hasattr(est, "neighbor_weight_") and m.startswith("JRD (default"):
-                    r["chosen"].append(est.neighbor_weight_)
-                print(table, DATA[name], m, np.round(100 * np.array(r["acc"][-1]), 1),
-                      f"{r['cpu_s'][-1]:.1f}s", r["chosen"], flush=True)
+            for seed in range(n_seeds):
+                for m, make in methods(table, explore, only).items():
+                    r = res.setdefault(m, {"acc": [], "cpu_s": [], "chosen": [], "seed": []})
+                    c0 = time.process_time()
+                    est = make(seed).fit(X_train, y_train)
+                    r["cpu_s"].append(time.process_time() - c0)
+                    Z_train, Z_test = est.transform(X_train), est.transform(X_test)
+                    r["acc"].append([KNeighborsClassifier(k).fit(Z_train, y_train).score(
+                        Z_test, y_test) for k in (1, 10)])
+                    r["seed"].append(seed)
+                    if hasattr(est, "neighbor_weight_") and m.startswith("JRD (default"):
+                        r["chosen"].append(est.neighbor_weight_)
+                    print(table, DATA[name], m, f"seed {seed}",
+                          np.round(100 * np.array(r["acc"][-1]), 1),
+                          f"{r['cpu_s'][-1]:.1f}s", r["chosen"][-1:], flush=True)
     return results
 
 
 def cell(r):
-    acc = 100 * np.mean(r["acc"], axis=0)
-    chosen = f" (chose {', '.join(f'{c:g}' for c in r['chosen'])})" if r["chosen"] else ""
-    return f"{acc[0]:.1f} / {acc[1]:.1f}, {np.median(r['cpu_s']):.1f} s{chosen}"
+    acc, seeds = 100 * np.asarray(r["acc"]), np.asarray(r.get("seed", [0] * len(r["acc"])))
+    mean = acc.mean(axis=0)
+    if len(np.unique(seeds)) > 1:  # the spread of the seeds' split means
+        sd = np.std([acc[seeds == s].mean(axis=0) for s in np.unique(seeds)], axis=0)
+        text = f"{mean[0]:.1f} ± {sd[0]:.1f} / {mean[1]:.1f} ± {sd[1]:.1f}"
+        chosen = (f" (chose 1 in {sum(c > 0 for c in r['chosen'])} of {len(r['chosen'])})"
+                  if r["chosen"] else "")
+    else:
+        text = f"{mean[0]:.1f} / {mean[1]:.1f}"
+        chosen = f" (chose {', '.join(f'{c:g}' for c in r['chosen'])})" if r["chosen"] else ""
+    return f"{text}, {np.median(r['cpu_s']):.1f} s{chosen}"
 
 
 def main(argv=None):
@@ -166,22 +201,34 @@ def main(argv=None):
                         choices=["held-out", "protocol"])
     parser.add_argument("--explore", action="store_true",
                         help="add the variants tried on the way")
+    parser.add_argument("--datasets", nargs="+", default=list(DATA), choices=list(DATA))
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="repeat every fit with random_state 0 .. SEEDS-1")
+    parser.add_argument("--only", nargs="+", default=None, metavar="TEXT",
+                        help="keep the methods whose name holds one of these strings")
     args = parser.parse_args(argv)
     data, md = {}, ["## JRD's closed-set k-NN default: held-out training data, then the protocol\n",
-                    "3 x `StratifiedShuffleSplit(test_size=0.3, random_state=0)` of each set; "
-                    "n_components=64; cells: k-NN accuracy % at k=1 / k=10 (mean of the splits), "
-                    "median fit CPU s (one thread), and for the default the neighbour weight its "
-                    "hold-out chose on each split. `held-out`: fitted on 70% of the training "
-                    "split, scored on the other 30% (the table the design was chosen on); "
-                    "`protocol`: fitted on the training split, scored on the test split.\n"]
+                    ("3 x `StratifiedShuffleSplit(test_size=0.3, random_state=0)` of each set; "
+                     "n_components=64; cells: k-NN accuracy % at k=1 / k=10 (mean of the splits), "
+                     "median fit CPU s (one thread), and for the default the neighbour weight its "
+                     "hold-out chose on each split. `held-out`: fitted on 70% of the training "
+                     "split, scored on the other 30% (the table the design was chosen on); "
+                     "`protocol`: fitted on the training split, scored on the test split.\n")]
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for table in args.tables:
-            data[table] = results = run_table(table, args.explore)
-            rows = [[m] + [cell(results[name][m]) for name in DATA]
-                    for m in results[next(iter(DATA))]]
-            md.append(f"### {table}\n\n" + markdown_table(["method", *DATA.values()], rows) + "\n")
-    save("jrd_closed_set" + ("_explore" if args.explore else ""), "\n".join(md), data,
+            data[table] = results = run_table(table, args.explore, args.datasets, args.seeds,
+                                              args.only)
+            rows = [[m] + [cell(results[name][m]) for name in args.datasets]
+                    for m in results[args.datasets[0]]]
+            md.append(f"### {table}\n\n" + markdown_table(
+                ["method", *(DATA[name] for name in args.datasets)], rows) + "\n")
+    if args.seeds > 1:
+        md.insert(2, f"Every fit repeated with random_state 0 .. {args.seeds - 1}: cells give "
+                     "the mean over the seeds ± the standard deviation of the seeds' split "
+                     "means.\n")
+    save("jrd_closed_set" + ("_explore" if args.explore else "")
+         + ("_seeds" if args.seeds > 1 else ""), "\n".join(md), data,
          threads="1 (BLAS, torch)")
 
 
