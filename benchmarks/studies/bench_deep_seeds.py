@@ -55,7 +55,8 @@ from _common import RESULTS, is_quick, markdown_table, provenance, save
 from bench_stress import SETS, load_set
 
 #: The sets in the order of the tables (the study's, cheapest first; vectors last).
-ORDER = ("att", "coil-few", "digits", "digits-light", "vectors-noisy", "att-light")
+ORDER = ("att", "coil-few", "digits", "digits-light", "vectors-noisy", "att-light", "att-light-b",
+         "coil-light")
 VARIANTS = ("defaults", "16x16", "max_iter=80", "max_iter=100", "constant lr")
 
 
