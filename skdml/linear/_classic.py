@@ -24,8 +24,8 @@ from sklearn.utils.validation import validate_data
 
 from .._utils import transactional_fit
 
-__all__ = ["SupervisedMixin", "SupervisedPairsMixin", "check_classic_input", "components_from_metric",
-           "prior_metric", "supervised_pairs", "unique_points"]
+__all__ = ["SupervisedMixin", "SupervisedPairsMixin", "check_classic_input",
+           "components_from_metric", "prior_metric", "supervised_pairs", "unique_points"]
 
 #: Eigenvalues below this fraction of the largest count as zero (definiteness checks).
 RANK_TOL = 1e-10
