@@ -12,13 +12,18 @@ seeds and sets. Each row is the defaults with one change:
   class, so 10 on AT&T);
 * ``max_iter=80`` and ``max_iter=100``: the epoch budget;
 * ``constant lr``: ``optimizer_params={"lr_schedule": "constant"}`` (no warm-up and
-  cosine decay).
+  cosine decay);
+* ``wsd``: ``optimizer_params={"lr_schedule": "warmup_stable_decay"}`` (the cosine's
+  warm-up, the peak rate held, then a 1 - sqrt decay to 0 over the last 20 % of the steps),
+  the default since 2026-11-27: results measured before then (``deep_seeds.json``,
+  ``deep_seeds_held_back.json``) have the cosine schedule as their ``defaults``;
+* ``cosine``: ``optimizer_params={"lr_schedule": "cosine"}`` (the default before).
 
 The sets and the protocol are ``bench_stress.py``'s: its ``load_set`` (``--data``: att,
 coil-few, digits, digits-light, att-light, vectors-noisy), training on the first
 classes, leave-one-out Recall@1 and MAP@R among the classes never trained on, exactly
-as ``bench_stress.run_one`` scores the deep rows; ``device="cpu"``, one thread
-(``--threads``). Each fit records its CPU and wall seconds, ``n_iter_`` and its warnings.
+as ``bench_stress.run_one`` scores the deep rows; ``device="cpu"`` (``--device``), one
+thread (``--threads``). Each fit records its CPU and wall seconds, ``n_iter_`` and its warnings.
 
 The run is incremental: the JSON is rewritten after every fit and a rerun of the same
 command skips the (set, variant, seed) cells already measured (``--fresh`` starts over);
@@ -57,7 +62,7 @@ from bench_stress import SETS, load_set
 #: The sets in the order of the tables (the study's, cheapest first; vectors last).
 ORDER = ("att", "coil-few", "digits", "digits-light", "vectors-noisy", "att-light", "att-light-b",
          "coil-light")
-VARIANTS = ("defaults", "16x16", "max_iter=80", "max_iter=100", "constant lr")
+VARIANTS = ("defaults", "16x16", "max_iter=80", "max_iter=100", "constant lr", "wsd", "cosine")
 
 
 def variant_params(variant, n_train_classes):
@@ -70,6 +75,10 @@ def variant_params(variant, n_train_classes):
         return {"max_iter": int(variant.split("=")[1])}
     if variant == "constant lr":
         return {"optimizer_params": {"lr_schedule": "constant"}}
+    if variant == "wsd":
+        return {"optimizer_params": {"lr_schedule": "warmup_stable_decay"}}
+    if variant == "cosine":
+        return {"optimizer_params": {"lr_schedule": "cosine"}}
     raise ValueError(variant)
 
 
@@ -84,6 +93,10 @@ def resolved_plan(est, data, y):
     return P, K, _config.AUTO_MAX_ITER_VECTORS if vectors else _config.AUTO_MAX_ITER
 
 
+#: ``DeepMetricTransformer(device=...)`` of every fit (``--device``).
+DEVICE = "cpu"
+
+
 def run_one(variant, X, y, train, seed, quick):
     """Fit one variant on the training classes; score the unseen ones as ``bench_stress``."""
     from skdml import DeepMetricTransformer
@@ -92,7 +105,7 @@ def run_one(variant, X, y, train, seed, quick):
     params = variant_params(variant, len(np.unique(y[train])))
     if quick:
         params["max_iter"] = 2
-    est = DeepMetricTransformer(random_state=seed, device="cpu", **params)
+    est = DeepMetricTransformer(random_state=seed, device=DEVICE, **params)
     data = X[:, None] if X.ndim == 3 else X.reshape(len(X), -1)
     test = ~train
     c0, t0 = time.process_time(), time.perf_counter()
@@ -170,7 +183,7 @@ def build_markdown(results, sets, variants, threads, name, header_note=""):
     notes = sorted({f"{r['data']}, {r['variant']}, seed {r['seed']}: {w}"
                     for r in results for w in r["warnings"]})
     return ("## Deep defaults across seeds on unseen classes (issue 36)\n\n" + header_note +
-            "Each row: `DeepMetricTransformer(random_state=seed, device=\"cpu\")` with one "
+            f"Each row: `DeepMetricTransformer(random_state=seed, device=\"{DEVICE}\")` with one "
             f"change; {threads} thread(s). Cells: mean [min, max] over the seeds of "
             "leave-one-out Recall@1 and MAP@R among the unseen classes, CPU seconds of the "
             f"fit; `n_iter_` per seed. Training -> unseen classes: {classes}.\n\n"
@@ -229,6 +242,8 @@ def main(argv=None):
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu",
+                        help='the fits\' device ("cuda" on a GPU machine; use another --name)')
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--fresh", action="store_true",
                         help="start over instead of resuming from the JSON")
@@ -236,6 +251,8 @@ def main(argv=None):
     parser.add_argument("--replot", default=None, metavar="JSON",
                         help="rebuild the table and the figure from a JSON of this script")
     args = parser.parse_args(argv)
+    global DEVICE
+    DEVICE = args.device
     os.environ["SKDML_NUM_THREADS"] = str(args.threads)
     from threadpoolctl import threadpool_limits
 

@@ -21,7 +21,7 @@ from ._checkpoint_lock import claim_checkpoint_path
 from ._engine import NonFiniteLossError, Trainable, TrainingResult, train_epochs
 from ._manopt import SOLVERS, ManoptRun, run_manopt
 from ._sampler import ClassBalancedBatchSampler
-from ._schedules import LRSchedule, warmup_cosine
+from ._schedules import LRSchedule, warmup_cosine, warmup_stable_decay
 from ._splits import class_disjoint_holdout, stratified_holdout, validation_holdout
 
 __all__ = ["Callback", "Checkpoint", "CheckpointError", "CheckpointWarning",
@@ -30,4 +30,5 @@ __all__ = ["Callback", "Checkpoint", "CheckpointError", "CheckpointWarning",
            "Validation", "WeightAverage",
            "claim_checkpoint_path",
            "class_disjoint_holdout", "load_checkpoint", "run_manopt", "save_checkpoint",
-           "stratified_holdout", "train_epochs", "validation_holdout", "warmup_cosine"]
+           "stratified_holdout", "train_epochs", "validation_holdout", "warmup_cosine",
+           "warmup_stable_decay"]

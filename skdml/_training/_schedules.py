@@ -8,7 +8,7 @@ import torch
 
 from ._callbacks import Callback
 
-__all__ = ["LRSchedule", "warmup_cosine"]
+__all__ = ["LRSchedule", "warmup_cosine", "warmup_stable_decay"]
 
 
 def warmup_cosine(optimizer, n_steps, n_warmup, steps_done=0):
@@ -50,6 +50,58 @@ def warmup_cosine(optimizer, n_steps, n_warmup, steps_done=0):
             return (step + 1) / n_warmup
         progress = min((step - n_warmup) / max(n_steps - n_warmup, 1), 1.0)
         return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    if steps_done:
+        for group in optimizer.param_groups:
+            group["initial_lr"] = group["lr"]
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor, last_epoch=steps_done - 1)
+
+
+def warmup_stable_decay(optimizer, n_steps, n_warmup, n_decay, steps_done=0):
+    """A ``torch.optim.lr_scheduler.LambdaLR``: warm-up, a constant rate, then a short decay to 0.
+
+    The warm-up-stable-decay schedule (Hu et al., 2024, "MiniCPM"; Hägele et al., 2024,
+    "Scaling laws and compute-optimal training beyond fixed training durations"): the
+    factor of step ``s`` (0-based) is ``(s + 1) / n_warmup`` during the warm-up, then 1,
+    then ``1 - sqrt(t)`` over the last ``n_decay`` steps, with ``t`` the fraction of them
+    done (the "1 - sqrt" cool-down that Hägele et al. found to match a cosine schedule).
+    Unlike a cosine decay, the rate stays at its peak until the cool-down, so a run that an
+    early-stopping rule ends before it has trained at the full rate throughout.
+
+    Parameters
+    ----------
+    optimizer : torch.optim.Optimizer
+    n_steps : int
+        Steps of the whole training (the rate reaches 0 there).
+    n_warmup : int
+        Steps of the warm-up.
+    n_decay : int
+        Steps of the final decay (at most ``n_steps - n_warmup``).
+    steps_done : int, default=0
+        Steps already taken (resuming); the groups' ``lr`` are their base rates.
+
+    Returns
+    -------
+    scheduler : torch.optim.lr_scheduler.LambdaLR
+
+    Examples
+    --------
+    >>> import torch
+    >>> opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    >>> schedule = warmup_stable_decay(opt, n_steps=10, n_warmup=2, n_decay=4)
+    >>> [round(schedule.lr_lambdas[0](step), 3) for step in range(10)]
+    [0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.293, 0.134]
+    """
+    n_steps, n_warmup = max(int(n_steps), 1), max(int(n_warmup), 0)
+    n_decay = min(max(int(n_decay), 0), max(n_steps - n_warmup, 0))
+    decay_start = n_steps - n_decay
+
+    def factor(step):
+        if step < n_warmup:
+            return (step + 1) / n_warmup
+        if step < decay_start:
+            return 1.0
+        return 1.0 - math.sqrt(min((step - decay_start) / max(n_decay, 1), 1.0))
 
     if steps_done:
         for group in optimizer.param_groups:

@@ -86,10 +86,12 @@ AUTO_LOSS_FALLBACK = "binomial"
 #: either loss, on every seed, while unaugmented ones separated the 19 training people).
 COLLAPSE_REFITS = ({"loss": AUTO_LOSS_FALLBACK}, {"augment": False})
 
+#: ``optimizer_params["lr_schedule"]``: the learning-rate schedules of the trainer.
+LR_SCHEDULES = ("cosine", "warmup_stable_decay", "constant")
 #: ``optimizer_params``: skdml's keys and their defaults; any other key goes to the torch
 #: optimiser's constructor (e.g. ``betas``, ``momentum``), as ``weight_decay`` does.
 OPTIMIZER_DEFAULTS = {"weight_decay": 1e-4, "head_lr_mult": 1.0, "param_groups": None,
-                      "lr_schedule": "cosine", "ema_epochs": 5.0}
+                      "lr_schedule": "warmup_stable_decay", "ema_epochs": 5.0}
 #: The ``optimizer_params`` keys the trainer uses itself (the others build the optimiser).
 TRAINER_KEYS = ("head_lr_mult", "param_groups", "lr_schedule", "ema_epochs")
 #: ``loader_params``: the keys and their defaults (nothing else is accepted).
@@ -227,8 +229,9 @@ def check_optimizer_params(params, optimizer="adam"):
         problems.append(f"weight_decay must be a finite float >= 0, got {merged['weight_decay']!r}")
     if not _nonnegative(merged["head_lr_mult"]):
         problems.append(f"head_lr_mult must be a finite float >= 0, got {merged['head_lr_mult']!r}")
-    if merged["lr_schedule"] not in ("cosine", "constant"):
-        problems.append(f"lr_schedule must be 'cosine' or 'constant', got {merged['lr_schedule']!r}")
+    if merged["lr_schedule"] not in LR_SCHEDULES:
+        problems.append("lr_schedule must be one of " + ", ".join(map(repr, LR_SCHEDULES))
+                        + f", got {merged['lr_schedule']!r}")
     if merged["ema_epochs"] is not None and not _nonnegative(merged["ema_epochs"]):
         problems.append(f"ema_epochs must be None or a finite float >= 0, got "
                         f"{merged['ema_epochs']!r}")

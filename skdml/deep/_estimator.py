@@ -150,10 +150,14 @@ callable, default="auto"
           ``[("backbone.blocks.0.*", {"lr": 0.0})]``, matched against
           ``backbone.<...>``, ``head.<...>`` and ``loss.<...>``; the first
           matching pattern's options override the parameter's defaults;
-        - ``"lr_schedule"`` (``"cosine"``): a linear warm-up over the first
-          epoch (at most 10% of the steps), then a cosine decay to 0 at
-          ``max_iter`` (one ``LambdaLR`` step per batch); ``"constant"``
-          keeps ``learning_rate``;
+        - ``"lr_schedule"`` (``"warmup_stable_decay"``): a linear warm-up
+          over the first epoch (at most 10% of the steps), ``learning_rate``
+          held, then a ``1 - sqrt`` decay to 0 over the last 20% of the steps
+          before ``max_iter`` (one ``LambdaLR`` step per batch; a fit that
+          early stopping ends sooner trained at the full rate throughout);
+          ``"cosine"`` decays from the warm-up on (the earlier default);
+          ``"constant"`` keeps ``learning_rate``, so reaching ``max_iter``
+          while still improving is a ``ConvergenceWarning``;
         - ``"ema_epochs"`` (5.0): the fitted network is an exponential moving
           average of the weights and batch-norm statistics with a horizon of
           this many epochs (validation scores the average too); ``None`` or 0

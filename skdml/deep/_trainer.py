@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from .._training import (Checkpoint, CheckpointError, EarlyStopping, LRSchedule, Progress,
-                         Validation, WeightAverage, train_epochs, warmup_cosine)
+                         Validation, WeightAverage, train_epochs, warmup_cosine,
+                         warmup_stable_decay)
 from .._training._distributed import distributed_context
 from .._utils import keep_freed_buffers, thread_limits
 from ._config import AUTO_LOSS, COLLAPSE_REFITS, VECTOR_MAX_FEATURES, standardizes
@@ -27,8 +28,14 @@ from ._trainable import DeepTrainable, embed
 
 __all__ = ["DeepTrainer", "embed_with"]
 
-#: ``lr_schedule="cosine"`` warms up over one epoch, but at most this fraction of the steps.
+#: ``lr_schedule="cosine"`` and ``"warmup_stable_decay"`` warm up over one epoch, but at most
+#: this fraction of the steps.
 WARMUP_FRACTION = 0.1
+#: ``lr_schedule="warmup_stable_decay"`` decays the rate to 0 over this fraction of the steps
+#: (the 20 % cool-down of Hägele et al., 2024).
+DECAY_FRACTION = 0.2
+#: The schedules whose rate reaches 0 at ``max_iter``: a fit that gets there ends as planned.
+DECAYING_SCHEDULES = ("cosine", "warmup_stable_decay")
 #: The validation MAP@R must rise by more than this for training to count as an improvement
 #: (batch-norm statistics alone move it by about 1e-3 at a learning rate of 1e-12).
 NO_GAIN_MARGIN = 0.01
@@ -358,12 +365,17 @@ class DeepTrainer:
             if resume.stopped:  # an early-stopped run stays finished
                 max_iter = start_epoch
             max_iter = max(max_iter, start_epoch)
-        if cfg.lr_schedule == "cosine":
+        if cfg.lr_schedule in DECAYING_SCHEDULES:
             n_batches = len(self.sampler)
-            callbacks.append(LRSchedule(warmup_cosine(
-                self.optimizer, max_iter * n_batches,
-                min(n_batches, int(WARMUP_FRACTION * max_iter * n_batches)),
-                steps_done=start_epoch * n_batches)))
+            n_steps = max_iter * n_batches
+            n_warmup = min(n_batches, int(WARMUP_FRACTION * n_steps))
+            callbacks.append(LRSchedule(
+                warmup_cosine(self.optimizer, n_steps, n_warmup,
+                              steps_done=start_epoch * n_batches)
+                if cfg.lr_schedule == "cosine" else
+                warmup_stable_decay(self.optimizer, n_steps, n_warmup,
+                                    int(DECAY_FRACTION * n_steps),
+                                    steps_done=start_epoch * n_batches)))
         callbacks.extend(self.extra_callbacks)
         if cfg.checkpoint_path is not None and self.ddp.is_main:
             callbacks.append(Checkpoint(cfg.checkpoint_path, lambda loop: self.state(
@@ -400,8 +412,8 @@ class DeepTrainer:
                   "classes_": self.classes, "input_shape_": self.input_shape,
                   "device_": self.device, "history_": result.history, "n_iter_": result.n_iter,
                   "_resume_state": to_cpu(final.to_dict()),
-                  # a finished cosine schedule (rate 0) is a planned end, not a cut-short run
-                  "_converged": stopped is not None or cfg.lr_schedule == "cosine",
+                  # a finished decaying schedule (rate 0) is a planned end, not a cut-short run
+                  "_converged": stopped is not None or cfg.lr_schedule in DECAYING_SCHEDULES,
                   "_no_gain": no_gain(result.history, self.initial_score, validating),
                   "_separation": separation, "_separation_samples": len(picked)}
         if validating:

@@ -258,3 +258,32 @@ def test_the_backbone_is_built_once_per_fit_in_the_trainer(blobs):
     images = np.random.RandomState(0).rand(24, 1, 8, 8).astype(np.float32)
     est = fast(max_iter=1, n_components=3).fit(images, np.repeat(np.arange(4), 6))
     assert type(est.module_.backbone).__name__ == "ConvNet"  # the default one, built there too
+
+
+def test_default_schedule_holds_the_peak_rate_then_decays_to_zero(blobs):
+    """``warmup_stable_decay``: warm-up in epoch 1, the peak to 80 % of max_iter, then to 0."""
+    X, y = blobs
+    est = make(max_iter=10, optimizer_params={}).fit(X, y)
+    assert est.optimizer_params is None or "lr_schedule" not in est.optimizer_params
+    rates = [r["learning_rate"] for r in est.history_]
+    # the rate after each epoch: the peak (epoch 1 ends warmed up) until the decay starts
+    # after epoch 8 (the last 20 % of the steps), then 1 - sqrt(1/2) of it, then 0
+    assert rates[:8] == pytest.approx([1e-3] * 8)
+    assert rates[8:] == pytest.approx([1e-3 * (1 - 0.5 ** 0.5), 0.0])
+
+
+@pytest.mark.parametrize("schedule, warns", [("warmup_stable_decay", False), ("cosine", False),
+                                             ("constant", True)])
+def test_reaching_max_iter_warns_only_where_the_rate_never_decayed(blobs, schedule, warns):
+    """A decaying schedule ends as planned at max_iter; a constant rate is cut short there."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = blobs
+    est = make(max_iter=3, learning_rate=1e-2, optimizer_params={"lr_schedule": schedule})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(X, y)
+    assert est.n_iter_ == 3
+    cut_short = [w for w in caught if issubclass(w.category, ConvergenceWarning)
+                 and "reached max_iter" in str(w.message)]
+    assert bool(cut_short) == warns
