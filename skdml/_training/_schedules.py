@@ -11,6 +11,14 @@ from ._callbacks import Callback
 __all__ = ["LRSchedule", "warmup_cosine", "warmup_stable_decay"]
 
 
+def _lambda_lr(optimizer, factor, steps_done):
+    """``LambdaLR(optimizer, factor)`` positioned after ``steps_done`` steps (resuming)."""
+    if steps_done:
+        for group in optimizer.param_groups:
+            group["initial_lr"] = group["lr"]
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor, last_epoch=steps_done - 1)
+
+
 def warmup_cosine(optimizer, n_steps, n_warmup, steps_done=0):
     """A ``torch.optim.lr_scheduler.LambdaLR``: linear warm-up, then cosine decay to 0.
 
@@ -51,10 +59,7 @@ def warmup_cosine(optimizer, n_steps, n_warmup, steps_done=0):
         progress = min((step - n_warmup) / max(n_steps - n_warmup, 1), 1.0)
         return 0.5 * (1.0 + math.cos(math.pi * progress))
 
-    if steps_done:
-        for group in optimizer.param_groups:
-            group["initial_lr"] = group["lr"]
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor, last_epoch=steps_done - 1)
+    return _lambda_lr(optimizer, factor, steps_done)
 
 
 def warmup_stable_decay(optimizer, n_steps, n_warmup, n_decay, steps_done=0):
@@ -70,15 +75,10 @@ def warmup_stable_decay(optimizer, n_steps, n_warmup, n_decay, steps_done=0):
 
     Parameters
     ----------
-    optimizer : torch.optim.Optimizer
-    n_steps : int
-        Steps of the whole training (the rate reaches 0 there).
-    n_warmup : int
-        Steps of the warm-up.
+    optimizer, n_steps, n_warmup, steps_done
+        As in :func:`warmup_cosine`.
     n_decay : int
         Steps of the final decay (at most ``n_steps - n_warmup``).
-    steps_done : int, default=0
-        Steps already taken (resuming); the groups' ``lr`` are their base rates.
 
     Returns
     -------
@@ -87,8 +87,8 @@ def warmup_stable_decay(optimizer, n_steps, n_warmup, n_decay, steps_done=0):
     Examples
     --------
     >>> import torch
-    >>> opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
-    >>> schedule = warmup_stable_decay(opt, n_steps=10, n_warmup=2, n_decay=4)
+    >>> sgd = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    >>> schedule = warmup_stable_decay(sgd, n_steps=10, n_warmup=2, n_decay=4)
     >>> [round(schedule.lr_lambdas[0](step), 3) for step in range(10)]
     [0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.293, 0.134]
     """
@@ -103,10 +103,7 @@ def warmup_stable_decay(optimizer, n_steps, n_warmup, n_decay, steps_done=0):
             return 1.0
         return 1.0 - math.sqrt(min((step - decay_start) / max(n_decay, 1), 1.0))
 
-    if steps_done:
-        for group in optimizer.param_groups:
-            group["initial_lr"] = group["lr"]
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor, last_epoch=steps_done - 1)
+    return _lambda_lr(optimizer, factor, steps_done)
 
 
 class LRSchedule(Callback):
