@@ -71,7 +71,7 @@ def warmup_stable_decay(optimizer, n_steps, n_warmup, n_decay, steps_done=0):
     then ``1 - sqrt(t)`` over the last ``n_decay`` steps, with ``t`` the fraction of them
     done (the "1 - sqrt" cool-down that Hägele et al. found to match a cosine schedule).
     Unlike a cosine decay, the rate stays at its peak until the cool-down, so a run that an
-    early-stopping rule ends before it has trained at the full rate throughout.
+    early-stopping rule ends before the cool-down has trained at the full rate throughout.
 
     Parameters
     ----------

@@ -42,7 +42,8 @@ from ._inputs import RandomAffine
 
 __all__ = ["AUTO_BATCH_SIZE", "AUTO_CLASSES_PER_BATCH", "AUTO_EARLY_STOPPING_CLASSES",
            "AUTO_LOSS", "AUTO_LOSS_FALLBACK", "AUTO_LOSS_VECTORS", "AUTO_MAX_ITER",
-           "AUTO_MAX_ITER_VECTORS", "COLLAPSE_REFITS", "FitConfig", "LOADER_DEFAULTS",
+           "AUTO_MAX_ITER_VECTORS", "COLLAPSE_REFITS", "DECAYING_SCHEDULES", "FitConfig",
+           "LOADER_DEFAULTS", "LR_SCHEDULES",
            "NESTED_PARAMS", "ObjectiveConfig", "OPTIMIZER_DEFAULTS", "PARAMETER_CONSTRAINTS",
            "PRESERVE_INPUT_AUTO", "VECTOR_BATCHES_PER_EPOCH", "VECTOR_MAX_FEATURES",
            "check_loader_params", "check_optimizer_params", "embedding_config", "loss_choices",
@@ -88,6 +89,9 @@ COLLAPSE_REFITS = ({"loss": AUTO_LOSS_FALLBACK}, {"augment": False})
 
 #: ``optimizer_params["lr_schedule"]``: the learning-rate schedules of the trainer.
 LR_SCHEDULES = ("cosine", "warmup_stable_decay", "constant")
+#: The schedules whose rate reaches 0 at ``max_iter``: a fit that gets there ends as planned
+#: (no ``ConvergenceWarning``); a constant rate there was cut short.
+DECAYING_SCHEDULES = ("cosine", "warmup_stable_decay")
 #: ``optimizer_params``: skdml's keys and their defaults; any other key goes to the torch
 #: optimiser's constructor (e.g. ``betas``, ``momentum``), as ``weight_decay`` does.
 OPTIMIZER_DEFAULTS = {"weight_decay": 1e-4, "head_lr_mult": 1.0, "param_groups": None,

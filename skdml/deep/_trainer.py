@@ -17,7 +17,8 @@ from .._training import (Checkpoint, CheckpointError, EarlyStopping, LRSchedule,
                          warmup_stable_decay)
 from .._training._distributed import distributed_context
 from .._utils import keep_freed_buffers, thread_limits
-from ._config import AUTO_LOSS, COLLAPSE_REFITS, VECTOR_MAX_FEATURES, standardizes
+from ._config import (AUTO_LOSS, COLLAPSE_REFITS, DECAYING_SCHEDULES, VECTOR_MAX_FEATURES,
+                      standardizes)
 from ._data import MappedSampler, first_items, make_loader, prepare_source, to_model_input
 from ._hooks import LayerCapture, match_modules
 from ._inputs import fit_standardize, resize_for
@@ -34,8 +35,6 @@ WARMUP_FRACTION = 0.1
 #: ``lr_schedule="warmup_stable_decay"`` decays the rate to 0 over this fraction of the steps
 #: (the 20 % cool-down of Hägele et al., 2024).
 DECAY_FRACTION = 0.2
-#: The schedules whose rate reaches 0 at ``max_iter``: a fit that gets there ends as planned.
-DECAYING_SCHEDULES = ("cosine", "warmup_stable_decay")
 #: The validation MAP@R must rise by more than this for training to count as an improvement
 #: (batch-norm statistics alone move it by about 1e-3 at a learning rate of 1e-12).
 NO_GAIN_MARGIN = 0.01
@@ -374,7 +373,7 @@ class DeepTrainer:
                               steps_done=start_epoch * n_batches)
                 if cfg.lr_schedule == "cosine" else
                 warmup_stable_decay(self.optimizer, n_steps, n_warmup,
-                                    int(DECAY_FRACTION * n_steps),
+                                    max(1, int(DECAY_FRACTION * n_steps)),
                                     steps_done=start_epoch * n_batches)))
         callbacks.extend(self.extra_callbacks)
         if cfg.checkpoint_path is not None and self.ddp.is_main:
