@@ -366,15 +366,14 @@ class DeepTrainer:
             max_iter = max(max_iter, start_epoch)
         if cfg.lr_schedule in DECAYING_SCHEDULES:
             n_batches = len(self.sampler)
-            n_steps = max_iter * n_batches
+            n_steps, steps_done = max_iter * n_batches, start_epoch * n_batches
             n_warmup = min(n_batches, int(WARMUP_FRACTION * n_steps))
-            callbacks.append(LRSchedule(
-                warmup_cosine(self.optimizer, n_steps, n_warmup,
-                              steps_done=start_epoch * n_batches)
-                if cfg.lr_schedule == "cosine" else
-                warmup_stable_decay(self.optimizer, n_steps, n_warmup,
-                                    max(1, int(DECAY_FRACTION * n_steps)),
-                                    steps_done=start_epoch * n_batches)))
+            if cfg.lr_schedule == "cosine":
+                schedule = warmup_cosine(self.optimizer, n_steps, n_warmup, steps_done)
+            else:
+                schedule = warmup_stable_decay(self.optimizer, n_steps, n_warmup,
+                                               max(1, int(DECAY_FRACTION * n_steps)), steps_done)
+            callbacks.append(LRSchedule(schedule))
         callbacks.extend(self.extra_callbacks)
         if cfg.checkpoint_path is not None and self.ddp.is_main:
             callbacks.append(Checkpoint(cfg.checkpoint_path, lambda loop: self.state(
