@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -125,7 +126,7 @@ def provenance():
     except ValueError:
         pass
     return {
-        "command": " ".join(["python", str(script), *sys.argv[1:]]),
+        "command": shlex.join(["python", str(script), *sys.argv[1:]]),  # pasteable as is
         "machine": f"{platform.platform()}, {os.cpu_count()} logical CPUs "
                    f"({platform.processor() or platform.machine()}), no GPU used"
                    if not _cuda() else f"{platform.platform()}, {os.cpu_count()} CPUs, CUDA ({_gpu_name()})",
