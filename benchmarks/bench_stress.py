@@ -20,7 +20,9 @@ saw. The sets (``--data``):
 The lighting, the few training classes and the noise were chosen before any learner
 was run on them (issue 36); no setting of any learner was changed after looking at
 this table. Methods: raw input, PCA (fitted on the training classes), ECAML, JRD, SUML
-and ``DeepMetricTransformer`` (one row per ``--seeds`` seed). Every fit runs on
+and ``DeepMetricTransformer`` (one row per ``--seeds`` seed; ``--seeded`` gives other
+methods a row per seed too, and every method run on several seeds a row of the means;
+the others run with ``random_state=0``). Every fit runs on
 ``--threads`` threads (1 by default; ``--threads 2`` repeats the deep rows to show
 that their quality does not hang on the thread count). Fit times are CPU seconds of
 the process and wall seconds.
@@ -29,6 +31,8 @@ Usage::
 
     python benchmarks/bench_stress.py                        # every set, seeds 0 and 1
     python benchmarks/bench_stress.py --data att-light --seeds 0 1 --threads 2
+    python benchmarks/bench_stress.py --data att-light att-light-b --methods ECAML JRD deep \\
+        --seeds 0 1 2 3 4 5 --seeded ECAML JRD deep --name stress_seeds_att_light
     python benchmarks/bench_stress.py --quick                # smoke run, own files
 
 Writes ``results/stress.{md,json,png}`` (``--name``; ``--quick``: ``*_quick.*``).
@@ -126,11 +130,11 @@ def make(method, n_components, seed, quick):
     if method == "PCA":
         return PCA(n_components, random_state=0)
     if method == "ECAML":
-        return ECAML(n_components, validation_split="class_disjoint", random_state=0)
+        return ECAML(n_components, validation_split="class_disjoint", random_state=seed)
     if method == "JRD":
-        return JRD(n_components, validation_split="class_disjoint", random_state=0)
+        return JRD(n_components, validation_split="class_disjoint", random_state=seed)
     if method == "SUML":
-        return SUML(n_components, random_state=0)
+        return SUML(n_components, random_state=seed)
     return DeepMetricTransformer(random_state=seed, device="cpu",
                                  **({"max_iter": 2} if quick else {}))
 
@@ -183,11 +187,34 @@ def plot(results, sets):
     return fig
 
 
+def _means(results):
+    """A ``"<method> mean"`` row per (set, method) run on several seeds: mean R@1, MAP@R, CPU s."""
+    groups = {}
+    for r in results:
+        method, _, rest = r["row"].partition(" seed ")
+        if rest:
+            groups.setdefault((r["data"], method), []).append(r)
+    means = []
+    for (name, method), rs in groups.items():
+        if len(rs) > 1:
+            means.append({**{key: float(np.mean([r[key] for r in rs]))
+                             for key in ("R@1", "MAP@R", "cpu_s", "wall_s")},
+                          "data": name, "row": f"{method} mean", "mean_of": len(rs),
+                          "warnings": [], "n_iter": None,
+                          "n_train_classes": rs[0]["n_train_classes"],
+                          "n_test_classes": rs[0]["n_test_classes"]})
+    return means
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", nargs="+", default=list(SETS), choices=SETS)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--seeded", nargs="+", default=["deep"], choices=METHODS,
+                        metavar="METHOD",
+                        help="methods run once per --seeds seed (their random_state), each seed "
+                             "a row, plus a row of the means; the others run with seed 0")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--name", default="stress")
@@ -216,15 +243,17 @@ def main(argv=None):
             d = int(np.prod(X.shape[1:]))
             n_components = min(64, d // 2, int(train.sum()) - 1)
             for method in args.methods:
-                for seed in (args.seeds if method == "deep" else [0]):
+                seeded = method in args.seeded
+                for seed in (args.seeds if seeded else [0]):
                     r = run_one(method, X, y, train, n_components, seed, args.quick)
-                    row = f"{method} seed {seed}" if method == "deep" else method
+                    row = f"{method} seed {seed}" if seeded else method
                     r.update(data=name, row=row, n_train_classes=len(train_classes),
                              n_test_classes=len(np.unique(y[~train])))
                     results.append(r)
                     print(f"{name:14s} {row:14s} R@1 {r['R@1']:.3f} MAP@R {r['MAP@R']:.3f} "
                           f"cpu {r['cpu_s']:7.1f} s wall {r['wall_s']:7.1f} s "
                           f"n_iter {r['n_iter']}", flush=True)
+    results = [r for r in results if not r.get("mean_of")] + _means(results)
     rows = sorted({r["row"] for r in results}, key=lambda r: (METHODS.index(r.split()[0]), r))
     header = ["method"] + args.data
     table = []
@@ -233,7 +262,8 @@ def main(argv=None):
         for name in args.data:
             r = next((r for r in results if r["row"] == row and r["data"] == name), None)
             cells.append("-" if r is None else
-                         f"{r['R@1']:.3f} / {r['MAP@R']:.3f} ({r['cpu_s']:.0f} s)")
+                         f"{r['R@1']:.3f} / {r['MAP@R']:.3f} ({r['cpu_s']:.0f} s)"
+                         + (f", {r['mean_of']} seeds" if r.get("mean_of") else ""))
         table.append([row] + cells)
     classes = ", ".join(f"{n}: {r['n_train_classes']} -> {r['n_test_classes']}"
                         for n in args.data
