@@ -147,8 +147,8 @@ ENTRIES = (
                "linear_closed_set.{md,json,png}, linear_closed_set_gaps.png"),
            Run(("--datasets", "att", "--n-splits", "10", "--name",
                 "linear_closed_set_att_10splits"),
-               "linear_closed_set_att_10splits.{md,json,png}, linear_closed_set_att_10splits_gaps.png "
-               "(AT&T over 10 splits)")),
+               "linear_closed_set_att_10splits.{md,json,png}, "
+               "linear_closed_set_att_10splits_gaps.png (AT&T over 10 splits)")),
           Run(("--quick", "--name", "linear_closed_set_quick"), "linear_closed_set_quick.*"),
           needs="metric-learn"),
     Entry("classic", "bench_classic.py",
