@@ -148,7 +148,11 @@ ENTRIES = (
            Run(("--datasets", "att", "--n-splits", "10", "--name",
                 "linear_closed_set_att_10splits"),
                "linear_closed_set_att_10splits.{md,json,png}, "
-               "linear_closed_set_att_10splits_gaps.png (AT&T over 10 splits)")),
+               "linear_closed_set_att_10splits_gaps.png (AT&T over 10 splits)"),
+           Run(("--datasets", "usps", "--n-splits", "10", "--itml-timeout", "150", "--name",
+                "linear_closed_set_usps_10splits"),
+               "linear_closed_set_usps_10splits.{md,json,png}, "
+               "linear_closed_set_usps_10splits_gaps.png (USPS over 10 splits)")),
           Run(("--quick", "--name", "linear_closed_set_quick"), "linear_closed_set_quick.*"),
           needs="metric-learn"),
     Entry("classic", "bench_classic.py",
