@@ -34,17 +34,16 @@ os.environ.setdefault("SKDML_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 from sklearn.datasets import load_breast_cancer, load_digits, load_wine  # noqa: E402
 from sklearn.model_selection import StratifiedShuffleSplit  # noqa: E402
-from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import RESULTS, is_quick, markdown_table, save  # noqa: E402
 from bench_stress import load_set  # noqa: E402
+from compare_linear import KS, knn_scores  # noqa: E402
 
 SETS = ("att", "coil20", "digits", "wine", "breast_cancer")
 SCHEDULES = ("cosine", "warmup_stable_decay")
-KS = (1, 10)
 
 
 def load(name):
@@ -64,8 +63,9 @@ def load(name):
 
 
 def knn_accuracy(Z_train, y_train, Z_test, y_test):
-    return [100.0 * KNeighborsClassifier(k).fit(Z_train, y_train).score(Z_test, y_test)
-            for k in KS]
+    """Accuracy % at each k of ``KS``: the linear benchmarks' k-NN step (``knn_scores``)."""
+    acc = knn_scores(Z_train, y_train, Z_test, y_test)
+    return [100.0 * acc[k] for k in KS]
 
 
 def run(name, schedules, n_splits, quick):
@@ -73,10 +73,9 @@ def run(name, schedules, n_splits, quick):
 
     X, y = load(name)
     rows = []
-    splits = StratifiedShuffleSplit(n_splits, test_size=0.3, random_state=0).split(
-        X.reshape(len(X), -1), y)
+    flat = X.reshape(len(X), -1)
+    splits = StratifiedShuffleSplit(n_splits, test_size=0.3, random_state=0).split(flat, y)
     for split, (train, test) in enumerate(splits):
-        flat = X.reshape(len(X), -1)
         raw = knn_accuracy(flat[train], y[train], flat[test], y[test])
         rows.append({"data": name, "split": split, "method": "raw input", "acc": raw,
                      "cpu_s": 0.0, "n_iter": None, "warnings": []})
