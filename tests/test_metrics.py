@@ -7,7 +7,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_digits
@@ -142,6 +142,16 @@ def _blobs(n, d, n_classes, seed, spread=1.0):
 # ----------------------------------------------------------------------------------
 # Retrieval vs brute force
 # ----------------------------------------------------------------------------------
+@pytest.fixture(params=["float32 frame", "float64 frame"])
+def both_frames(request, monkeypatch):
+    """Rank in the float32 frame, then in the float64 one, whatever the lists' depth."""
+    wide = request.param == "float64 frame"
+    monkeypatch.setattr(_neighbors, "_WIDE_DEPTH", 0)
+    monkeypatch.setattr(_neighbors, "_wide_pays", lambda *args: wide)
+    return request.param
+
+
+@pytest.mark.usefixtures("both_frames")
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("batch_size", [None, 1, 7])
@@ -160,6 +170,7 @@ def test_retrieval_matches_bruteforce(metric, seed, batch_size):
     assert both["map_at_r"] == pytest.approx(expected_map, abs=1e-12)
 
 
+@pytest.mark.usefixtures("both_frames")
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])
 @pytest.mark.parametrize("batch_size", [None, 3])
 def test_query_reference_form_matches_bruteforce(metric, batch_size):
@@ -280,6 +291,7 @@ def test_input_dtype_and_containers():
     assert retrieval_scores(pd.DataFrame(X), pd.Series(y), k=[1, 2]) == reference
 
 
+@pytest.mark.usefixtures("both_frames")
 @pytest.mark.parametrize("factor", [1e25, 1e-25])
 def test_extreme_scales_do_not_overflow(factor):
     X, y = _blobs(30, 4, 3, seed=10)
@@ -287,6 +299,7 @@ def test_extreme_scales_do_not_overflow(factor):
     assert retrieval_scores(X64 * factor, y, k=[1, 4]) == retrieval_scores(X64, y, k=[1, 4])
 
 
+@pytest.mark.usefixtures("both_frames")
 def test_data_far_from_the_origin_keep_their_ranking():
     # ||r||^2 - 2 <q, r> in float32 loses the ranking to cancellation when the
     # data sit far from the origin, unless they are centred first.
@@ -383,6 +396,7 @@ def _check_against_bruteforce(Q, yq, R=None, yr=None, metric="euclidean", ks=(1,
                           bf_neighbors(Q, R, k, metric))
 
 
+@pytest.mark.usefixtures("both_frames")
 @pytest.mark.parametrize("name, metric", _EXTREME_CASES)
 def test_reported_extreme_inputs_match_bruteforce(name, metric):
     X, y = _reported_data()
@@ -394,6 +408,7 @@ def test_reported_extreme_inputs_match_bruteforce(name, metric):
         assert map_at_r(X, y) == pytest.approx(bf_scores(X, y)[1], abs=1e-12)
 
 
+@pytest.mark.usefixtures("both_frames")
 @pytest.mark.parametrize("name, metric", _EXTREME_CASES)
 def test_extreme_inputs_query_gallery_form(name, metric):
     X, y = _reported_data()
@@ -405,6 +420,7 @@ def test_extreme_inputs_query_gallery_form(name, metric):
                               metric=metric)
 
 
+@pytest.mark.usefixtures("both_frames")
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])
 def test_mixed_huge_and_tiny_rows_match_bruteforce(metric):
     X, y = _mixed_scales()
@@ -412,6 +428,7 @@ def test_mixed_huge_and_tiny_rows_match_bruteforce(metric):
     _check_against_bruteforce(X[:40], y[:40], X[40:], y[40:], metric=metric, batch_size=9)
 
 
+@pytest.mark.usefixtures("both_frames")
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])
 @pytest.mark.parametrize("scale", [1e-150, 1.0, 1e150])
 def test_duplicates_and_ties_with_an_outlier_match_bruteforce(metric, scale):
@@ -425,6 +442,7 @@ def test_duplicates_and_ties_with_an_outlier_match_bruteforce(metric, scale):
     _check_against_bruteforce(X, y, metric=metric, ks=(1, 2, 3, 7))
 
 
+@pytest.mark.usefixtures("both_frames")
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])
 def test_integer_grid_far_from_the_centre_matches_bruteforce(metric):
     # Integers (float32 ranks a small grid exactly), but one cluster sits 2**22 away
@@ -459,7 +477,9 @@ def _nasty_embeddings(draw):
     return X, y
 
 
-@settings(max_examples=60, deadline=None)
+@pytest.mark.usefixtures("both_frames")
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # one patch per run
 @given(data=_nasty_embeddings(), metric=st.sampled_from(["euclidean", "cosine"]),
        gallery=st.booleans())
 def test_random_extreme_inputs_match_bruteforce(data, metric, gallery):
@@ -482,15 +502,18 @@ def test_random_extreme_inputs_match_bruteforce(data, metric, gallery):
                           bf_neighbors(Q, R, k, metric))
 
 
+@pytest.mark.parametrize("wide", [False, True])
 @settings(max_examples=40, deadline=None)
 @given(data=_nasty_embeddings(), metric=st.sampled_from(["euclidean", "cosine"]))
-def test_error_bounds_contain_the_float64_distance(data, metric):
+def test_error_bounds_contain_the_float64_distance(wide, data, metric):
     # The certificate itself: every candidate's interval holds its brute-force
-    # distance, and the bound for unlisted references is below all of theirs.
+    # distance, and the bound for unlisted references is below all of theirs; in
+    # the float32 frame and in the float64 one.
     from skdml.metrics._exact import Frame
 
     X, _ = data
-    frame = Frame(X, X, exclude_self=False, metric=metric, device=torch.device("cpu"))
+    frame = Frame(X, X, exclude_self=False, metric=metric, device=torch.device("cpu"),
+                  wide=wide)
     n = X.shape[0]
     with torch.inference_mode():
         vals, idx = torch.sort(frame.distances(0, n, False), dim=1, stable=True)
@@ -535,6 +558,7 @@ def test_ordinary_data_barely_touch_float64(monkeypatch):
 # ----------------------------------------------------------------------------------
 # Public neighbour functions
 # ----------------------------------------------------------------------------------
+@pytest.mark.usefixtures("both_frames")
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])
 @pytest.mark.parametrize("batch_size", [None, 5])
 def test_nearest_neighbors_matches_bruteforce(metric, batch_size):
@@ -605,6 +629,7 @@ def test_knn_accuracy_matches_bruteforce_votes(metric):
         knn_accuracy(Q, yq, R, yr, k=91)
 
 
+@pytest.mark.usefixtures("both_frames")
 def test_knn_accuracy_is_exact_at_extreme_scales():
     X, y = _reported_data()
     Q, yq, R, yr = X[::4], y[::4], np.delete(X, np.s_[::4], 0), np.delete(y, np.s_[::4])

@@ -1,8 +1,9 @@
 """The fast paths of the scorers (issue 37) against brute force.
 
 Short neighbour lists select by a threshold from column-group minima; CPU blocks are
-ranked side by side in worker threads; clustering with many classes seeds k-means with
-skdml's greedy k-means++. Each must give what the plain computation gives.
+ranked side by side in worker threads; deep lists over dense values may be ranked in a
+float64 frame; clustering with many classes seeds k-means with skdml's greedy
+k-means++. Each must give what the plain computation gives.
 """
 
 import numpy as np
@@ -13,8 +14,10 @@ from sklearn.metrics import normalized_mutual_info_score
 
 from skdml.metrics import (
     _clustering,
+    _exact,
     _neighbors,
     clustering_scores,
+    map_at_r,
     nearest_neighbors,
     retrieval_scores,
 )
@@ -41,9 +44,11 @@ def test_group_minima_threshold_keeps_at_least_L_per_row():
     rng = np.random.RandomState(1)
     part = rng.rand(50, 4000).astype(np.float32)
     part[3, ::100] = 0.0  # 40 tied smallest values: the lowest 12 indices come first
-    keys = _neighbors._sorted_keys(part, 12, full=False)
+    vals, idx = np.empty((50, 12), dtype=np.float32), np.empty((50, 12), dtype=np.int64)
+    _neighbors._sorted_candidates(part, 12, False, vals, idx)
     expected = np.array([np.lexsort((np.arange(4000), row))[:12] for row in part])
-    np.testing.assert_array_equal(keys & np.int64(0xFFFFFFFF), expected)
+    np.testing.assert_array_equal(idx, expected)
+    np.testing.assert_array_equal(vals, np.take_along_axis(part, expected, axis=1))
 
 
 def test_blocks_ranked_by_workers_give_the_sequential_result(monkeypatch):
@@ -109,3 +114,108 @@ def test_segments_are_ordered_as_a_lexsort_would():
     ref = rng.permutation(segment.size)
     np.testing.assert_array_equal(_neighbors._order_segments(segment, dist, ref),
                                   np.lexsort((ref, dist, segment)))
+
+
+@pytest.mark.parametrize("L, full", [(12, False), (300, False), (4000, True)])
+@pytest.mark.parametrize("many_ties", [False, True])
+def test_float64_lists_are_cut_by_float32_rounding_and_ordered_in_float64(L, full, many_ties):
+    # Values 1 + i 1e-12 all round to one float32. A float64 list is ordered by
+    # (float64 value, index), and everything unlisted rounds to float32 at or above
+    # the last listed (what _settle's bound assumes), though it may lie below it in
+    # float64. Rows with more ties than 4 L below the threshold take the fallback.
+    rng = np.random.RandomState(6)
+    part = 1.0 + rng.randint(0, 400, (20, 4000)) * 1e-12
+    part[:, ::7] += rng.rand(20, 572)  # other float32 roundings
+    if many_ties:
+        part[2, :] = 1.0
+    vals, idx = _neighbors._smallest(torch.from_numpy(part), np.arange(20), L, full)
+    rounded = part.astype(np.float32)
+    below = 0
+    for row in range(20):
+        listed = idx[row]
+        assert np.unique(listed).size == L
+        np.testing.assert_array_equal(listed, listed[np.lexsort((listed, part[row, listed]))])
+        np.testing.assert_array_equal(vals[row], part[row, listed])
+        unlisted = np.setdiff1d(np.arange(4000), listed)
+        assert np.all(rounded[row, unlisted] >= rounded[row, listed].max())
+        below += np.count_nonzero(part[row, unlisted] < part[row, listed].max())
+    assert full or below > 0  # the case the bound must cover does occur
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_a_float32_tie_across_the_list_end_is_still_ranked_exactly(monkeypatch, wide):
+    # A cluster of 400 points 1e-5 apart far from the bulk: from inside it, distances
+    # tie in float32 but not in float64, so a float64 list (cut by float32 rounding,
+    # L = 154 from a sampled threshold) ends inside a tie, and some unlisted
+    # references lie below its last value: the bound must not certify past them.
+    rng = np.random.RandomState(10)
+    X = np.vstack([rng.randn(600, 2), 3.0 + 1e-5 * rng.randn(400, 2)])
+    monkeypatch.setattr(_neighbors, "_WIDE_DEPTH", 0)
+    monkeypatch.setattr(_neighbors, "_wide_pays", lambda *args: wide)
+    np.testing.assert_array_equal(nearest_neighbors(X, 150), _brute(X, 150))
+
+
+def _count_float64_pass(monkeypatch):
+    seen, frames = [], []
+    original_distances, original_init = _exact.Frame.exact_distances, _exact.Frame.__init__
+
+    def counting(self, qi, rj):
+        seen.append(qi.size)
+        return original_distances(self, qi, rj)
+
+    def recording(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        frames.append(self.wide)
+
+    monkeypatch.setattr(_exact.Frame, "exact_distances", counting)
+    monkeypatch.setattr(_exact.Frame, "__init__", recording)
+    return seen, frames
+
+
+def test_the_float64_frame_settles_the_near_ties_of_dense_deep_lists(monkeypatch):
+    # Two classes of 1,000 in 3-D, MAP@R reads 1,000 neighbours per query: float32
+    # leaves many near-ties to the brute force, the float64 frame almost none; both
+    # give the brute-force score.
+    rng = np.random.RandomState(7)
+    y = np.repeat([0, 1], 1000)
+    X = rng.randn(2000, 3) + 0.5 * y[:, None]
+    D = ((X[:, None] - X[None]) ** 2).sum(axis=2)
+    np.fill_diagonal(D, np.inf)
+    order = np.argsort(D, axis=1, kind="stable")[:, :999]
+    rel = y[order] == y[:, None]
+    expected = np.mean(np.sum(np.cumsum(rel, axis=1) / np.arange(1, 1000) * rel, axis=1) / 999)
+    seen, frames = _count_float64_pass(monkeypatch)
+    monkeypatch.setattr(_neighbors, "_wide_pays", lambda *args: False)
+    assert map_at_r(X, y) == pytest.approx(expected, abs=1e-12)
+    float32_pass = sum(seen)
+    seen.clear()
+    monkeypatch.setattr(_neighbors, "_wide_pays", lambda *args: True)
+    assert map_at_r(X, y) == pytest.approx(expected, abs=1e-12)
+    assert frames == [False, False, True]
+    assert float32_pass > 2000 and sum(seen) < float32_pass / 100
+
+
+@pytest.mark.parametrize("ratio, wide", [(0.0, True), (1.0, False)])
+def test_the_probe_chooses_the_frame_from_the_float64_pass_it_counts(monkeypatch, ratio, wide):
+    rng = np.random.RandomState(8)
+    y = rng.randint(0, 2, 1500)
+    X = rng.randn(1500, 3) + y[:, None]
+    expected = map_at_r(X, y)
+    seen, frames = _count_float64_pass(monkeypatch)
+    monkeypatch.setattr(_neighbors, "_PROBE_MIN_PAIRS", 0)
+    monkeypatch.setattr(_neighbors, "_WIDE_RATIO", ratio)
+    assert map_at_r(X, y) == expected
+    assert frames == ([False, True] if wide else [False])
+
+
+def test_shallow_or_small_searches_do_not_probe(monkeypatch):
+    calls = []
+    monkeypatch.setattr(_neighbors, "_wide_pays", lambda *args: calls.append(args) or True)
+    rng = np.random.RandomState(9)
+    X = rng.randn(300, 4)
+    nearest_neighbors(X, 10)  # lists shorter than _WIDE_DEPTH
+    assert calls == []
+    monkeypatch.undo()
+    seen, frames = _count_float64_pass(monkeypatch)
+    nearest_neighbors(X, 200)  # deep, but 300 x 300 pairs: below _PROBE_MIN_PAIRS
+    assert frames == [False]

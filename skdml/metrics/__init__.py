@@ -60,6 +60,9 @@ Conventions shared by the neighbour-based functions
   The search runs in float32 after a robust centring (coordinate-wise median)
   and an exact power-of-two scaling; rigorous bounds on its rounding error tell
   which candidates it cannot order, and only those are re-ranked in float64.
+  Deep lists among many references (MAP@R with large classes), where float32
+  leaves many such candidates, run in a float64 frame on the CPU when a probe
+  of 32 queries shows that it pays.
   Offsets (``X + 1e8``), outliers (a row at ``1e7``) and scales from ``1e-150``
   to ``1e150`` therefore give the same neighbours as ordinary data.
 - A *lone* query, one with no same-label point among its references (a class

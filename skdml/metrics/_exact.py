@@ -38,6 +38,15 @@ small enough, the frame is *exact*: ``z = (x - round(c / h) h) / h`` holds
 integers and every float32 operation of the search is exact, so float32 ranks
 exactly and nothing below is needed.
 
+The float64 frame
+-----------------
+With ``wide=True`` (chosen by the search for deep lists among many references,
+where float32's near-ties are many) the frame is ``z = fl64((x - c) * 2**s)`` and
+the product runs in float64: the bounds below hold with ``u = 2**-53`` in place
+of ``2**-24`` (for ``gamma_{d+3}`` of the product and in ``u1``), and the float32
+subnormal terms stay as an upper bound of float64's. A frame on a grid is
+widened from its float32 values, which are integers below ``2**23`` (exact).
+
 Error bounds (Euclidean)
 ------------------------
 With ``u = 2**-24``, ``gamma_n = n u / (1 - n u)``, ``a = ||z_q||``, ``b = ||z_r||``
@@ -74,7 +83,6 @@ __all__ = ["Frame", "UnitRows", "ieee_float32", "normalise_rows", "pair_distance
 
 _U32 = 2.0 ** -24
 _U64 = 2.0 ** -53
-_U1 = _U32 + 2 * _U64
 _SUB32 = 2.0 ** -150  # largest error of a rounding into float32's subnormal range
 _WIDEN = 2.0 ** -40
 _CHUNK = 2 ** 21  # float64 elements per host temporary (16 MiB)
@@ -232,9 +240,14 @@ class Frame:
     exclude_self : bool
     metric : {"euclidean", "cosine"}
     device : torch.device
+    wide : bool, default=False
+        A float64 frame (``z`` rounded to float64, the product in float64) for
+        data off a grid: twice the product's cost, and bounds ``2**29`` times
+        tighter, so that near-ties of float32 (dense values, deep lists) no
+        longer need the float64 brute force. A frame on a grid stays float32.
     """
 
-    def __init__(self, Q, R, *, exclude_self, metric, device):
+    def __init__(self, Q, R, *, exclude_self, metric, device, wide=False):
         self.exclude_self = exclude_self
         #: All-zero queries under cosine: at distance 2 from every reference, listed in
         #: index order without a search (``None``: there are none).
@@ -267,17 +280,28 @@ class Frame:
             spread = max(float(np.max(hi - centre)), float(np.max(centre - lo)))
             m = int((122 - math.log2(d)) // 2)
             exp = m - math.frexp(spread)[1] if spread > 0 else 0
-        self.Qz, self.q_sq = self._to_float32(Q, centre, exp, device)
+        # Off a grid a float64 frame is built in float64; on a grid z holds integers below
+        # 2**23, exact in float32, widened below once the frame is known not to be exact.
+        dtype = np.float64 if wide and grid is None else np.float32
+        self.Qz, self.q_sq = self._to_frame(Q, centre, exp, device, dtype)
         if exclude_self:
             self.Rz, self.r_sq64 = self.Qz, self.q_sq
         else:
-            self.Rz, self.r_sq64 = self._to_float32(R, centre, exp, device)
+            self.Rz, self.r_sq64 = self._to_frame(R, centre, exp, device, dtype)
         self.q_norm, self.r_norm = np.sqrt(self.q_sq), np.sqrt(self.r_sq64)
-        self.r_sq = torch.from_numpy(self.r_sq64.astype(np.float32)).to(device)
         if grid is not None:
             reach = float(np.max(self.q_norm)) + float(np.max(self.r_norm))
             self.exact = reach * reach <= 2.0 ** 24 * (1 - 2.0 ** -30)
-        self.g1 = _gamma(d + 3, _U32) * (1 + 2.0 ** -20)
+        #: A float64 frame (see ``wide``), and the unit roundoffs of its product and its ``z``.
+        self.wide = bool(wide) and not self.exact
+        if self.wide and self.Qz.dtype != torch.float64:
+            self.Qz = self.Qz.double()
+            self.Rz = self.Qz if exclude_self else self.Rz.double()
+        self.r_sq = torch.from_numpy(self.r_sq64.astype(np.float64 if self.wide else np.float32))
+        self.r_sq = self.r_sq.to(device)
+        self.u = _U64 if self.wide else _U32
+        self.u1 = self.u + 2 * _U64
+        self.g1 = _gamma(d + 3, self.u) * (1 + 2.0 ** -20)
         self.g64 = _gamma(d + 3, _U64)
         self.zeta = (2 * d + 6) * _SUB32
         self.eta = 2 * math.sqrt(d) * _SUB32 * (1 + 2.0 ** -20)
@@ -289,9 +313,9 @@ class Frame:
 
     # ------------------------------------------------------------------ frame
     @staticmethod
-    def _to_float32(X, centre, exp, device):
-        """``fl32((X - centre) * 2**exp)`` and float64 ``||z||^2``."""
-        out = np.empty(X.shape, dtype=np.float32)
+    def _to_frame(X, centre, exp, device, dtype):
+        """``fl((X - centre) * 2**exp)`` in ``dtype`` and float64 ``||z||^2``."""
+        out = np.empty(X.shape, dtype=dtype)
         sq = np.empty(X.shape[0])
         step = max(1, _CHUNK // X.shape[1])
         for start in range(0, X.shape[0], step):
@@ -303,20 +327,25 @@ class Frame:
             sq[start:start + step] = np.einsum("ij,ij->i", z, z)
         return torch.from_numpy(out).to(device), sq
 
-    def distances(self, start, stop, exclude_self, out=None):
-        """Search values of queries ``start:stop`` to every reference (float32, device).
+    def distances(self, start, stop, exclude_self, out=None, rows=None):
+        """Search values of queries ``start:stop`` to every reference (device).
 
-        ``out``: a ``(stop - start, n_ref)`` float32 tensor to write them into.
+        In the frame's dtype (float64 when ``wide``). ``out``: a ``(stop - start,
+        n_ref)`` tensor of that dtype to write them into. ``rows``: an int array
+        of queries to use instead of the range.
         """
-        q = self.Qz[start:stop]
+        if rows is None:
+            q, positions = self.Qz[start:stop], torch.arange(start, stop, device=self.Qz.device)
+        else:
+            positions = torch.as_tensor(rows, device=self.Qz.device)
+            q = self.Qz[positions]
         # ||q - r||^2 - ||q||^2 = ||r||^2 - 2 <q, r>: same ranking per query.
         if out is None:
             D = torch.addmm(self.r_sq.unsqueeze(0), q, self.Rz.T, beta=1.0, alpha=-2.0)
         else:
             D = torch.addmm(self.r_sq.unsqueeze(0), q, self.Rz.T, beta=1.0, alpha=-2.0, out=out)
         if exclude_self:
-            rows = torch.arange(stop - start, device=D.device)
-            D[rows, rows + start] = _INF
+            D[torch.arange(positions.shape[0], device=D.device), positions] = _INF
         return D
 
     # ----------------------------------------------------------------- bounds
@@ -367,7 +396,7 @@ class Frame:
             E = self.g1 * (b * b + 2 * a * b) + self.g64 * (a * a + np.abs(v)) + self.zeta
             t_lo = np.sqrt(np.maximum(v - E, 0.0))
             t_hi = np.sqrt(np.maximum(v + E, 0.0))
-            delta = _U1 * (a + b + 2 * self.slack) / (1 - _U1) * (1 + _WIDEN) + self.eta
+            delta = self.u1 * (a + b + 2 * self.slack) / (1 - self.u1) * (1 + _WIDEN) + self.eta
             s_lo = np.maximum(t_lo - delta, 0.0)
             s_hi = t_hi + delta
             lo = s_lo * s_lo * (1 - self.g64) - self.zeta64
@@ -385,8 +414,8 @@ class Frame:
             # (1 + G) t^2 + 4 G a t + 4 G a^2 + zeta >= v: the smallest such t >= 0.
             inner = (1 + G) * (v_last - zeta) - 4 * G * a * a
             t = np.maximum((np.sqrt(np.maximum(inner, 0.0)) - 2 * G * a) / (1 + G), 0.0)
-            a_bound = (a + self.slack) / (1 - _U1) * (1 + _WIDEN)
-            s = np.maximum((t - 2 * _U1 * a_bound - self.eta) / (1 + _U1), 0.0)
+            a_bound = (a + self.slack) / (1 - self.u1) * (1 + _WIDEN)
+            s = np.maximum((t - 2 * self.u1 * a_bound - self.eta) / (1 + self.u1), 0.0)
             lo = s * s * (1 - self.g64) - self.zeta64
         E = G * (2 * a + np.sqrt(np.maximum(v_last, 0.0))) ** 2 + zeta
         return self._widen(lo, lo, v_last, E)[0]

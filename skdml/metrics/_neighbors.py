@@ -31,6 +31,13 @@ On ordinary data (float32 ranking gaps far above float32 rounding) step 4 rarely
 fires and the cost is the float32 GEMM, the selection, and ``O(n_q L)`` host work
 (a few comparisons per candidate; only the uncertified pairs are visited); data on
 an integer grid are ranked exactly in float32 and skip steps 2 and 4 entirely.
+Deep lists among many references are dense in value and send many candidates to
+step 4; on the CPU, :func:`_wide_pays` then ranks 32 queries and, where step 4
+costs more than a float64 frame would, the search runs in one
+(:class:`~skdml.metrics._exact.Frame` ``wide=True``): its candidates are selected
+and sorted by the float32 rounding of their float64 values, runs of equal
+roundings ordered in float64 (:func:`_order_float64_ties`), and the unlisted
+references bounded from the float32 number just below the last rounding.
 
 On the CPU the blocks are ranked side by side, one thread each (as many as the
 thread policy grants, :func:`skdml._utils.choose_n_threads`), each GEMM on one
@@ -42,6 +49,7 @@ in cache), so the blocks in flight stay far below the 256 MiB budget.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -69,10 +77,22 @@ _BYTES_PER_CANDIDATE = 192
 #: Host bytes of the temporaries of one CPU selection step (8 bytes per value).
 _SELECT_BYTES = 32 * 2**20
 _METRICS = ("euclidean", "cosine")
+#: On the CPU, searches with lists at least this deep probe whether a float64 frame
+#: (``Frame(wide=True)``) pays: see :func:`_wide_pays`.
+_WIDE_DEPTH = 64
+#: Queries of that probe, spread over the query set.
+_PROBE_ROWS = 32
+#: The float64 frame pays when float32 sends more than this many candidates per query and
+#: per reference to the float64 pass (its product and selection cost about as much).
+_WIDE_RATIO = 0.004
+#: Below this many query-reference pairs the search is quick either way: no probe.
+_PROBE_MIN_PAIRS = 2**27
 
 
-def _list_length(k, n_ref):
-    return min(k + max(4, k // 8), n_ref)
+def _list_length(k, n_ref, wide=False):
+    """Candidates listed for depth ``k``: a margin for float32's uncertified ties (1/64 in a
+    float64 frame, whose bounds leave almost none)."""
+    return min(k + max(4, k // (64 if wide else 8)), n_ref)
 
 
 def _lexsort_rows(vals, idx):
@@ -101,8 +121,10 @@ def _order_keys(vals, idx):
 def _smallest(D, rows, L, full):
     """The ``L`` smallest values of rows ``rows`` of ``D``, sorted by (value, index), on the host.
 
-    On the CPU, numpy (see :func:`_sorted_keys`); on an accelerator, ``torch.topk``
-    then a stable sort.
+    On the CPU, numpy (see :func:`_sorted_candidates`); on an accelerator,
+    ``torch.topk`` then a stable sort. Float64 values (a wide frame) are listed
+    by their float32 rounding, then index, and runs of equal roundings ordered
+    by value, then index.
     """
     if D.device.type != "cpu":
         sub = D if rows.size == D.shape[0] else D[torch.as_tensor(rows, device=D.device)]
@@ -113,25 +135,69 @@ def _smallest(D, rows, L, full):
         return vals.cpu().numpy(), idx.cpu().numpy()
     A = D.numpy()
     n_ref = A.shape[1]
-    vals = np.empty((rows.size, L), dtype=np.float32)
+    vals = np.empty((rows.size, L), dtype=A.dtype)
     idx = np.empty((rows.size, L), dtype=np.int64)
     step = max(1, _SELECT_BYTES // (8 * n_ref))
     contiguous = rows.size and rows[-1] - rows[0] == rows.size - 1
     for first in range(0, rows.size, step):
         these = rows[first:first + step]
         part = A[these[0]:these[-1] + 1] if contiguous else A[these]
-        keys = _sorted_keys(part, L, full)
-        idx[first:first + step] = keys & np.int64(0xFFFFFFFF)
-        high = (keys >> 32).astype(np.int32)  # the value's bits, made monotone: undo it
-        vals[first:first + step] = (high ^ ((high >> 31) & np.int32(0x7FFFFFFF))).view(np.float32)
+        these = slice(first, first + step)
+        keys = _sorted_candidates(part, L, full, vals[these], idx[these])
+        if A.dtype != np.float32:  # sorted by float32 roundings: order their ties in float64
+            _order_float64_ties(keys, vals[these], idx[these])
     return vals, idx
 
 
+def _order_float64_ties(keys, vals, idx):
+    """Sort, in place, the runs of ``(vals, idx)`` rows whose float32 keys tie, by (value, index).
+
+    Rows of ``keys`` are sorted by (float32 rounding of the value, index); rounding
+    is monotone, so only within a run of equal roundings can the float64 values be
+    out of order.
+    """
+    n_rows, L = keys.shape
+    # the high halves of the keys, as a strided view (no shifted copy) where the host allows
+    high = keys.view(np.int32)[:, 1::2] if sys.byteorder == "little" else keys >> 32
+    flat = np.flatnonzero(high[:, 1:] == high[:, :-1])
+    if flat.size == 0:
+        return
+    jr, jc = np.divmod(flat, L - 1)
+    starts = np.ones(jr.size, dtype=bool)  # runs of consecutive tied pairs: one segment each
+    starts[1:] = (jr[1:] != jr[:-1]) | (jc[1:] != jc[:-1] + 1)
+    first = np.flatnonzero(starts)
+    length = np.diff(np.append(first, jr.size)) + 1
+    segment = np.repeat(np.arange(first.size), length)
+    offset = np.arange(segment.size) - np.repeat(np.cumsum(length) - length, length)
+    r = np.repeat(jr[first], length)
+    c = np.repeat(jc[first], length) + offset
+    order = _order_segments(segment, vals[r, c], idx[r, c])
+    vals[r, c], idx[r, c] = vals[r, c][order], idx[r, c][order]
+
+
+def _sorted_candidates(part, L, full, vals, idx):
+    """The ``L`` smallest values of each row of ``part`` and their columns, sorted (host).
+
+    Writes them into ``vals`` and ``idx`` (``(n_rows, L)``) and returns the sorted
+    int64 keys: the float32 rounding of the value (monotone bits) above the
+    column, so the keys sort as (rounded value, index). Float32 values are read
+    back from the keys, float64 ones from ``part``.
+    """
+    out = _sorted_keys(part, L, full)
+    np.bitwise_and(out, np.int64(0xFFFFFFFF), out=idx)
+    if part.dtype == np.float32:
+        high = (out >> 32).astype(np.int32)  # the value's bits, made monotone: undo it
+        vals[...] = (high ^ ((high >> 31) & np.int32(0x7FFFFFFF))).view(np.float32)
+    else:
+        vals[...] = np.take_along_axis(part, idx, axis=1)
+    return out
+
+
 def _sorted_keys(part, L, full):
-    """The ``(value, index)`` keys of the ``L`` smallest values of each row, sorted (host)."""
+    """The ``(rounded value, index)`` keys of the ``L`` smallest values of each row, sorted."""
     n_rows, n_ref = part.shape
     if full:
-        keys = _order_keys(part, np.arange(n_ref)[None, :])
+        keys = _order_keys(part.astype(np.float32, copy=False), np.arange(n_ref)[None, :])
         keys.sort(axis=1)
         return keys
     out = np.empty((n_rows, L), dtype=np.int64)
@@ -158,7 +224,7 @@ def _sorted_keys(part, L, full):
         cols = flat - np.repeat(np.arange(n_rows) * n_ref, counts)
         good = (counts >= L) & (counts <= 4 * L)
         if good.any():
-            keys = _order_keys(part.ravel()[flat], cols)  # row by row, rows in order
+            keys = _order_keys(part.ravel()[flat].astype(np.float32, copy=False), cols)
             ends = np.cumsum(counts)
             if stride >= 2:  # long lists: one sort per row
                 for r in np.flatnonzero(good):
@@ -178,13 +244,15 @@ def _sorted_keys(part, L, full):
     if todo.any():
         rest = part[todo]
         cand = np.argpartition(rest, L - 1, axis=1)[:, :L]
-        keys = _order_keys(np.take_along_axis(rest, cand, axis=1), cand)
+        keys = _order_keys(np.take_along_axis(rest, cand, axis=1).astype(np.float32, copy=False),
+                           cand)
         keys.sort(axis=1)
         out[todo] = keys
     return out
 
 
-def _settle(vals, idx, qrows, depth, order_depth, cuts, full, frame, ref_keys, query_keys):
+def _settle(vals, idx, qrows, depth, order_depth, cuts, full, frame, ref_keys, query_keys,
+            repaired=None):
     """Certify (and where needed repair) the order of listed candidates.
 
     Returns ``ok`` (rows settled with this list) and ``idx`` reordered in place.
@@ -192,10 +260,18 @@ def _settle(vals, idx, qrows, depth, order_depth, cuts, full, frame, ref_keys, q
     ``v_j + s_hi < v_{j+1} - s_lo`` (and ``< lo_beyond``), with the per-query
     slacks of :meth:`~skdml.metrics._exact.Frame.slacks`: two comparisons per
     candidate. The uncertified pairs are few, and only they are visited.
+    ``repaired``: a list to which the number of candidates sent to the float64
+    pass is appended.
     """
     n_rows, L = idx.shape
     v = frame.estimate(vals, qrows)
-    beyond = np.full(n_rows, np.inf) if full else frame.beyond(v[:, -1], qrows)
+    if full:
+        beyond = np.full(n_rows, np.inf)
+    elif frame.wide:  # listed by float32 roundings: the unlisted round at or above the last's
+        last = np.nextafter(vals[:, -1:].astype(np.float32), np.float32(-np.inf))
+        beyond = frame.beyond(frame.estimate(last, qrows)[:, 0], qrows)
+    else:
+        beyond = frame.beyond(v[:, -1], qrows)
     sep = np.ones((n_rows, L), dtype=bool)  # exact sorted values: every gap is certain
     s_hi = np.zeros(n_rows)
     if not frame.exact:
@@ -253,6 +329,8 @@ def _settle(vals, idx, qrows, depth, order_depth, cuts, full, frame, ref_keys, q
         r, c, ref, segment = r[keep], c[keep], ref[keep], segment[keep]
         if ref.size == 0:
             return ok, idx
+    if repaired is not None:
+        repaired.append(ref.size)
     dist = frame.exact_distances(qrows[r], ref)
     idx[r, c] = ref[_order_segments(segment, dist, ref)]
     return ok, idx
@@ -307,7 +385,7 @@ def _split_segments(v, r, c, ref, segment, length, rows, starts, ends, qrows, fr
     return sub, sizes[sub] > 1
 
 
-def _rank_block(D, qrows, depth, order_depth, cuts, frame, ref_keys, query_keys):
+def _rank_block(D, qrows, depth, order_depth, cuts, frame, ref_keys, query_keys, repaired=None):
     """Exact neighbours (``(n_rows, depth.max())`` int64, host) of one block of queries."""
     n_rows, n_ref = D.shape
     k = int(depth.max())
@@ -321,7 +399,7 @@ def _rank_block(D, qrows, depth, order_depth, cuts, frame, ref_keys, query_keys)
                 order = order + (order >= qrows[zero][:, None])
             result[zero] = order
             pending = pending[~zero]
-    L = _list_length(k, n_ref)
+    L = _list_length(k, n_ref, frame.wide)
     while pending.size:
         full = L >= n_ref
         chunk_rows = max(1, _BLOCK_BYTES // (_BYTES_PER_CANDIDATE * L))
@@ -330,7 +408,7 @@ def _rank_block(D, qrows, depth, order_depth, cuts, frame, ref_keys, query_keys)
             rows = pending[first:first + chunk_rows]
             vals, idx = _smallest(D, rows, L, full)
             ok, idx = _settle(vals, idx, qrows[rows], depth[rows], order_depth[rows], cuts,
-                              full, frame, ref_keys, query_keys)
+                              full, frame, ref_keys, query_keys, repaired)
             result[rows[ok]] = idx[ok, :k]
             retry.append(rows[~ok])
         pending = np.concatenate(retry)
@@ -338,8 +416,31 @@ def _rank_block(D, qrows, depth, order_depth, cuts, frame, ref_keys, query_keys)
     return result
 
 
+def _wide_pays(frame, depth, order_depth, keys, n_probe):
+    """Whether a float64 frame would rank this search faster than the float32 one.
+
+    Dense values (deep lists among many references) leave float32 many near-ties,
+    each settled by the float64 brute force; a float64 frame settles them at once,
+    for about twice the cost of the product and of the selection. This ranks
+    ``n_probe`` queries spread over the query set in ``frame`` (float32) and
+    counts the candidates sent to the float64 pass: the float64 frame pays beyond
+    about ``_WIDE_RATIO`` of them per query and per reference (measured; see
+    ``benchmarks/bench_metrics.py --frames``).
+    """
+    searched = np.flatnonzero(depth > 0)
+    n_ref = frame.Rz.shape[0]
+    if searched.size * n_ref < _PROBE_MIN_PAIRS:
+        return False
+    rows = searched[np.unique(np.linspace(0, searched.size - 1, n_probe).astype(np.int64))]
+    cuts, ref_keys, query_keys = keys
+    repaired = []
+    _rank_block(frame.distances(0, 0, frame.exclude_self, rows=rows), rows, depth[rows],
+                order_depth[rows], cuts, frame, ref_keys, query_keys, repaired)
+    return sum(repaired) > _WIDE_RATIO * n_ref * rows.size
+
+
 def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
-                    ref_keys=None, query_keys=None, order_depth=None, cuts=()):
+                    ref_keys=None, query_keys=None, order_depth=None, cuts=(), reduce=None):
     """Yield ``(start, stop, nbrs)`` over blocks of queries.
 
     ``nbrs`` is a host int64 array ``(stop - start, depth[start:stop].max())``: for
@@ -349,6 +450,8 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
     ``ref_keys == query_keys[i]`` when ``query_keys`` is given) within the first
     ``order_depth[i]`` positions and the key multiset of every top-``k``, ``k`` in
     ``cuts``. ``Q is R`` when ``exclude_self`` (the query itself is left out).
+    ``reduce(start, stop, nbrs)``, when given, runs in the thread that ranked the
+    block (in parallel on the CPU), and its result is yielded instead of ``nbrs``.
     """
     n_q, n_ref = Q.shape[0], R.shape[0]
     depth = np.asarray(depth, dtype=np.int64)
@@ -356,9 +459,14 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
                    else np.asarray(order_depth, dtype=np.int64))
     k_max = int(depth.max()) if depth.size else 0
     device = resolve_device(device)
-    per_row = 4 * n_ref + _BYTES_PER_CANDIDATE * _list_length(k_max, n_ref)
     cpu = device.type == "cpu"
-    block = batch_size or max(1, (_CPU_BLOCK_BYTES if cpu else _BLOCK_BYTES) // per_row)
+
+    def block_rows(wide):
+        per_row = ((8 if wide else 4) * n_ref
+                   + _BYTES_PER_CANDIDATE * _list_length(k_max, n_ref, wide))
+        return batch_size or max(1, (_CPU_BLOCK_BYTES if cpu else _BLOCK_BYTES) // per_row)
+
+    block = block_rows(False)
     workers = 1
     if cpu:  # blocks ranked side by side, one thread each (module docstring)
         workers = max(1, min(choose_n_threads(2.0 * n_q * n_ref * Q.shape[1]),
@@ -366,6 +474,11 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
     buffers = threading.local()  # each thread's distance block, reused (CPU)
 
     def ranked(start, stop):
+        if reduce is not None:
+            return reduce(start, stop, search(start, stop))
+        return search(start, stop)
+
+    def search(start, stop):
         if int(depth[start:stop].max()) == 0:
             return np.empty((stop - start, 0), dtype=np.int64)
         with torch.inference_mode():  # thread-local: entered again in a worker
@@ -373,7 +486,7 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
             if cpu:
                 out = getattr(buffers, "D", None)
                 if out is None or out.shape[0] < stop - start:
-                    out = buffers.D = torch.empty((min(block, n_q), n_ref))
+                    out = buffers.D = torch.empty((min(block, n_q), n_ref), dtype=frame.Rz.dtype)
                 out = out[:stop - start]
             D = frame.distances(start, stop, exclude_self, out=out)
             return _rank_block(D, np.arange(start, stop), depth[start:stop],
@@ -384,6 +497,12 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
                        flops_per_step=2.0 * min(block, n_q) * n_ref * Q.shape[1]), \
             ieee_float32(), torch.inference_mode():
         frame = Frame(Q, R, exclude_self=exclude_self, metric=metric, device=device)
+        if (cpu and k_max >= _WIDE_DEPTH and not frame.exact
+                and _wide_pays(frame, depth, order_depth, (tuple(cuts), ref_keys, query_keys),
+                               min(block, _PROBE_ROWS))):
+            frame = Frame(Q, R, exclude_self=exclude_self, metric=metric, device=device,
+                          wide=True)
+            block = block_rows(True)
 
         starts = range(0, n_q, block)
         if workers == 1:

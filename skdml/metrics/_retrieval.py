@@ -90,13 +90,11 @@ def query_scores(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device
     first_hit = np.full(yq.shape[0], _NEVER, dtype=np.int64)
     ap = np.zeros(yq.shape[0], dtype=np.float64)
     rp = np.zeros(yq.shape[0], dtype=np.float64)
-    blocks = neighbor_blocks(X, R, depth, exclude_self=exclude_self, metric=metric,
-                             batch_size=batch_size, device=device, ref_keys=yr,
-                             query_keys=yq, order_depth=order_depth, cuts=ks)
-    for start, stop, nbrs in blocks:
+
+    def score(start, stop, nbrs):  # in the thread that ranked the block
         k = nbrs.shape[1]
         if k == 0:
-            continue
+            return
         same = yr[nbrs] == yq[start:stop, None]
         if ks:
             pos = np.argmax(same, axis=1)
@@ -108,6 +106,11 @@ def query_scores(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device
             hits = np.cumsum(rel, axis=1)
             ap[start:stop] = np.sum(hits / ranks * rel, axis=1) / np.maximum(r, 1)
             rp[start:stop] = hits[:, -1] / np.maximum(r, 1)
+
+    for _ in neighbor_blocks(X, R, depth, exclude_self=exclude_self, metric=metric,
+                             batch_size=batch_size, device=device, ref_keys=yr, query_keys=yq,
+                             order_depth=order_depth, cuts=ks, reduce=score):
+        pass
     part = slice(start_row, stop_row)
     return {"rows": (start_row, stop_row), "ks": ks, "want_map": want_map,
             "first_hit": first_hit[part], "ap": ap[part], "rp": rp[part],
