@@ -35,6 +35,8 @@ and peak memory growth.
 Usage::
 
     python benchmarks/bench_metrics.py --scaling --checkout /tmp/old   # scaling with n
+    SKDML_NUM_THREADS=2 python benchmarks/bench_metrics.py --scaling --scaling-n 60000 \
+        --checkout /tmp/old --name metrics_scaling_2threads     # two threads, n=60,000
     python benchmarks/bench_metrics.py --quick          # N=5000 smoke run
     python benchmarks/bench_metrics.py                  # N=60000, d=512
     python benchmarks/bench_metrics.py --methods ours_recall pml_k8_batched
@@ -250,8 +252,10 @@ def _scaling(args):
         f"`{args.checkout}`. Clustering scores with over 100 classes now use skdml's greedy "
         "k-means++ seeding (same algorithm, other random draws), so their scores differ from "
         "the previous ones by the k-means run.\n\n" + markdown_table(header, rows))
-    save("metrics_scaling", markdown, {"args": vars(args), "results": results},
-         threads="the thread policy of each checkout")
+    threads = os.environ.get("SKDML_NUM_THREADS")
+    save(args.name, markdown, {"args": vars(args), "results": results},
+         threads=f"SKDML_NUM_THREADS={threads}" if threads else
+         "the thread policy of each checkout")
 
 
 # --------------------------------------------------------------------------------------
@@ -316,6 +320,8 @@ def main(argv=None):
                         help="issue 37's three problems at several n (with --checkout: "
                              "against another checkout)")
     parser.add_argument("--scaling-n", type=int, nargs="+", default=list(SCALING_N))
+    parser.add_argument("--name", default="metrics_scaling",
+                        help="results file of --scaling (results/<name>.md)")
     parser.add_argument("--scaling-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:

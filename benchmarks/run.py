@@ -69,6 +69,9 @@ ENTRIES = (
           "pytorch-metric-learning's AccuracyCalculator",
           (Run((), "metrics_n60000_d512.{md,json,png}"),
            Run(("--scaling",), "metrics_scaling.{md,json} (the published table adds "
+               "--checkout <the previous commit's checkout>)"),
+           Run(("--scaling", "--scaling-n", "60000", "--name", "metrics_scaling_2threads"),
+               "metrics_scaling_2threads.{md,json} (published with SKDML_NUM_THREADS=2 and "
                "--checkout <the previous commit's checkout>)")),
           Run(("--quick",), "metrics_n5000_d512_quick.*")),
     Entry("contention", "bench_contention.py",
