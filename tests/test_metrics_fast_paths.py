@@ -16,6 +16,7 @@ from skdml.metrics import (
     _clustering,
     _exact,
     _neighbors,
+    _select,
     clustering_scores,
     map_at_r,
     nearest_neighbors,
@@ -45,7 +46,7 @@ def test_group_minima_threshold_keeps_at_least_L_per_row():
     part = rng.rand(50, 4000).astype(np.float32)
     part[3, ::100] = 0.0  # 40 tied smallest values: the lowest 12 indices come first
     vals, idx = np.empty((50, 12), dtype=np.float32), np.empty((50, 12), dtype=np.int64)
-    _neighbors._sorted_candidates(part, 12, False, vals, idx)
+    _select._sorted_candidates(part, 12, False, vals, idx)
     expected = np.array([np.lexsort((np.arange(4000), row))[:12] for row in part])
     np.testing.assert_array_equal(idx, expected)
     np.testing.assert_array_equal(vals, np.take_along_axis(part, expected, axis=1))
@@ -112,7 +113,7 @@ def test_segments_are_ordered_as_a_lexsort_would():
     segment = np.repeat(np.arange(sizes.size), sizes)
     dist = rng.randint(0, 4, segment.size).astype(np.float64)  # many exact ties
     ref = rng.permutation(segment.size)
-    np.testing.assert_array_equal(_neighbors._order_segments(segment, dist, ref),
+    np.testing.assert_array_equal(_select.order_segments(segment, dist, ref),
                                   np.lexsort((ref, dist, segment)))
 
 
@@ -128,7 +129,7 @@ def test_float64_lists_are_cut_by_float32_rounding_and_ordered_in_float64(L, ful
     part[:, ::7] += rng.rand(20, 572)  # other float32 roundings
     if many_ties:
         part[2, :] = 1.0
-    vals, idx = _neighbors._smallest(torch.from_numpy(part), np.arange(20), L, full)
+    vals, idx = _select.smallest(torch.from_numpy(part), np.arange(20), L, full)
     rounded = part.astype(np.float32)
     below = 0
     for row in range(20):

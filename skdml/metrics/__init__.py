@@ -39,9 +39,10 @@ and :class:`~sklearn.model_selection.GridSearchCV`: :func:`recall_at_k_scorer`,
 embeds ``X`` with the fitted ``estimator.transform`` and scores the embedding
 within the fold.
 
-Layout: ``_validation`` (input checks), ``_exact`` (float32 frame, error bounds,
-float64 distances), ``_neighbors`` (the engine and its public functions),
-``_retrieval``, ``_clustering``, ``_scorers``.
+Layout: ``_validation`` (input checks), ``_exact`` (float32 and float64 frames, error
+bounds, float64 distances), ``_select`` (the smallest values of each row, sorted),
+``_neighbors`` (the engine and its public functions), ``_retrieval``, ``_clustering``,
+``_scorers``.
 
 Conventions shared by the neighbour-based functions
 ---------------------------------------------------

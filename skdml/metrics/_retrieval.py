@@ -91,21 +91,23 @@ def query_scores(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device
     ap = np.zeros(yq.shape[0], dtype=np.float64)
     rp = np.zeros(yq.shape[0], dtype=np.float64)
 
+    codes_r, codes_q = yr.astype(np.int32), yq.astype(np.int32)  # label codes: < n_samples
+
     def score(start, stop, nbrs):  # in the thread that ranked the block
         k = nbrs.shape[1]
         if k == 0:
             return
-        same = yr[nbrs] == yq[start:stop, None]
+        same = codes_r[nbrs] == codes_q[start:stop, None]
         if ks:
             pos = np.argmax(same, axis=1)
             first_hit[start:stop] = np.where(same.any(axis=1), pos, _NEVER)
         if want_map:
             r = relevant[start:stop]
-            ranks = np.arange(1, k + 1)
-            rel = same & (ranks[None, :] <= r[:, None])
-            hits = np.cumsum(rel, axis=1)
-            ap[start:stop] = np.sum(hits / ranks * rel, axis=1) / np.maximum(r, 1)
+            same &= np.arange(k)[None, :] < r[:, None]  # relevant, among the first R_q
+            hits = np.cumsum(same, axis=1, dtype=np.int32)  # relevant up to each rank
             rp[start:stop] = hits[:, -1] / np.maximum(r, 1)
+            hits *= same  # AP@R = (1/R) sum over relevant ranks i of hits(i) / i
+            ap[start:stop] = hits @ (1.0 / np.arange(1, k + 1)) / np.maximum(r, 1)
 
     for _ in neighbor_blocks(X, R, depth, exclude_self=exclude_self, metric=metric,
                              batch_size=batch_size, device=device, ref_keys=yr, query_keys=yq,

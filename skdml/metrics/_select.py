@@ -1,0 +1,192 @@
+"""Step 1 of the neighbour search: the ``L`` smallest values of each row, sorted.
+
+A block's search values (float32, or float64 in a wide frame) go in; the ``L``
+smallest of each row come out with their columns, sorted by (value, index). On
+the CPU in numpy: one comparison of each row with a threshold drawn from a sample
+of it (or from column-group minima for short lists), then one sort of int64 keys,
+the float32 bits of the value made monotone above the column; float64 values are
+listed by their float32 rounding, runs of equal roundings then ordered by value
+and index. On an accelerator, ``torch.topk`` then a stable sort. See
+:mod:`skdml.metrics._neighbors` for how the lists are certified.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import torch
+
+__all__ = ["smallest", "order_segments"]
+
+#: Host bytes of the temporaries of one CPU selection step (8 bytes per value).
+_SELECT_BYTES = 32 * 2**20
+
+
+def _lexsort_rows(vals, idx):
+    """Sort each row by (value, index), ascending."""
+    order = torch.argsort(idx, dim=1)
+    vals, idx = vals.gather(1, order), idx.gather(1, order)
+    order = torch.sort(vals, dim=1, stable=True)[1]
+    return vals.gather(1, order), idx.gather(1, order)
+
+
+def _order_keys(vals, idx):
+    """int64 keys sorting as ``(value, index)``: the float32 bits made monotone, then the index."""
+    bits = (vals + np.float32(0.0)).view(np.int32)  # + 0: -0.0 becomes +0.0, its equal
+    bits = bits ^ ((bits >> 31) & np.int32(0x7FFFFFFF))  # negatives: reverse their order
+    return (bits.astype(np.int64) << 32) | idx
+
+
+def smallest(D, rows, L, full):
+    """The ``L`` smallest values of rows ``rows`` of ``D``, sorted by (value, index), on the host.
+
+    On the CPU, numpy (see :func:`_sorted_candidates`); on an accelerator,
+    ``torch.topk`` then a stable sort. Float64 values (a wide frame) are listed
+    by their float32 rounding, then index, and runs of equal roundings ordered
+    by value, then index.
+    """
+    if D.device.type != "cpu":
+        sub = D if rows.size == D.shape[0] else D[torch.as_tensor(rows, device=D.device)]
+        if full:
+            vals, idx = torch.sort(sub, dim=1, stable=True)
+        else:
+            vals, idx = _lexsort_rows(*torch.topk(sub, L, dim=1, largest=False))
+        return vals.cpu().numpy(), idx.cpu().numpy()
+    A = D.numpy()
+    n_ref = A.shape[1]
+    vals = np.empty((rows.size, L), dtype=A.dtype)
+    idx = np.empty((rows.size, L), dtype=np.int64)
+    step = max(1, _SELECT_BYTES // (8 * n_ref))
+    contiguous = rows.size and rows[-1] - rows[0] == rows.size - 1
+    for first in range(0, rows.size, step):
+        these = rows[first:first + step]
+        part = A[these[0]:these[-1] + 1] if contiguous else A[these]
+        these = slice(first, first + step)
+        keys = _sorted_candidates(part, L, full, vals[these], idx[these])
+        if A.dtype != np.float32:  # sorted by float32 roundings: order their ties in float64
+            _order_float64_ties(keys, vals[these], idx[these])
+    return vals, idx
+
+
+def _order_float64_ties(keys, vals, idx):
+    """Sort, in place, the runs of ``(vals, idx)`` rows whose float32 keys tie, by (value, index).
+
+    Rows of ``keys`` are sorted by (float32 rounding of the value, index); rounding
+    is monotone, so only within a run of equal roundings can the float64 values be
+    out of order.
+    """
+    n_rows, L = keys.shape
+    # the high halves of the keys, as a strided view (no shifted copy) where the host allows
+    high = keys.view(np.int32)[:, 1::2] if sys.byteorder == "little" else keys >> 32
+    flat = np.flatnonzero(high[:, 1:] == high[:, :-1])
+    if flat.size == 0:
+        return
+    jr, jc = np.divmod(flat, L - 1)
+    starts = np.ones(jr.size, dtype=bool)  # runs of consecutive tied pairs: one segment each
+    starts[1:] = (jr[1:] != jr[:-1]) | (jc[1:] != jc[:-1] + 1)
+    first = np.flatnonzero(starts)
+    length = np.diff(np.append(first, jr.size)) + 1
+    segment = np.repeat(np.arange(first.size), length)
+    offset = np.arange(segment.size) - np.repeat(np.cumsum(length) - length, length)
+    r = np.repeat(jr[first], length)
+    c = np.repeat(jc[first], length) + offset
+    order = order_segments(segment, vals[r, c], idx[r, c])
+    vals[r, c], idx[r, c] = vals[r, c][order], idx[r, c][order]
+
+
+def _sorted_candidates(part, L, full, vals, idx):
+    """The ``L`` smallest values of each row of ``part`` and their columns, sorted (host).
+
+    Writes them into ``vals`` and ``idx`` (``(n_rows, L)``) and returns the sorted
+    int64 keys: the float32 rounding of the value (monotone bits) above the
+    column, so the keys sort as (rounded value, index). Float32 values are read
+    back from the keys, float64 ones from ``part``.
+    """
+    out = _sorted_keys(part, L, full)
+    np.bitwise_and(out, np.int64(0xFFFFFFFF), out=idx)
+    if part.dtype == np.float32:
+        high = (out >> 32).astype(np.int32)  # the value's bits, made monotone: undo it
+        vals[...] = (high ^ ((high >> 31) & np.int32(0x7FFFFFFF))).view(np.float32)
+    else:
+        vals[...] = np.take_along_axis(part, idx, axis=1)
+    return out
+
+
+def _sorted_keys(part, L, full):
+    """The ``(rounded value, index)`` keys of the ``L`` smallest values of each row, sorted."""
+    n_rows, n_ref = part.shape
+    if full:
+        keys = _order_keys(part.astype(np.float32, copy=False), np.arange(n_ref)[None, :])
+        keys.sort(axis=1)
+        return keys
+    out = np.empty((n_rows, L), dtype=np.int64)
+    todo = np.ones(n_rows, dtype=bool)
+    stride = L // 64
+    threshold = None
+    if stride >= 2:
+        # A threshold from every stride-th column: the values <= it are a few more than L
+        # in most rows (one comparison per value instead of a selection); rows where they
+        # are too few or too many fall back to the selection below.
+        sample = part[:, ::stride]
+        rank = min(sample.shape[1] - 1, (5 * L) // (4 * stride) + 8)
+        threshold = np.partition(sample, rank, axis=1)[:, rank]
+    elif n_ref >= 64 * L:
+        # Short lists: the L-th smallest of the minima of 4 L column groups. L groups have
+        # their minimum at or below it, so at least L values are: usually a few more than
+        # L (one reduction and one comparison per value instead of a selection).
+        width = n_ref // (4 * L)
+        minima = part[:, :width * 4 * L].reshape(n_rows, 4 * L, width).min(axis=2)
+        threshold = np.partition(minima, L - 1, axis=1)[:, L - 1]
+    if threshold is not None:
+        flat = np.flatnonzero(part <= threshold[:, None])  # row by row, rows in order
+        counts = np.diff(np.searchsorted(flat, np.arange(n_rows + 1) * n_ref))
+        cols = flat - np.repeat(np.arange(n_rows) * n_ref, counts)
+        good = (counts >= L) & (counts <= 4 * L)
+        if good.any():
+            keys = _order_keys(part.ravel()[flat].astype(np.float32, copy=False), cols)
+            ends = np.cumsum(counts)
+            if stride >= 2:  # long lists: one sort per row
+                for r in np.flatnonzero(good):
+                    row_keys = keys[ends[r] - counts[r]:ends[r]]
+                    row_keys.sort()
+                    out[r] = row_keys[:L]
+            else:  # short lists: one sort of a padded (rows, longest) table
+                owner = np.repeat(np.arange(n_rows), counts)
+                keep = good[owner]
+                table = np.full((n_rows, int(counts[good].max())), np.iinfo(np.int64).max)
+                table[owner[keep], (np.arange(flat.size) - (ends - counts)[owner])[keep]] = \
+                    keys[keep]
+                table = table[good]
+                table.sort(axis=1)
+                out[good] = table[:, :L]
+            todo &= ~good
+    if todo.any():
+        rest = part[todo]
+        cand = np.argpartition(rest, L - 1, axis=1)[:, :L]
+        keys = _order_keys(np.take_along_axis(rest, cand, axis=1).astype(np.float32, copy=False),
+                           cand)
+        keys.sort(axis=1)
+        out[todo] = keys
+    return out
+
+
+def order_segments(segment, dist, ref):
+    """The permutation sorting each run of equal ``segment`` ids by ``(dist, ref)``.
+
+    ``segment`` is non-decreasing. Runs of two (most of them) are ordered by one
+    vectorised compare-and-swap; only the longer runs go through ``np.lexsort``.
+    """
+    order = np.arange(segment.size)
+    sizes = np.bincount(segment)
+    first = np.cumsum(sizes) - sizes
+    pairs = first[sizes == 2]
+    if pairs.size:
+        a, b = pairs, pairs + 1
+        swap = (dist[b] < dist[a]) | ((dist[b] == dist[a]) & (ref[b] < ref[a]))
+        order[a[swap]], order[b[swap]] = b[swap], a[swap]
+    longer = (sizes > 2)[segment]
+    if longer.any():
+        rest = np.flatnonzero(longer)
+        order[rest] = rest[np.lexsort((ref[rest], dist[rest], segment[rest]))]
+    return order
