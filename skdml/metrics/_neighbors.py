@@ -7,9 +7,10 @@ How one block of queries is ranked
 ----------------------------------
 1. One GEMM gives the float32 search values of the block against every reference
    (:class:`~skdml.metrics._exact.Frame`); the ``L = K + K/8`` smallest (at least
-   ``K + 4``) are kept, sorted by (value, index): on the CPU by one comparison with
-   a threshold drawn from a sample of the row, then a sort of int64 (value, index)
-   keys (numpy); on an accelerator by ``torch.topk``.
+   ``K + 4``; ``K/64`` in a float64 frame) are kept, sorted by (value, index): on
+   the CPU by one comparison with a threshold drawn from a sample of the row, then
+   a sort of int64 (value, index) keys (numpy, :mod:`~skdml.metrics._select`); on
+   an accelerator by ``torch.topk``.
 2. On the host, each candidate's float64 brute-force distance provably lies in
    ``[v - s_lo, v + s_hi]`` (one pair of slacks per query, from the error bounds),
    and all unlisted references share one lower bound. Position ``j``
