@@ -75,9 +75,13 @@ ENTRIES = (
                "--checkout <the previous commit's checkout>)")),
           Run(("--quick",), "metrics_n5000_d512_quick.*")),
     Entry("contention", "bench_contention.py",
-          "the demo's fits (deep on images and vectors, ECAML, SUML) idle and with 4 busy "
-          "processes, CPU and wall time in the same run, against the fair share",
-          (Run((), "contention_busy4.{md,json}"),),
+          "the demo's fits (deep on images and vectors, ECAML, SUML) and MAP@R on 30,000 "
+          "blobs idle and with 4 busy processes, CPU and wall time in the same run, against "
+          "the fair share",
+          (Run((), "contention_busy4.{md,json}"),
+           Run(("--fits", "map_at_r", "--threads", "1"),
+               "contention_busy4_threads1_map_at_r.{md,json} (the score on one thread, the "
+               "count the load rule gave it before)")),
           Run(("--quick",), "contention_busy4_quick.*")),
     Entry("deep", "bench_deep.py",
           "DeepMetricTransformer overhead against a bare torch loop, fp32 vs AMP images/s; "

@@ -57,7 +57,7 @@ def test_blocks_ranked_by_workers_give_the_sequential_result(monkeypatch):
     X = rng.randn(1500, 5)
     y = rng.randint(0, 6, 1500)
     sequential = retrieval_scores(X, y, k=[1, 4])
-    monkeypatch.setattr(_neighbors, "choose_n_threads", lambda flops=None: 2)
+    monkeypatch.setattr(_neighbors, "choose_n_threads", lambda flops=None, **kw: 2)
     monkeypatch.setattr(_neighbors, "_CPU_BLOCK_BYTES", 256 * 2**10)  # many small blocks
     seen = []
     for start, stop, nbrs in _neighbors.neighbor_blocks(

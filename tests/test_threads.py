@@ -199,6 +199,36 @@ def test_busy_machine_gets_fewer_threads(clean_thread_env, monkeypatch, load, ex
         assert n == expected == torch.get_num_threads()
 
 
+@pytest.mark.parametrize("load", [0.0, 1.0, 6.0])
+def test_threads_without_barriers_keep_the_budget_on_a_busy_machine(clean_thread_env,
+                                                                     monkeypatch, load):
+    # the neighbour search's blocks: a descheduled thread holds no other back
+    monkeypatch.setattr(_threads, "machine_cpus", lambda: 2)
+    monkeypatch.setattr(_threads, "thread_budget", lambda: 2)
+    monkeypatch.setattr(_threads, "other_load", lambda: load)
+    assert choose_n_threads(SMALL_STEP_FLOPS * 100, independent=True) == 2
+    assert choose_n_threads(SMALL_STEP_FLOPS / 10, independent=True) == 1  # rule 3 holds
+
+
+def test_the_neighbour_search_keeps_two_workers_when_the_machine_is_busy(clean_thread_env,
+                                                                          monkeypatch):
+    from skdml.metrics import _neighbors, map_at_r
+
+    monkeypatch.setattr(_threads, "machine_cpus", lambda: 2)
+    monkeypatch.setattr(_threads, "thread_budget", lambda: 2)
+    monkeypatch.setattr(_threads, "other_load", lambda: 4.0)
+    monkeypatch.setattr(_neighbors, "_CPU_BLOCK_BYTES", 2**16)  # several blocks
+    workers = []
+    pool = _neighbors.ThreadPoolExecutor
+    monkeypatch.setattr(_neighbors, "ThreadPoolExecutor",
+                        lambda max_workers: workers.append(max_workers) or pool(max_workers))
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(3000, 64), rng.randint(0, 5, 3000)  # above the small-step rule
+    expected = map_at_r(X, y, batch_size=3000)  # one block: no pool
+    assert map_at_r(X, y) == expected
+    assert workers == [2]
+
+
 def test_override_wins_over_a_busy_machine(clean_thread_env, monkeypatch):
     monkeypatch.setattr(_threads, "other_load", lambda: 6.0)
     monkeypatch.setenv(ENV_OVERRIDE, str(N_CPUS))

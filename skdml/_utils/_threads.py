@@ -32,9 +32,12 @@ the BLAS pools (through threadpoolctl, a scikit-learn dependency):
    of them descheduled, burnt 5x the CPU and finished 2.4x later (a deep fit on
    digits at load 6: 94 s wall, 40 s CPU with 2 threads; 40 s, 7.5 s with 1).
    ``benchmarks/bench_contention.py`` measures the demo's fits idle and
-   loaded. The count is chosen once, at the start of the fit or score; set
-   ``SKDML_NUM_THREADS`` for a fixed count (rounding can differ in the last
-   bits between thread counts).
+   loaded. Threads without barriers (``choose_n_threads(independent=True)``:
+   the neighbour search's query blocks) keep the budget: there more threads
+   only take a larger share of the cores, at no extra CPU. The count is
+   chosen once, at the start of the fit or score; set ``SKDML_NUM_THREADS``
+   for a fixed count (rounding can differ in the last bits between thread
+   counts).
 """
 
 from __future__ import annotations
@@ -225,7 +228,7 @@ def other_load() -> float:
     return load
 
 
-def choose_n_threads(flops_per_step=None) -> int:
+def choose_n_threads(flops_per_step=None, *, independent=False) -> int:
     """Threads for a computation of ``flops_per_step`` operations per step.
 
     Parameters
@@ -234,13 +237,18 @@ def choose_n_threads(flops_per_step=None) -> int:
         Estimated floating-point operations of one step (a batch's forward and
         backward pass, one objective evaluation). ``None``: unknown, use the
         budget.
+    independent : bool, default=False
+        The threads share no barrier: each works alone through its own items
+        (the neighbour search's query blocks, one thread each). A descheduled
+        thread then holds no other back, so rule 4 does not apply: on a busy
+        machine more threads take a larger share of the cores at no extra CPU.
 
     Returns
     -------
     n_threads : int
         The override if set; else 1 for a step below :data:`SMALL_STEP_FLOPS`;
-        else :func:`thread_budget`, less the CPUs other processes keep busy
-        (:func:`other_load`), at least 1.
+        else :func:`thread_budget`, less (unless ``independent``) the CPUs other
+        processes keep busy (:func:`other_load`), at least 1.
 
     Examples
     --------
@@ -253,8 +261,8 @@ def choose_n_threads(flops_per_step=None) -> int:
     if flops_per_step is not None and flops_per_step < SMALL_STEP_FLOPS:
         return 1
     budget = thread_budget()
-    if budget == 1:
-        return 1
+    if budget == 1 or independent:
+        return budget
     free = int(machine_cpus() - other_load() + 0.5)
     return max(1, min(budget, free))
 

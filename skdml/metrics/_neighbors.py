@@ -299,7 +299,7 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
     block = block_rows(False)
     workers = 1
     if cpu:  # blocks ranked side by side, one thread each (module docstring)
-        workers = max(1, min(choose_n_threads(2.0 * n_q * n_ref * Q.shape[1]),
+        workers = max(1, min(choose_n_threads(2.0 * n_q * n_ref * Q.shape[1], independent=True),
                              -(-n_q // block)))
     buffers = threading.local()  # each thread's distance block, reused (CPU)
 
