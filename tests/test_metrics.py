@@ -170,6 +170,22 @@ def test_retrieval_matches_bruteforce(metric, seed, batch_size):
     assert both["map_at_r"] == pytest.approx(expected_map, abs=1e-12)
 
 
+def test_each_query_scores_the_same_bits_in_any_block():
+    # a query's AP comes from its own row alone (no BLAS product over the block's rows,
+    # whose rounding depends on them), so shards and block sizes agree bit for bit
+    from skdml.metrics._retrieval import query_scores
+
+    X, y = _blobs(1200, 6, 2, seed=12)  # R_q about 600
+
+    def ap(batch_size):
+        return query_scores(X, y, [1], want_map=True, metric="euclidean", X_ref=None,
+                            y_ref=None, batch_size=batch_size, device="cpu")["ap"]
+
+    reference = ap(None)
+    for batch_size in (1, 7, 64, 1199):
+        np.testing.assert_array_equal(ap(batch_size), reference)
+
+
 @pytest.mark.usefixtures("both_frames")
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])
 @pytest.mark.parametrize("batch_size", [None, 3])

@@ -107,7 +107,11 @@ def query_scores(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device
             hits = np.cumsum(same, axis=1, dtype=np.int32)  # relevant up to each rank
             rp[start:stop] = hits[:, -1] / np.maximum(r, 1)
             hits *= same  # AP@R = (1/R) sum over relevant ranks i of hits(i) / i
-            ap[start:stop] = hits @ (1.0 / np.arange(1, k + 1)) / np.maximum(r, 1)
+            # summed left to right (a running sum: the zeros past R_q add nothing), not by a
+            # pairwise sum or a BLAS product, whose rounding depends on the block's width or
+            # on its other rows: each query's AP has the same bits in any block or shard
+            terms = hits / np.arange(1, k + 1)
+            ap[start:stop] = np.cumsum(terms, axis=1, out=terms)[:, -1] / np.maximum(r, 1)
 
     for _ in neighbor_blocks(X, R, depth, exclude_self=exclude_self, metric=metric,
                              batch_size=batch_size, device=device, ref_keys=yr, query_keys=yq,
