@@ -41,9 +41,11 @@ roundings ordered in float64 (:mod:`~skdml.metrics._select`), and the unlisted
 references bounded from the float32 number just below the last rounding.
 
 On the CPU the blocks are ranked side by side, one thread each (as many as the
-thread policy grants, :func:`skdml._utils.choose_n_threads`), each GEMM on one
-torch thread: the host work (selection, certification) is then parallel too,
-and no OpenMP pool spin-waits between the steps on a busy machine. A CPU block
+thread policy grants, :func:`skdml._utils.choose_n_threads` with
+``independent=True``: the threads share no barrier, so a busy machine does not
+take them away), each GEMM on one torch thread: the host work (selection,
+certification, the scores of ``reduce``) is then parallel too, and no OpenMP
+pool spin-waits between the steps on a busy machine. A CPU block
 takes about 32 MiB (its distances in one reused buffer per thread, which stays
 in cache), so the blocks in flight stay far below the 256 MiB budget.
 """
