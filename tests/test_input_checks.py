@@ -323,7 +323,7 @@ def test_per_query_slacks_contain_the_float64_distance(kind, metric):
     frame = Frame(X, X, exclude_self=False, metric=metric, device=torch.device("cpu"))
     n = X.shape[0]
     with torch.inference_mode():
-        vals, idx = torch.sort(frame.distances(0, n, False), dim=1, stable=True)
+        vals, idx = torch.sort(frame.distances(slice(0, n), False), dim=1, stable=True)
     vals, idx = vals.numpy(), idx.numpy()
     rows = np.arange(n)
     v = frame.estimate(vals, rows)

@@ -532,7 +532,7 @@ def test_error_bounds_contain_the_float64_distance(wide, data, metric):
                   wide=wide)
     n = X.shape[0]
     with torch.inference_mode():
-        vals, idx = torch.sort(frame.distances(0, n, False), dim=1, stable=True)
+        vals, idx = torch.sort(frame.distances(slice(0, n), False), dim=1, stable=True)
     vals, idx = vals.numpy(), idx.numpy()
     rows = np.arange(n)
     v = frame.estimate(vals, rows)

@@ -327,25 +327,21 @@ class Frame:
             sq[start:start + step] = np.einsum("ij,ij->i", z, z)
         return torch.from_numpy(out).to(device), sq
 
-    def distances(self, start, stop, exclude_self, out=None, rows=None):
-        """Search values of queries ``start:stop`` to every reference (device).
+    def distances(self, rows, exclude_self, out=None):
+        """Search values of the queries ``rows`` (a slice or an int array) to every reference.
 
-        In the frame's dtype (float64 when ``wide``). ``out``: a ``(stop - start,
-        n_ref)`` tensor of that dtype to write them into. ``rows``: an int array
-        of queries to use instead of the range.
+        On the device, in the frame's dtype (float64 when ``wide``). ``out``: a
+        ``(n_rows, n_ref)`` tensor of that dtype to write them into.
         """
-        if rows is None:
-            q, positions = self.Qz[start:stop], torch.arange(start, stop, device=self.Qz.device)
-        else:
-            positions = torch.as_tensor(rows, device=self.Qz.device)
-            q = self.Qz[positions]
+        if not isinstance(rows, slice):
+            rows = torch.as_tensor(rows, device=self.Qz.device)
         # ||q - r||^2 - ||q||^2 = ||r||^2 - 2 <q, r>: same ranking per query.
-        if out is None:
-            D = torch.addmm(self.r_sq.unsqueeze(0), q, self.Rz.T, beta=1.0, alpha=-2.0)
-        else:
-            D = torch.addmm(self.r_sq.unsqueeze(0), q, self.Rz.T, beta=1.0, alpha=-2.0, out=out)
+        D = torch.addmm(self.r_sq.unsqueeze(0), self.Qz[rows], self.Rz.T, beta=1.0, alpha=-2.0,
+                        out=out)
         if exclude_self:
-            D[torch.arange(positions.shape[0], device=D.device), positions] = _INF
+            own = (torch.arange(*rows.indices(self.Qz.shape[0]), device=D.device)
+                   if isinstance(rows, slice) else rows)
+            D[torch.arange(D.shape[0], device=D.device), own] = _INF
         return D
 
     # ----------------------------------------------------------------- bounds

@@ -63,7 +63,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 
 from .._utils import choose_n_threads, resolve_device, thread_limits
 from ._exact import Frame, ieee_float32
-from ._select import order_segments, smallest
+from ._select import order_segments, pair_runs, segment_cells, smallest
 from ._validation import check_k, check_labels, check_pair, encode_labels
 
 __all__ = ["nearest_neighbors", "knn_accuracy"]
@@ -104,8 +104,8 @@ def _keys(idx, qrows, ref_keys, query_keys):
     return keys if query_keys is None else keys == query_keys[qrows]
 
 
-def _settle(vals, idx, qrows, depth, order_depth, cuts, full, frame, ref_keys, query_keys,
-            repaired=None):
+def _settle(vals, idx, floor, qrows, depth, order_depth, cuts, full, frame, ref_keys,
+            query_keys, repaired=None):
     """Certify (and where needed repair) the order of listed candidates.
 
     Returns ``ok`` (rows settled with this list) and ``idx`` reordered in place.
@@ -113,18 +113,14 @@ def _settle(vals, idx, qrows, depth, order_depth, cuts, full, frame, ref_keys, q
     ``v_j + s_hi < v_{j+1} - s_lo`` (and ``< lo_beyond``), with the per-query
     slacks of :meth:`~skdml.metrics._exact.Frame.slacks`: two comparisons per
     candidate. The uncertified pairs are few, and only they are visited.
-    ``repaired``: a list to which the number of candidates sent to the float64
+    ``floor``: per row, a value at or below every unlisted reference's (from
+    :func:`~skdml.metrics._select.smallest`). ``repaired``: a list to which the number of candidates sent to the float64
     pass is appended.
     """
     n_rows, L = idx.shape
     v = frame.estimate(vals, qrows)
-    if full:
-        beyond = np.full(n_rows, np.inf)
-    elif frame.wide:  # listed by float32 roundings: the unlisted round at or above the last's
-        last = np.nextafter(vals[:, -1:].astype(np.float32), np.float32(-np.inf))
-        beyond = frame.beyond(frame.estimate(last, qrows)[:, 0], qrows)
-    else:
-        beyond = frame.beyond(v[:, -1], qrows)
+    beyond = np.full(n_rows, np.inf) if full else \
+        frame.beyond(frame.estimate(floor[:, None], qrows)[:, 0], qrows)
     sep = np.ones((n_rows, L), dtype=bool)  # exact sorted values: every gap is certain
     s_hi = np.zeros(n_rows)
     if not frame.exact:
@@ -157,10 +153,7 @@ def _settle(vals, idx, qrows, depth, order_depth, cuts, full, frame, ref_keys, q
         _keys(idx[jr, jc + 1], qrows[jr], ref_keys, query_keys)
     if not differ.any():
         return ok, idx
-    starts = np.ones(jr.size, dtype=bool)  # runs of consecutive pairs of a row: segments
-    starts[1:] = (jr[1:] != jr[:-1]) | (jc[1:] != jc[:-1] + 1)
-    first = np.flatnonzero(starts)
-    n_pairs = np.diff(np.append(first, jr.size))
+    first, n_pairs = pair_runs(jr, jc)  # runs of consecutive pairs of a row: segments
     seg_row, seg_start = jr[first], jc[first]
     seg_end = seg_start + n_pairs  # last position of the segment
     mixed = np.add.reduceat(differ.astype(np.int64), first) > 0
@@ -171,10 +164,7 @@ def _settle(vals, idx, qrows, depth, order_depth, cuts, full, frame, ref_keys, q
     if not flag.any():
         return ok, idx
     length = (n_pairs + 1)[flag]
-    segment = np.repeat(np.arange(length.size), length)
-    offset = np.arange(segment.size) - np.repeat(np.cumsum(length) - length, length)
-    r = np.repeat(seg_row[flag], length)
-    c = np.repeat(seg_start[flag], length) + offset
+    segment, r, c = segment_cells(seg_row[flag], seg_start[flag], length)
     ref = idx[r, c]
     if not frame.exact:
         segment, keep = _split_segments(v, r, c, ref, segment, length, seg_row[flag],
@@ -238,8 +228,8 @@ def _rank_block(D, qrows, depth, order_depth, cuts, frame, ref_keys, query_keys,
         retry = []
         for first in range(0, pending.size, chunk_rows):
             rows = pending[first:first + chunk_rows]
-            vals, idx = smallest(D, rows, L, full)
-            ok, idx = _settle(vals, idx, qrows[rows], depth[rows], order_depth[rows], cuts,
+            vals, idx, floor = smallest(D, rows, L, full)
+            ok, idx = _settle(vals, idx, floor, qrows[rows], depth[rows], order_depth[rows], cuts,
                               full, frame, ref_keys, query_keys, repaired)
             result[rows[ok]] = idx[ok, :k]
             retry.append(rows[~ok])
@@ -266,7 +256,7 @@ def _wide_pays(frame, depth, order_depth, keys, n_probe):
     rows = searched[np.unique(np.linspace(0, searched.size - 1, n_probe).astype(np.int64))]
     cuts, ref_keys, query_keys = keys
     repaired = []
-    _rank_block(frame.distances(0, 0, frame.exclude_self, rows=rows), rows, depth[rows],
+    _rank_block(frame.distances(rows, frame.exclude_self), rows, depth[rows],
                 order_depth[rows], cuts, frame, ref_keys, query_keys, repaired)
     return sum(repaired) > _WIDE_RATIO * n_ref * rows.size
 
@@ -320,7 +310,7 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
                 if out is None or out.shape[0] < stop - start:
                     out = buffers.D = torch.empty((min(block, n_q), n_ref), dtype=frame.Rz.dtype)
                 out = out[:stop - start]
-            D = frame.distances(start, stop, exclude_self, out=out)
+            D = frame.distances(slice(start, stop), exclude_self, out=out)
             return _rank_block(D, np.arange(start, stop), depth[start:stop],
                                order_depth[start:stop], tuple(cuts), frame, ref_keys,
                                query_keys)

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import torch
 
-__all__ = ["smallest", "order_segments"]
+__all__ = ["smallest", "order_segments", "pair_runs", "segment_cells"]
 
 #: Host bytes of the temporaries of one CPU selection step (8 bytes per value).
 _SELECT_BYTES = 32 * 2**20
@@ -45,6 +45,11 @@ def smallest(D, rows, L, full):
     ``torch.topk`` then a stable sort. Float64 values (a wide frame) are listed
     by their float32 rounding, then index, and runs of equal roundings ordered
     by value, then index.
+
+    Returns ``vals``, ``idx`` (``(n_rows, L)``) and ``floor`` (``(n_rows,)``): every
+    reference not listed in a row has a value at or above its floor, the last
+    listed value, or for float64 values the float32 number just below the last
+    listed rounding (an unlisted value may lie below the last listed one).
     """
     if D.device.type != "cpu":
         sub = D if rows.size == D.shape[0] else D[torch.as_tensor(rows, device=D.device)]
@@ -52,7 +57,8 @@ def smallest(D, rows, L, full):
             vals, idx = torch.sort(sub, dim=1, stable=True)
         else:
             vals, idx = _lexsort_rows(*torch.topk(sub, L, dim=1, largest=False))
-        return vals.cpu().numpy(), idx.cpu().numpy()
+        vals = vals.cpu().numpy()
+        return vals, idx.cpu().numpy(), vals[:, -1]
     A = D.numpy()
     n_ref = A.shape[1]
     vals = np.empty((rows.size, L), dtype=A.dtype)
@@ -60,13 +66,17 @@ def smallest(D, rows, L, full):
     step = max(1, _SELECT_BYTES // (8 * n_ref))
     contiguous = rows.size and rows[-1] - rows[0] == rows.size - 1
     for first in range(0, rows.size, step):
-        these = rows[first:first + step]
-        part = A[these[0]:these[-1] + 1] if contiguous else A[these]
-        these = slice(first, first + step)
-        keys = _sorted_candidates(part, L, full, vals[these], idx[these])
+        in_d = rows[first:first + step]
+        part = A[in_d[0]:in_d[-1] + 1] if contiguous else A[in_d]
+        out = slice(first, first + step)
+        keys = _sorted_candidates(part, L, full, vals[out], idx[out])
         if A.dtype != np.float32:  # sorted by float32 roundings: order their ties in float64
-            _order_float64_ties(keys, vals[these], idx[these])
-    return vals, idx
+            _order_float64_ties(keys, vals[out], idx[out])
+    if A.dtype == np.float32:
+        return vals, idx, vals[:, -1]
+    # cut by float32 rounding: an unlisted value rounds at or above the last listed one, so
+    # it lies above the float32 number just below that rounding (not above the last value)
+    return vals, idx, np.nextafter(vals[:, -1].astype(np.float32), np.float32(-np.inf))
 
 
 def _order_float64_ties(keys, vals, idx):
@@ -83,14 +93,8 @@ def _order_float64_ties(keys, vals, idx):
     if flat.size == 0:
         return
     jr, jc = np.divmod(flat, L - 1)
-    starts = np.ones(jr.size, dtype=bool)  # runs of consecutive tied pairs: one segment each
-    starts[1:] = (jr[1:] != jr[:-1]) | (jc[1:] != jc[:-1] + 1)
-    first = np.flatnonzero(starts)
-    length = np.diff(np.append(first, jr.size)) + 1
-    segment = np.repeat(np.arange(first.size), length)
-    offset = np.arange(segment.size) - np.repeat(np.cumsum(length) - length, length)
-    r = np.repeat(jr[first], length)
-    c = np.repeat(jc[first], length) + offset
+    first, n_pairs = pair_runs(jr, jc)  # runs of consecutive tied pairs: one segment each
+    segment, r, c = segment_cells(jr[first], jc[first], n_pairs + 1)
     order = order_segments(segment, vals[r, c], idx[r, c])
     vals[r, c], idx[r, c] = vals[r, c][order], idx[r, c][order]
 
@@ -190,3 +194,22 @@ def order_segments(segment, dist, ref):
         rest = np.flatnonzero(longer)
         order[rest] = rest[np.lexsort((ref[rest], dist[rest], segment[rest]))]
     return order
+
+
+def pair_runs(jr, jc):
+    """Runs of consecutive pairs ``(j, j + 1)`` within a row: each run's first pair and size.
+
+    ``jr``, ``jc``: row and position of each pair, in row-major order. A run of ``n``
+    pairs is a segment of ``n + 1`` consecutive positions.
+    """
+    starts = np.ones(jr.size, dtype=bool)
+    starts[1:] = (jr[1:] != jr[:-1]) | (jc[1:] != jc[:-1] + 1)
+    first = np.flatnonzero(starts)
+    return first, np.diff(np.append(first, jr.size))
+
+
+def segment_cells(rows, starts, length):
+    """Segment id, row and position of every cell of the segments ``(row, start, length)``."""
+    segment = np.repeat(np.arange(length.size), length)
+    offset = np.arange(segment.size) - np.repeat(np.cumsum(length) - length, length)
+    return segment, np.repeat(rows, length), np.repeat(starts, length) + offset
