@@ -119,11 +119,13 @@ print(json.dumps({"wall": wall, "cpu": cpu, "threads": max(granted, default=0),
 SPIN = "while True:\n    pass\n"
 
 
-def run_fit(fit, epochs, threads):
+def run_fit(fit, epochs, threads, extra_env=None):
+    """Run ``fit`` in a fresh process (``extra_env``: more environment variables)."""
     env = dict(os.environ)
     env.pop("SKDML_NUM_THREADS", None)
     if threads is not None:
         env["SKDML_NUM_THREADS"] = str(threads)
+    env.update(extra_env or {})
     proc = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), fit, str(epochs)],
                           capture_output=True, text=True, env=env, cwd=ROOT)
     if proc.returncode:

@@ -14,6 +14,9 @@ machinery (``skdml._training``).
 
 import importlib
 
+# first, before anything imports torch: libgomp reads its wait policy when torch loads it
+from . import _openmp  # noqa: F401
+
 __version__ = "0.1.0"
 
 # Estimators are imported lazily so that ``import skdml`` stays fast.

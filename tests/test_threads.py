@@ -18,6 +18,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.model_selection import GridSearchCV
 from threadpoolctl import threadpool_info
 
+from skdml import _openmp
 from skdml._utils import (_THREAD_VARS, ENV_OVERRIDE, SMALL_STEP_FLOPS, _threads,
                           choose_n_threads, thread_budget, thread_limits)
 
@@ -189,14 +190,68 @@ def test_fits_use_the_policy(clean_thread_env, monkeypatch):
 
 
 # ---------------------------------------------------------------- rule 4: a busy machine
+def _blas_threads():
+    return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+
+
 @pytest.mark.parametrize("load, expected", [(0.0, 2), (0.4, 2), (0.6, 1), (1.0, 1), (6.0, 1)])
 def test_busy_machine_gets_fewer_threads(clean_thread_env, monkeypatch, load, expected):
+    monkeypatch.setattr(_openmp, "PASSIVE_WAITS", False)  # torch's threads spin at barriers
     monkeypatch.setattr(_threads, "machine_cpus", lambda: 2)
     monkeypatch.setattr(_threads, "thread_budget", lambda: 2)
     monkeypatch.setattr(_threads, "other_load", lambda: load)
     assert choose_n_threads(SMALL_STEP_FLOPS * 100) == expected
     with thread_limits(flops_per_step=SMALL_STEP_FLOPS * 100) as n:
         assert n == expected == torch.get_num_threads()
+        assert _blas_threads() <= {expected}
+
+
+@pytest.mark.parametrize("load, blas", [(0.0, 2), (1.0, 1), (6.0, 1)])
+def test_passive_torch_threads_keep_the_budget_and_spinning_blas_does_not(
+        clean_thread_env, monkeypatch, load, blas):
+    # OMP_WAIT_POLICY=PASSIVE: torch's threads sleep at barriers, so a busy machine costs
+    # them no CPU (benchmarks/studies/bench_wait_policy.py); the BLAS pools still spin
+    monkeypatch.setattr(_openmp, "PASSIVE_WAITS", True)
+    monkeypatch.setattr(_threads, "machine_cpus", lambda: 2)
+    monkeypatch.setattr(_threads, "thread_budget", lambda: 2)
+    monkeypatch.setattr(_threads, "other_load", lambda: load)
+    before = torch.get_num_threads()
+    with thread_limits(flops_per_step=SMALL_STEP_FLOPS * 100) as n:
+        assert n == 2 == torch.get_num_threads()
+        assert _blas_threads() <= {blas}
+        with thread_limits(1):  # a nested section, then the outer counts come back
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2 and _blas_threads() <= {blas}
+    assert torch.get_num_threads() == before
+    with thread_limits(flops_per_step=SMALL_STEP_FLOPS / 10) as n:
+        assert n == 1  # rule 3 holds
+
+
+@pytest.mark.parametrize("preset, torch_first, expected, passive", [
+    (None, False, "PASSIVE", True),   # skdml asks for passive waits before torch loads
+    ("ACTIVE", False, "ACTIVE", False),  # the user's choice wins
+    ("passive", False, "passive", True),
+    (None, True, None, False),  # torch loaded first: libgomp chose already, nothing is set
+])
+def test_import_skdml_asks_for_passive_openmp_waits(preset, torch_first, expected, passive):
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if preset is not None:
+        env["OMP_WAIT_POLICY"] = preset
+    code = ("import json, os, sys\n" + ("import torch\n" if torch_first else "") +
+            "import skdml\n"
+            "loaded = 'torch' in sys.modules\n"
+            "from skdml import DeepMetricTransformer\n"
+            "print(json.dumps([os.environ.get('OMP_WAIT_POLICY'), "
+            "skdml._openmp.PASSIVE_WAITS, loaded]))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    policy, is_passive, torch_loaded_by_import = json.loads(out.strip().splitlines()[-1])
+    assert (policy, is_passive) == (expected, passive)
+    assert torch_loaded_by_import == torch_first  # import skdml itself leaves torch unloaded
 
 
 @pytest.mark.parametrize("load", [0.0, 1.0, 6.0])
@@ -249,8 +304,9 @@ def test_other_load_leaves_out_this_process(monkeypatch):
     assert _threads.other_load() == pytest.approx(4.0, abs=0.05)
 
 
-def test_the_issue_deep_fit_runs_on_one_thread_when_the_machine_is_busy(clean_thread_env,
-                                                                         monkeypatch):
+@pytest.mark.parametrize("passive", [False, True])
+def test_the_issue_deep_fit_threads_when_the_machine_is_busy(clean_thread_env, monkeypatch,
+                                                             passive):
     """Digits 0-4 as (n, 1, 8, 8) images: too large for the small-step rule (issue 37)."""
     from sklearn.datasets import load_digits
 
@@ -261,10 +317,14 @@ def test_the_issue_deep_fit_runs_on_one_thread_when_the_machine_is_busy(clean_th
     X, y = (X[keep] / 16.0).reshape(-1, 1, 8, 8).astype(np.float32)[:300], y[keep][:300]
     monkeypatch.setattr(_threads, "machine_cpus", lambda: 2)
     monkeypatch.setattr(_threads, "thread_budget", lambda: 2)
-    granted = []
-    choose = _threads.choose_n_threads
-    monkeypatch.setattr(_threads, "choose_n_threads",
-                        lambda flops=None: granted.append(choose(flops)) or granted[-1])
     monkeypatch.setattr(_threads, "other_load", lambda: 4.0)
-    DeepMetricTransformer(max_iter=1, device="cpu", random_state=0).fit(X, y)
-    assert granted and set(granted) == {1}, granted  # every section of the fit: one thread
+    torch_threads = []
+    real = torch.set_num_threads
+    monkeypatch.setattr(torch, "set_num_threads",
+                        lambda n: torch_threads.append(n) or real(n))
+    fit = DeepMetricTransformer(max_iter=1, device="cpu", random_state=0).fit
+    monkeypatch.setattr(_openmp, "PASSIVE_WAITS", passive)
+    real(1 if passive else 2)  # so that every section of the fit must set its own count
+    fit(X, y)
+    # spinning threads: every section runs on one thread; sleeping ones keep the budget
+    assert torch_threads and set(torch_threads) == {2 if passive else 1}, torch_threads

@@ -32,12 +32,16 @@ the BLAS pools (through threadpoolctl, a scikit-learn dependency):
    of them descheduled, burnt 5x the CPU and finished 2.4x later (a deep fit on
    digits at load 6: 94 s wall, 40 s CPU with 2 threads; 40 s, 7.5 s with 1).
    ``benchmarks/bench_contention.py`` measures the demo's fits idle and
-   loaded. Threads without barriers (``choose_n_threads(independent=True)``:
-   the neighbour search's query blocks) keep the budget: there more threads
-   only take a larger share of the cores, at no extra CPU. The count is
-   chosen once, at the start of the fit or score; set ``SKDML_NUM_THREADS``
-   for a fixed count (rounding can differ in the last bits between thread
-   counts).
+   loaded. Threads that cost no CPU while they wait for one another keep the
+   budget (``choose_n_threads(independent=True)``): the neighbour search's
+   query blocks, which share no barrier, and torch's threads when they sleep
+   at barriers instead of spinning (``OMP_WAIT_POLICY=PASSIVE``, which
+   ``import skdml`` sets unless torch was imported first or the user chose a
+   policy: :mod:`skdml._openmp`). There more threads only take a larger share
+   of the cores, at no extra CPU. The BLAS pools and scikit-learn's OpenMP
+   loops still spin, so they keep the rule. The count is chosen once, at the
+   start of the fit or score; set ``SKDML_NUM_THREADS`` for a fixed count
+   (rounding can differ in the last bits between thread counts).
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ from contextlib import contextmanager
 import torch
 from joblib import cpu_count
 from threadpoolctl import threadpool_limits
+
+from .. import _openmp
 
 __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "choose_n_threads", "machine_cpus",
            "other_load", "thread_budget", "thread_limits"]
@@ -238,10 +244,11 @@ def choose_n_threads(flops_per_step=None, *, independent=False) -> int:
         backward pass, one objective evaluation). ``None``: unknown, use the
         budget.
     independent : bool, default=False
-        The threads share no barrier: each works alone through its own items
-        (the neighbour search's query blocks, one thread each). A descheduled
-        thread then holds no other back, so rule 4 does not apply: on a busy
-        machine more threads take a larger share of the cores at no extra CPU.
+        The threads cost no CPU while they wait for one another: they share no
+        barrier (the neighbour search's query blocks, one thread each), or they
+        sleep at it (torch's OpenMP threads under ``OMP_WAIT_POLICY=PASSIVE``).
+        Rule 4 then does not apply: on a busy machine more threads take a
+        larger share of the cores at no extra CPU.
 
     Returns
     -------
@@ -282,7 +289,11 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
     Yields
     ------
     n_threads : int
-        The thread count in force inside the block.
+        torch's thread count inside the block. The BLAS pools get the same,
+        except on a busy machine when torch's threads wait passively
+        (:data:`skdml._openmp.PASSIVE_WAITS`): torch's then keep the budget
+        (rule 4 exempts them) while the BLAS pools, which spin, get rule 4's
+        count, :func:`choose_n_threads` ``(flops_per_step)``.
 
     Examples
     --------
@@ -294,8 +305,11 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
     >>> torch.get_num_threads() == before
     True
     """
-    wanted = choose_n_threads(flops_per_step) if n_threads is None else \
-        min(max(int(n_threads), 1), machine_cpus())
+    if n_threads is None:
+        wanted = choose_n_threads(flops_per_step)  # BLAS pools: their threads spin
+        torch_wanted = choose_n_threads(flops_per_step, independent=_openmp.PASSIVE_WAITS)
+    else:
+        wanted = torch_wanted = min(max(int(n_threads), 1), machine_cpus())
     # torch's and the BLAS pools' sizes are process-wide. Sections running at once in
     # threads (a Dask worker's task slots) must not restore the size under each other:
     # the original sizes come back when the last section of the process ends; a nested
@@ -308,11 +322,11 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
         else:
             threadpool_limits(limits=wanted, user_api="blas")
         _SHARED["active"] += 1
-        if torch.get_num_threads() != wanted:
-            torch.set_num_threads(wanted)
-    stack.append(wanted)
+        if torch.get_num_threads() != torch_wanted:
+            torch.set_num_threads(torch_wanted)
+    stack.append((torch_wanted, wanted))
     try:
-        yield wanted
+        yield torch_wanted
     finally:
         stack.pop()
         with _SHARED_LOCK:
@@ -321,8 +335,8 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
                 _SHARED["blas"].restore_original_limits()
                 restore, _SHARED["blas"] = _SHARED["torch"], None
             else:
-                restore = stack[-1] if stack else None
-                if restore is not None:
-                    threadpool_limits(limits=restore, user_api="blas")
+                restore, restore_blas = stack[-1] if stack else (None, None)
+                if restore_blas is not None:
+                    threadpool_limits(limits=restore_blas, user_api="blas")
             if restore is not None and torch.get_num_threads() != restore:
                 torch.set_num_threads(restore)

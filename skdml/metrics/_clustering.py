@@ -20,7 +20,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 from threadpoolctl import threadpool_limits
 
-from .._utils import thread_limits
+from .._utils import choose_n_threads, thread_limits
 from ._validation import check_embeddings, check_labels
 
 __all__ = ["nmi_score", "clustering_f1_score", "clustering_scores"]
@@ -163,9 +163,11 @@ def _greedy_kmeans_pp(Z, k, rng):
 def _kmeans(Z, n_clusters, random_state, n_init):
     """Cluster labels of the best of ``n_init`` k-means runs (lowest inertia)."""
     rng = check_random_state(random_state)
-    # skdml's thread policy for scikit-learn's OpenMP loops too (one Lloyd iteration's work)
-    with thread_limits(flops_per_step=2.0 * Z.shape[0] * n_clusters * Z.shape[1]) as n, \
-            threadpool_limits(n, user_api="openmp"):
+    # skdml's thread policy for scikit-learn's OpenMP loops too (one Lloyd iteration's work);
+    # their threads may spin at barriers, so a busy machine's rule applies to them
+    flops = 2.0 * Z.shape[0] * n_clusters * Z.shape[1]
+    with thread_limits(flops_per_step=flops), \
+            threadpool_limits(choose_n_threads(flops), user_api="openmp"):
         if n_clusters <= SKLEARN_SEEDING_MAX_CLUSTERS or n_clusters > Z.shape[0]:
             return KMeans(n_clusters=n_clusters, n_init=n_init,
                           random_state=rng).fit_predict(Z)
