@@ -119,28 +119,30 @@ def test_segments_are_ordered_as_a_lexsort_would():
 
 @pytest.mark.parametrize("L, full", [(12, False), (300, False), (4000, True)])
 @pytest.mark.parametrize("many_ties", [False, True])
-def test_float64_lists_are_cut_by_float32_rounding_and_ordered_in_float64(L, full, many_ties):
-    # Values 1 + i 1e-12 all round to one float32. A float64 list is ordered by
-    # (float64 value, index), and everything unlisted rounds to float32 at or above
-    # the last listed (what _settle's bound assumes), though it may lie below it in
-    # float64. Rows with more ties than 4 L below the threshold take the fallback.
+def test_float64_lists_are_cut_and_ordered_by_float32_rounding(L, full, many_ties):
+    # Values 1 + i 1e-12 all round to one float32. A float64 list is sorted by (float32
+    # rounding, index), its values those roundings (the certificate adds half an ulp to
+    # its slacks), and everything unlisted rounds to float32 at or above the last listed
+    # (what _settle's floor assumes), though it may lie below it in float64. Rows with more ties than 4 L below the threshold take the fallback.
     rng = np.random.RandomState(6)
     part = 1.0 + rng.randint(0, 400, (20, 4000)) * 1e-12
     part[:, ::7] += rng.rand(20, 572)  # other float32 roundings
     if many_ties:
         part[2, :] = 1.0
-    vals, idx, _ = _select.smallest(torch.from_numpy(part), np.arange(20), L, full)
+    vals, idx, floor = _select.smallest(torch.from_numpy(part), np.arange(20), L, full)
     rounded = part.astype(np.float32)
+    assert vals.dtype == np.float32
     below = 0
     for row in range(20):
         listed = idx[row]
         assert np.unique(listed).size == L
-        np.testing.assert_array_equal(listed, listed[np.lexsort((listed, part[row, listed]))])
-        np.testing.assert_array_equal(vals[row], part[row, listed])
+        np.testing.assert_array_equal(listed, listed[np.lexsort((listed, rounded[row, listed]))])
+        np.testing.assert_array_equal(vals[row], rounded[row, listed])
         unlisted = np.setdiff1d(np.arange(4000), listed)
-        assert np.all(rounded[row, unlisted] >= rounded[row, listed].max())
+        assert np.all(rounded[row, unlisted] >= vals[row, -1])
+        assert np.all(part[row, unlisted] >= floor[row])
         below += np.count_nonzero(part[row, unlisted] < part[row, listed].max())
-    assert full or below > 0  # the case the bound must cover does occur
+    assert full or below > 0  # the case the floor must cover does occur
 
 
 @pytest.mark.parametrize("wide", [False, True])
@@ -175,7 +177,7 @@ def _count_float64_pass(monkeypatch):
 
 def test_the_float64_frame_settles_the_near_ties_of_dense_deep_lists(monkeypatch):
     # Two classes of 1,000 in 3-D, MAP@R reads 1,000 neighbours per query: float32
-    # leaves many near-ties to the brute force, the float64 frame almost none; both
+    # leaves many near-ties to the brute force, the float64 frame few; both
     # give the brute-force score.
     rng = np.random.RandomState(7)
     y = np.repeat([0, 1], 1000)
@@ -193,7 +195,8 @@ def test_the_float64_frame_settles_the_near_ties_of_dense_deep_lists(monkeypatch
     monkeypatch.setattr(_neighbors, "_wide_pays", lambda *args: True)
     assert map_at_r(X, y) == pytest.approx(expected, abs=1e-12)
     assert frames == [False, False, True]
-    assert float32_pass > 2000 and sum(seen) < float32_pass / 100
+    # (its lists are float32 roundings: only candidates within an ulp or two still go)
+    assert float32_pass > 2000 and sum(seen) < float32_pass / 10
 
 
 @pytest.mark.parametrize("ratio, wide", [(0.0, True), (1.0, False)])
@@ -220,3 +223,49 @@ def test_shallow_or_small_searches_do_not_probe(monkeypatch):
     seen, frames = _count_float64_pass(monkeypatch)
     nearest_neighbors(X, 200)  # deep, but 300 x 300 pairs: below _PROBE_MIN_PAIRS
     assert frames == [False]
+
+
+class _StubWideFrame:
+    """A float64 frame whose computed values are within ``eps`` (relative) of the truth,
+    the truth given by ``table``: the certificate's arithmetic, without a real product."""
+
+    exact, wide, zero_queries, exclude_self = False, True, None, False
+
+    def __init__(self, table, eps=2.0 ** -45):
+        self.table, self.eps = np.asarray(table, dtype=np.float64), eps
+        self.r_norm = np.zeros(self.table.size)
+
+    def estimate(self, vals, qrows):
+        return vals.astype(np.float64)
+
+    def slacks(self, v_first, v_last, qrows, b_max):
+        s = self.eps * np.maximum(np.abs(v_first), np.abs(v_last))
+        return s, s
+
+    def beyond(self, v_last, qrows):
+        return v_last - self.eps * np.abs(v_last)
+
+    def exact_distances(self, qi, rj):
+        return self.table[rj]
+
+
+def test_float32_roundings_of_a_float64_list_are_not_taken_for_separations():
+    # Two references straddle a float32 rounding boundary (1 + 2**-24): their float64
+    # values differ by 2**-45, within the frame's error, and the truth has them the other
+    # way round. Their roundings differ by a whole ulp, 2**-23: a certificate that read
+    # the roundings as the values would keep the rounding order, and put the wrong label
+    # first. Half an ulp of the row's largest value on each side sends them to the float64
+    # pass, which orders them by the truth.
+    x = np.array([0.5, 1 + 2.0 ** -24 - 2.0 ** -46, 1 + 2.0 ** -24 + 2.0 ** -46, 3.0, 3.5])
+    truth = x.copy()
+    truth[[1, 2]] = truth[[2, 1]]
+    frame = _StubWideFrame(truth)
+    labels = np.array([0, 0, 1, 0, 1])
+    vals, idx, floor = _select.smallest(torch.from_numpy(x[None, :]), np.arange(1), 5, True)
+    assert vals[0, 2] - vals[0, 1] == np.float32(2.0 ** -23)
+    np.testing.assert_array_equal(labels[idx[0]], [0, 0, 1, 0, 1])  # the rounding order
+    depth = np.array([4])
+    ok, order = _neighbors._settle(vals, idx.copy(), floor, np.arange(1), depth, depth, (),
+                                   True, frame, labels, np.array([0]))
+    assert ok[0]
+    np.testing.assert_array_equal(labels[order[0]], [0, 1, 0, 0, 1])  # the truth's sequence

@@ -36,9 +36,12 @@ Deep lists among many references are dense in value and send many candidates to
 step 4; on the CPU, :func:`_wide_pays` then ranks 32 queries and, where step 4
 costs more than a float64 frame would, the search runs in one
 (:class:`~skdml.metrics._exact.Frame` ``wide=True``): its candidates are selected
-and sorted by the float32 rounding of their float64 values, runs of equal
-roundings ordered in float64 (:mod:`~skdml.metrics._select`), and the unlisted
-references bounded from the float32 number just below the last rounding.
+and sorted by the float32 rounding of their float64 values
+(:mod:`~skdml.metrics._select`), and certified from those roundings with half a
+float32 ulp of the row's largest value added to the slacks: where two roundings
+are too close for that, step 4 orders the candidates, as for float32 near-ties.
+The unlisted references are bounded from the float32 number just below the last
+rounding.
 
 On the CPU the blocks are ranked side by side, one thread each (as many as the
 thread policy grants, :func:`skdml._utils.choose_n_threads` with
@@ -123,13 +126,21 @@ def _settle(vals, idx, floor, qrows, depth, order_depth, cuts, full, frame, ref_
         frame.beyond(frame.estimate(floor[:, None], qrows)[:, 0], qrows)
     sep = np.ones((n_rows, L), dtype=bool)  # exact sorted values: every gap is certain
     s_hi = np.zeros(n_rows)
+    rounding = None
     if not frame.exact:
-        last = v[:, -1]
-        if not np.isfinite(last).all():  # the excluded query itself (inf) ends a full row
-            n_finite = np.count_nonzero(np.isfinite(v), axis=1)
-            last = v[np.arange(n_rows), np.maximum(n_finite - 1, 0)]
+        last_pos = np.full(n_rows, L - 1)
+        if not np.isfinite(v[:, -1]).all():  # the excluded query itself (inf) ends a full row
+            last_pos = np.maximum(np.count_nonzero(np.isfinite(v), axis=1) - 1, 0)
+        last = v[np.arange(n_rows), last_pos]
         b_max = frame.r_norm[idx].max(axis=1)
         s_hi, s_lo = frame.slacks(v[:, 0], last, qrows, b_max)
+        if frame.wide and vals.dtype == np.float32:
+            # float32 roundings of float64 values (_select.smallest): each within half an
+            # ulp, 2**-24 of its magnitude (or 2**-150 below the normal range); the largest
+            # magnitude of a sorted row is at one of its ends
+            top = np.maximum(np.abs(vals[:, 0]), np.abs(vals[np.arange(n_rows), last_pos]))
+            rounding = top.astype(np.float64) * (2.0 ** -24 * (1 + 2.0 ** -20)) + 2.0 ** -149
+            s_hi, s_lo = s_hi + rounding, s_lo + rounding
         with np.errstate(invalid="ignore"):
             gap = np.subtract(v[:, 1:], v[:, :-1])
             gap *= 1 - 2.0 ** -50
@@ -168,7 +179,8 @@ def _settle(vals, idx, floor, qrows, depth, order_depth, cuts, full, frame, ref_
     ref = idx[r, c]
     if not frame.exact:
         segment, keep = _split_segments(v, r, c, ref, segment, length, seg_row[flag],
-                                        seg_start[flag], seg_end[flag], qrows, frame)
+                                        seg_start[flag], seg_end[flag], qrows, frame,
+                                        None if rounding is None else rounding[seg_row[flag]])
         r, c, ref, segment = r[keep], c[keep], ref[keep], segment[keep]
         if ref.size == 0:
             return ok, idx
@@ -179,7 +191,8 @@ def _settle(vals, idx, floor, qrows, depth, order_depth, cuts, full, frame, ref_
     return ok, idx
 
 
-def _split_segments(v, r, c, ref, segment, length, rows, starts, ends, qrows, frame):
+def _split_segments(v, r, c, ref, segment, length, rows, starts, ends, qrows, frame,
+                    rounding=None):
     """Split uncertified segments where slacks of the segment's own candidates separate them.
 
     The row's slacks use the largest reference norm among all its listed candidates;
@@ -188,12 +201,16 @@ def _split_segments(v, r, c, ref, segment, length, rows, starts, ends, qrows, fr
     values lie between the segment's first and last and whose norms are at most its
     largest). Where a gap inside the segment exceeds them, everything before the gap
     is provably closer than everything after it, exactly as for the row's own
-    separations. Returns the new segment ids and which positions still need the
-    float64 pass (sub-segments of two or more candidates).
+    separations. ``rounding``: per segment, the bound on how far listed float32
+    roundings lie from their float64 values (added to both slacks), or None.
+    Returns the new segment ids and which positions still need the float64 pass
+    (sub-segments of two or more candidates).
     """
     first = np.cumsum(length) - length
     b_seg = np.maximum.reduceat(frame.r_norm[ref], first)
     s_hi, s_lo = frame.slacks(v[rows, starts], v[rows, ends], qrows[rows], b_seg)
+    if rounding is not None:
+        s_hi, s_lo = s_hi + rounding, s_lo + rounding
     inner = np.ones(r.size, dtype=bool)
     inner[np.cumsum(length) - 1] = False  # the last candidate of a segment has no next
     cut = np.zeros(r.size, dtype=bool)

@@ -5,14 +5,12 @@ smallest of each row come out with their columns, sorted by (value, index). On
 the CPU in numpy: one comparison of each row with a threshold drawn from a sample
 of it (or from column-group minima for short lists), then one sort of int64 keys,
 the float32 bits of the value made monotone above the column; float64 values are
-listed by their float32 rounding, runs of equal roundings then ordered by value
-and index. On an accelerator, ``torch.topk`` then a stable sort. See
+listed, and returned, as their float32 roundings (the certificate allows for the
+rounding). On an accelerator, ``torch.topk`` then a stable sort. See
 :mod:`skdml.metrics._neighbors` for how the lists are certified.
 """
 
 from __future__ import annotations
-
-import sys
 
 import numpy as np
 import torch
@@ -42,9 +40,10 @@ def smallest(D, rows, L, full):
     """The ``L`` smallest values of rows ``rows`` of ``D``, sorted by (value, index), on the host.
 
     On the CPU, numpy (see :func:`_sorted_candidates`); on an accelerator,
-    ``torch.topk`` then a stable sort. Float64 values (a wide frame) are listed
-    by their float32 rounding, then index, and runs of equal roundings ordered
-    by value, then index.
+    ``torch.topk`` then a stable sort. Float64 values (a wide frame) on the CPU
+    are listed by their float32 rounding, then index, and ``vals`` holds those
+    roundings: each within half a float32 ulp of its value, which the
+    certificate (:func:`~skdml.metrics._neighbors._settle`) adds to its slacks.
 
     Returns ``vals``, ``idx`` (``(n_rows, L)``) and ``floor`` (``(n_rows,)``): every
     reference not listed in a row has a value at or above its floor, the last
@@ -61,7 +60,7 @@ def smallest(D, rows, L, full):
         return vals, idx.cpu().numpy(), vals[:, -1]
     A = D.numpy()
     n_ref = A.shape[1]
-    vals = np.empty((rows.size, L), dtype=A.dtype)
+    vals = np.empty((rows.size, L), dtype=np.float32)
     idx = np.empty((rows.size, L), dtype=np.int64)
     step = max(1, _SELECT_BYTES // (8 * n_ref))
     contiguous = rows.size and rows[-1] - rows[0] == rows.size - 1
@@ -69,52 +68,26 @@ def smallest(D, rows, L, full):
         in_d = rows[first:first + step]
         part = A[in_d[0]:in_d[-1] + 1] if contiguous else A[in_d]
         out = slice(first, first + step)
-        keys = _sorted_candidates(part, L, full, vals[out], idx[out])
-        if A.dtype != np.float32:  # sorted by float32 roundings: order their ties in float64
-            _order_float64_ties(keys, vals[out], idx[out])
+        _sorted_candidates(part, L, full, vals[out], idx[out])
     if A.dtype == np.float32:
         return vals, idx, vals[:, -1]
     # cut by float32 rounding: an unlisted value rounds at or above the last listed one, so
     # it lies above the float32 number just below that rounding (not above the last value)
-    return vals, idx, np.nextafter(vals[:, -1].astype(np.float32), np.float32(-np.inf))
-
-
-def _order_float64_ties(keys, vals, idx):
-    """Sort, in place, the runs of ``(vals, idx)`` rows whose float32 keys tie, by (value, index).
-
-    Rows of ``keys`` are sorted by (float32 rounding of the value, index); rounding
-    is monotone, so only within a run of equal roundings can the float64 values be
-    out of order.
-    """
-    n_rows, L = keys.shape
-    # the high halves of the keys, as a strided view (no shifted copy) where the host allows
-    high = keys.view(np.int32)[:, 1::2] if sys.byteorder == "little" else keys >> 32
-    flat = np.flatnonzero(high[:, 1:] == high[:, :-1])
-    if flat.size == 0:
-        return
-    jr, jc = np.divmod(flat, L - 1)
-    first, n_pairs = pair_runs(jr, jc)  # runs of consecutive tied pairs: one segment each
-    segment, r, c = segment_cells(jr[first], jc[first], n_pairs + 1)
-    order = order_segments(segment, vals[r, c], idx[r, c])
-    vals[r, c], idx[r, c] = vals[r, c][order], idx[r, c][order]
+    return vals, idx, np.nextafter(vals[:, -1], np.float32(-np.inf))
 
 
 def _sorted_candidates(part, L, full, vals, idx):
     """The ``L`` smallest values of each row of ``part`` and their columns, sorted (host).
 
-    Writes them into ``vals`` and ``idx`` (``(n_rows, L)``) and returns the sorted
-    int64 keys: the float32 rounding of the value (monotone bits) above the
-    column, so the keys sort as (rounded value, index). Float32 values are read
-    back from the keys, float64 ones from ``part``.
+    Writes them into ``vals`` (float32: the values, or the float32 roundings of
+    float64 ones) and ``idx`` (``(n_rows, L)``), read back from the sorted int64
+    keys: the float32 rounding of the value (monotone bits) above the column, so
+    the keys sort as (rounded value, index).
     """
     out = _sorted_keys(part, L, full)
     np.bitwise_and(out, np.int64(0xFFFFFFFF), out=idx)
-    if part.dtype == np.float32:
-        high = (out >> 32).astype(np.int32)  # the value's bits, made monotone: undo it
-        vals[...] = (high ^ ((high >> 31) & np.int32(0x7FFFFFFF))).view(np.float32)
-    else:
-        vals[...] = np.take_along_axis(part, idx, axis=1)
-    return out
+    high = (out >> 32).astype(np.int32)  # the value's bits, made monotone: undo it
+    vals[...] = (high ^ ((high >> 31) & np.int32(0x7FFFFFFF))).view(np.float32)
 
 
 def _sorted_keys(part, L, full):
