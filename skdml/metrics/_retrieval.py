@@ -92,9 +92,10 @@ def query_scores(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device
     rp = np.zeros(yq.shape[0], dtype=np.float64)
 
     codes_r, codes_q = yr.astype(np.int32), yq.astype(np.int32)  # label codes: < n_samples
+    inverse_rank = 1.0 / np.arange(1, int(depth.max()) + 1)  # 1 / i, the same in every block
 
     def score(start, stop, nbrs):  # in the thread that ranked the block
-        k = nbrs.shape[1]
+        n_rows, k = nbrs.shape
         if k == 0:
             return
         same = codes_r[nbrs] == codes_q[start:stop, None]
@@ -107,11 +108,17 @@ def query_scores(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device
             hits = np.cumsum(same, axis=1, dtype=np.int32)  # relevant up to each rank
             rp[start:stop] = hits[:, -1] / np.maximum(r, 1)
             hits *= same  # AP@R = (1/R) sum over relevant ranks i of hits(i) / i
-            # summed left to right (a running sum: the zeros past R_q add nothing), not by a
-            # pairwise sum or a BLAS product, whose rounding depends on the block's width or
-            # on its other rows: each query's AP has the same bits in any block or shard
-            terms = hits / np.arange(1, k + 1)
-            ap[start:stop] = np.cumsum(terms, axis=1, out=terms)[:, -1] / np.maximum(r, 1)
+            flat = np.empty(n_rows * k + 1)  # + 1: a segment may end at the last term
+            flat[-1] = 0.0
+            np.multiply(hits, inverse_rank[:k], out=flat[:-1].reshape(n_rows, k))
+            # each query's first R_q terms summed as one segment: the sum reads the query's
+            # own terms only, not the block's width (as a row sum's pairwise rounding does)
+            # nor its other rows (as a BLAS product's), so each query's AP has the same bits
+            # in any block or shard
+            bounds = np.empty(2 * n_rows, dtype=np.int64)
+            bounds[0::2] = np.arange(n_rows) * k
+            bounds[1::2] = bounds[0::2] + np.clip(r, 1, k)
+            ap[start:stop] = np.add.reduceat(flat, bounds)[0::2] / np.maximum(r, 1)
 
     for _ in neighbor_blocks(X, R, depth, exclude_self=exclude_self, metric=metric,
                              batch_size=batch_size, device=device, ref_keys=yr, query_keys=yq,
