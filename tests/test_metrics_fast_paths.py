@@ -238,6 +238,9 @@ class _StubWideFrame:
     def estimate(self, vals, qrows):
         return vals.astype(np.float64)
 
+    def reach(self, v_last, qrows):
+        return np.zeros_like(v_last)
+
     def slacks(self, v_first, v_last, qrows, b_max):
         s = self.eps * np.maximum(np.abs(v_first), np.abs(v_last))
         return s, s

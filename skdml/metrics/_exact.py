@@ -289,6 +289,7 @@ class Frame:
         else:
             self.Rz, self.r_sq64 = self._to_frame(R, centre, exp, device, dtype)
         self.q_norm, self.r_norm = np.sqrt(self.q_sq), np.sqrt(self.r_sq64)
+        self.r_norm_max = float(self.r_norm.max()) if self.r_norm.size else 0.0
         if grid is not None:
             reach = float(np.max(self.q_norm)) + float(np.max(self.r_norm))
             self.exact = reach * reach <= 2.0 ** 24 * (1 - 2.0 ** -30)
@@ -385,6 +386,20 @@ class Frame:
             s_hi = np.max(hi - v, axis=1) * (1 + _WIDEN)
             s_lo = np.max(v - lo, axis=1) * (1 + _WIDEN)
         return s_hi, s_lo
+
+    def reach(self, v_last, qrows):
+        """Per query, a bound on ``||z_r||`` of every reference whose search value is at most ``v_last``.
+
+        ``||z_r|| <= ||z_q|| + t`` and ``t^2 <= v + E`` (the error bound above, taken
+        at the largest reference norm ``B``), capped at ``B``: what the slacks need of
+        a query's listed candidates without reading their norms.
+        """
+        a = self.q_norm[qrows]
+        B = self.r_norm_max
+        with np.errstate(invalid="ignore", over="ignore"):
+            E = self.g1 * (B * B + 2 * a * B) + self.g64 * (a * a + np.abs(v_last)) + self.zeta
+            b = (a + np.sqrt(np.maximum(v_last + E, 0.0))) * (1 + _WIDEN)
+        return np.where(b < B, b, B)  # NaN-free: an infinite or NaN bound gives B
 
     def _bounds(self, v, a, b):
         """``[lo, hi]`` for search values ``v``, query norms ``a``, reference norms ``b``."""

@@ -132,14 +132,16 @@ def _settle(vals, idx, floor, qrows, depth, order_depth, cuts, full, frame, ref_
         if not np.isfinite(v[:, -1]).all():  # the excluded query itself (inf) ends a full row
             last_pos = np.maximum(np.count_nonzero(np.isfinite(v), axis=1) - 1, 0)
         last = v[np.arange(n_rows), last_pos]
-        b_max = frame.r_norm[idx].max(axis=1)
-        s_hi, s_lo = frame.slacks(v[:, 0], last, qrows, b_max)
         if frame.wide and vals.dtype == np.float32:
             # float32 roundings of float64 values (_select.smallest): each within half an
             # ulp, 2**-24 of its magnitude (or 2**-150 below the normal range); the largest
             # magnitude of a sorted row is at one of its ends
             top = np.maximum(np.abs(vals[:, 0]), np.abs(vals[np.arange(n_rows), last_pos]))
             rounding = top.astype(np.float64) * (2.0 ** -24 * (1 + 2.0 ** -20)) + 2.0 ** -149
+        # the listed references' norms, bounded from their values (no gather of L norms)
+        b_max = frame.reach(last if rounding is None else last + rounding, qrows)
+        s_hi, s_lo = frame.slacks(v[:, 0], last, qrows, b_max)
+        if rounding is not None:
             s_hi, s_lo = s_hi + rounding, s_lo + rounding
         with np.errstate(invalid="ignore"):
             gap = np.subtract(v[:, 1:], v[:, :-1])
