@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import os
 import platform
 import sys
+
+from . import _openmp
 
 _DEPENDENCIES = ["skdml", "numpy", "scipy", "sklearn", "pymanopt", "torch", "joblib",
                  "threadpoolctl", "tqdm", "matplotlib", "pytorch_metric_learning"]
@@ -41,6 +44,9 @@ def _torch_info():
         "cuda version": torch.version.cuda,
         "device": torch.cuda.get_device_name(0) if cuda else "cpu",
         "threads": torch.get_num_threads(),
+        # how torch's OpenMP threads wait (skdml._openmp): they sleep when it says PASSIVE
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "not set (libgomp spins)"),
+        "passive waits": _openmp.PASSIVE_WAITS,
     }
 
 

@@ -14,7 +14,7 @@ def test_show_versions_names_every_core_dependency(capsys):
     skdml.show_versions()
     out = capsys.readouterr().out
     for name in ["python", "skdml", "numpy", "scipy", "sklearn", "pymanopt", "torch",
-                 "joblib", "cuda available", "Thread pools"]:
+                 "joblib", "cuda available", "Thread pools", "OMP_WAIT_POLICY", "passive waits"]:
         assert name in out
     assert f"skdml: {skdml.__version__}" in out
 
