@@ -5,12 +5,12 @@ At the end of each region a thread that finished first *spins* for its partner,
 about 300,000 rounds by default, before it sleeps. On an idle machine that saves
 a wake-up; on a busy one the partner is often descheduled, and the spinning
 thread burns the CPU the partner needs: a deep fit on the demo's digit images
-with two threads beside four busy processes took 6.8x the wall time and 11x the
-CPU of the same fit alone, and 1.7-6.8x the wall time of one thread
+with two threads beside four busy processes took 11x its idle CPU time, and
+1.7-6.8x the wall time of one thread under the same load
 (``benchmarks/studies/bench_wait_policy.py``). With ``OMP_WAIT_POLICY=PASSIVE`` the
 threads sleep at once: under the same load the two-thread fit costs 1.05x its
-idle CPU and takes 0.7-1.0x one thread's wall time; idle, it is about 5 % slower
-than with spinning threads (4.9 s against 4.6-4.7 s).
+idle CPU and takes 0.7-1.0x one thread's wall time; idle, it is 5-7 % slower
+than with spinning threads, for 12-22 % less CPU.
 
 libgomp reads the policy once, when it is loaded, that is when torch is first
 imported. So ``import skdml`` (whose estimators import torch lazily) sets
