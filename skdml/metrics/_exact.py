@@ -54,7 +54,11 @@ With ``u = 2**-24``, ``gamma_n = n u / (1 - n u)``, ``a = ||z_q||``, ``b = ||z_r
 for ``t = ||z_q - z_r||``:
 
 - ``|v - t^2| <= E = gamma_{d+3} (b^2 + 2 a b) + gamma64_{d+3} (a^2 + |v|) + (2d+6) 2**-150``
-  (any summation order of the GEMM; Cauchy-Schwarz; subnormal underflow);
+  (any summation order of the GEMM; Cauchy-Schwarz; subnormal underflow). The GEMM
+  forms ``||z_r||^2 - 2 <z_q, z_r>`` as the dot product of ``[-2 z_q, 1]`` and
+  ``[z_r, fl32(||z_r||^2)]``: ``d + 1`` terms whose magnitudes sum to at most
+  ``2ab + (1 + u) b^2``, so ``gamma_{d+1}`` of that sum plus the ``u b^2`` of the
+  stored norm stays within the ``gamma_{d+3}`` term (the ``-2`` is exact);
 - ``|t - S| <= u1 (a' + b') + 2 sqrt(d) 2**-150`` where ``S = 2**s ||x_q - x_r||``
   is the exact distance, ``u1 = u + 2 u64`` the rounding of ``z`` and
   ``a' = (a + sqrt(d) 2**-150) / (1 - u1)`` bounds ``||2**s (x_q - c)||``;
@@ -283,11 +287,11 @@ class Frame:
         # Off a grid a float64 frame is built in float64; on a grid z holds integers below
         # 2**23, exact in float32, widened below once the frame is known not to be exact.
         dtype = np.float64 if wide and grid is None else np.float32
-        self.Qz, self.q_sq = self._to_frame(Q, centre, exp, device, dtype)
+        Qz, self.q_sq = self._to_frame(Q, centre, exp, device, dtype)
         if exclude_self:
-            self.Rz, self.r_sq64 = self.Qz, self.q_sq
+            Rz, self.r_sq64 = Qz, self.q_sq
         else:
-            self.Rz, self.r_sq64 = self._to_frame(R, centre, exp, device, dtype)
+            Rz, self.r_sq64 = self._to_frame(R, centre, exp, device, dtype)
         self.q_norm, self.r_norm = np.sqrt(self.q_sq), np.sqrt(self.r_sq64)
         self.r_norm_max = float(self.r_norm.max()) if self.r_norm.size else 0.0
         if grid is not None:
@@ -295,11 +299,18 @@ class Frame:
             self.exact = reach * reach <= 2.0 ** 24 * (1 - 2.0 ** -30)
         #: A float64 frame (see ``wide``), and the unit roundoffs of its product and its ``z``.
         self.wide = bool(wide) and not self.exact
-        if self.wide and self.Qz.dtype != torch.float64:
-            self.Qz = self.Qz.double()
-            self.Rz = self.Qz if exclude_self else self.Rz.double()
-        self.r_sq = torch.from_numpy(self.r_sq64.astype(np.float64 if self.wide else np.float32))
-        self.r_sq = self.r_sq.to(device)
+        if self.wide and Qz.dtype != torch.float64:
+            Qz = Qz.double()
+            Rz = Qz if exclude_self else Rz.double()
+        r_sq = torch.from_numpy(self.r_sq64.astype(np.float64 if self.wide else np.float32))
+        # The search values ||z_r||^2 - 2 <z_q, z_r> as one product, [-2 z_q, 1] . [z_r,
+        # ||z_r||^2]: a dot product of d + 1 terms, within the bound above (the -2 is exact),
+        # at half the cost of a product plus a broadcast addition of the norms (addmm).
+        ones = torch.ones((Qz.shape[0], 1), dtype=Qz.dtype, device=Qz.device)
+        self.q_factor = torch.cat([-2 * Qz, ones], dim=1)
+        self.r_factor = torch.cat([Rz, r_sq.to(Rz.device)[:, None]], dim=1).T
+        self.r_factor = self.r_factor.contiguous()  # (d + 1, n_ref): the product reads it fastest
+        self.n_ref, self.dtype = Rz.shape[0], Rz.dtype
         self.u = _U64 if self.wide else _U32
         self.u1 = self.u + 2 * _U64
         self.g1 = _gamma(d + 3, self.u) * (1 + 2.0 ** -20)
@@ -335,12 +346,11 @@ class Frame:
         ``(n_rows, n_ref)`` tensor of that dtype to write them into.
         """
         if not isinstance(rows, slice):
-            rows = torch.as_tensor(rows, device=self.Qz.device)
+            rows = torch.as_tensor(rows, device=self.q_factor.device)
         # ||q - r||^2 - ||q||^2 = ||r||^2 - 2 <q, r>: same ranking per query.
-        D = torch.addmm(self.r_sq.unsqueeze(0), self.Qz[rows], self.Rz.T, beta=1.0, alpha=-2.0,
-                        out=out)
+        D = torch.mm(self.q_factor[rows], self.r_factor, out=out)
         if exclude_self:
-            own = (torch.arange(*rows.indices(self.Qz.shape[0]), device=D.device)
+            own = (torch.arange(*rows.indices(self.q_factor.shape[0]), device=D.device)
                    if isinstance(rows, slice) else rows)
             D[torch.arange(D.shape[0], device=D.device), own] = _INF
         return D

@@ -269,7 +269,7 @@ def _wide_pays(frame, depth, order_depth, keys, n_probe):
     ``benchmarks/bench_metrics.py --frames``).
     """
     searched = np.flatnonzero(depth > 0)
-    n_ref = frame.Rz.shape[0]
+    n_ref = frame.n_ref
     if searched.size * n_ref < _PROBE_MIN_PAIRS:
         return False
     rows = searched[np.unique(np.linspace(0, searched.size - 1, n_probe).astype(np.int64))]
@@ -327,7 +327,7 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
             if cpu:
                 out = getattr(buffers, "D", None)
                 if out is None or out.shape[0] < stop - start:
-                    out = buffers.D = torch.empty((min(block, n_q), n_ref), dtype=frame.Rz.dtype)
+                    out = buffers.D = torch.empty((min(block, n_q), n_ref), dtype=frame.dtype)
                 out = out[:stop - start]
             D = frame.distances(slice(start, stop), exclude_self, out=out)
             return _rank_block(D, np.arange(start, stop), depth[start:stop],
