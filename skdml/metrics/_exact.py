@@ -287,11 +287,12 @@ class Frame:
         # Off a grid a float64 frame is built in float64; on a grid z holds integers below
         # 2**23, exact in float32, widened below once the frame is known not to be exact.
         dtype = np.float64 if wide and grid is None else np.float32
-        Qz, self.q_sq = self._to_frame(Q, centre, exp, device, dtype)
+        # the frame's values straight into the two factors of the search's product (below)
+        Zq, self.q_sq = self._to_frame(Q, centre, exp, dtype)
         if exclude_self:
-            Rz, self.r_sq64 = Qz, self.q_sq
+            Zr, self.r_sq64 = None, self.q_sq
         else:
-            Rz, self.r_sq64 = self._to_frame(R, centre, exp, device, dtype)
+            Zr, self.r_sq64 = self._to_frame(R, centre, exp, dtype, transposed=True)
         self.q_norm, self.r_norm = np.sqrt(self.q_sq), np.sqrt(self.r_sq64)
         self.r_norm_max = float(self.r_norm.max()) if self.r_norm.size else 0.0
         if grid is not None:
@@ -299,18 +300,21 @@ class Frame:
             self.exact = reach * reach <= 2.0 ** 24 * (1 - 2.0 ** -30)
         #: A float64 frame (see ``wide``), and the unit roundoffs of its product and its ``z``.
         self.wide = bool(wide) and not self.exact
-        if self.wide and Qz.dtype != torch.float64:
-            Qz = Qz.double()
-            Rz = Qz if exclude_self else Rz.double()
-        r_sq = torch.from_numpy(self.r_sq64.astype(np.float64 if self.wide else np.float32))
+        if self.wide and Zq.dtype != np.float64:
+            Zq = Zq.astype(np.float64)
+            Zr = None if Zr is None else Zr.astype(np.float64)
+        if Zr is None:
+            Zr = np.empty((d + 1, Zq.shape[0]), dtype=Zq.dtype)
+            Zr[:d] = Zq[:, :d].T
         # The search values ||z_r||^2 - 2 <z_q, z_r> as one product, [-2 z_q, 1] . [z_r,
         # ||z_r||^2]: a dot product of d + 1 terms, within the bound above (the -2 is exact),
         # at half the cost of a product plus a broadcast addition of the norms (addmm).
-        ones = torch.ones((Qz.shape[0], 1), dtype=Qz.dtype, device=Qz.device)
-        self.q_factor = torch.cat([-2 * Qz, ones], dim=1)
-        self.r_factor = torch.cat([Rz, r_sq.to(Rz.device)[:, None]], dim=1).T
-        self.r_factor = self.r_factor.contiguous()  # (d + 1, n_ref): the product reads it fastest
-        self.n_ref, self.dtype = Rz.shape[0], Rz.dtype
+        Zr[d] = self.r_sq64  # rounded to the frame's dtype
+        Zq[:, :d] *= -2
+        Zq[:, d] = 1
+        self.q_factor = torch.from_numpy(Zq).to(device)  # (n_q, d + 1)
+        self.r_factor = torch.from_numpy(Zr).to(device)  # (d + 1, n_ref): read fastest this way
+        self.n_ref, self.dtype = Zr.shape[1], self.q_factor.dtype
         self.u = _U64 if self.wide else _U32
         self.u1 = self.u + 2 * _U64
         self.g1 = _gamma(d + 3, self.u) * (1 + 2.0 ** -20)
@@ -325,19 +329,27 @@ class Frame:
 
     # ------------------------------------------------------------------ frame
     @staticmethod
-    def _to_frame(X, centre, exp, device, dtype):
-        """``fl((X - centre) * 2**exp)`` in ``dtype`` and float64 ``||z||^2``."""
-        out = np.empty(X.shape, dtype=dtype)
-        sq = np.empty(X.shape[0])
-        step = max(1, _CHUNK // X.shape[1])
-        for start in range(0, X.shape[0], step):
+    def _to_frame(X, centre, exp, dtype, transposed=False):
+        """``z = fl((X - centre) * 2**exp)`` in ``dtype``, with one free column, and float64 ``||z||^2``.
+
+        Returns a host array of shape ``(n, d + 1)``, or ``(d + 1, n)`` when
+        ``transposed``, whose last column (row) is left for the caller, and ``sq``.
+        """
+        n, d = X.shape
+        out = np.empty((d + 1, n) if transposed else (n, d + 1), dtype=dtype)
+        sq = np.empty(n)
+        step = max(1, _CHUNK // max(d, 1))
+        for start in range(0, n, step):
             part = np.array(X[start:start + step], dtype=np.float64)
             part -= centre
             np.ldexp(part, exp, out=part)
-            out[start:start + step] = part
-            z = out[start:start + step].astype(np.float64)
+            z = part.astype(dtype).astype(np.float64)  # z, rounded to the frame's dtype
+            if transposed:
+                out[:d, start:start + step] = z.T
+            else:
+                out[start:start + step, :d] = z
             sq[start:start + step] = np.einsum("ij,ij->i", z, z)
-        return torch.from_numpy(out).to(device), sq
+        return out, sq
 
     def distances(self, rows, exclude_self, out=None):
         """Search values of the queries ``rows`` (a slice or an int array) to every reference.
