@@ -272,3 +272,24 @@ def test_float32_roundings_of_a_float64_list_are_not_taken_for_separations():
                                    True, frame, labels, np.array([0]))
     assert ok[0]
     np.testing.assert_array_equal(labels[order[0]], [0, 1, 0, 0, 1])  # the truth's sequence
+
+
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("d", [1, 8])  # on a line the triangle inequality is tight
+@pytest.mark.parametrize("offset, scale", [(0.0, 1.0), (1e4, 1.0), (0.0, 1e-30), (-3.0, 1e12)])
+def test_the_norm_bound_covers_every_reference_up_to_the_last_value(wide, d, offset, scale):
+    # Frame.reach replaces a read of the listed references' norms: it must never fall
+    # below the largest norm of the references whose search value is at most v_last
+    rng = np.random.RandomState(11)
+    X = (offset + scale * (rng.randn(3000, d) + 4 * rng.randn(10, d)[rng.randint(0, 10, 3000)]))
+    frame = _exact.Frame(X, X, exclude_self=True, metric="euclidean", device=torch.device("cpu"),
+                         wide=wide)
+    rows = np.arange(0, 3000, 97)
+    D = frame.distances(rows, True).numpy()
+    v = D + frame.q_sq[rows][:, None]  # frame.estimate: the values the certificate reads
+    for depth in (1, 30, 600, 2998):
+        v_last = np.sort(v, axis=1)[:, depth - 1]
+        bound = frame.reach(v_last, rows)
+        covered = np.where(v <= v_last[:, None], frame.r_norm[None, :], 0.0).max(axis=1)
+        assert np.all(bound >= covered)
+        assert np.all(bound <= frame.r_norm_max)
