@@ -117,8 +117,8 @@ def _settle(vals, idx, floor, qrows, depth, order_depth, cuts, full, frame, ref_
     slacks of :meth:`~skdml.metrics._exact.Frame.slacks`: two comparisons per
     candidate. The uncertified pairs are few, and only they are visited.
     ``floor``: per row, a value at or below every unlisted reference's (from
-    :func:`~skdml.metrics._select.smallest`). ``repaired``: a list to which the number of candidates sent to the float64
-    pass is appended.
+    :func:`~skdml.metrics._select.smallest`). ``repaired``: a list to which the
+    number of candidates sent to the float64 pass is appended.
     """
     n_rows, L = idx.shape
     v = frame.estimate(vals, qrows)
@@ -262,11 +262,10 @@ def _wide_pays(frame, depth, order_depth, keys, n_probe):
 
     Dense values (deep lists among many references) leave float32 many near-ties,
     each settled by the float64 brute force; a float64 frame settles them at once,
-    for about twice the cost of the product and of the selection. This ranks
-    ``n_probe`` queries spread over the query set in ``frame`` (float32) and
-    counts the candidates sent to the float64 pass: the float64 frame pays beyond
-    about ``_WIDE_RATIO`` of them per query and per reference (measured; see
-    ``benchmarks/bench_metrics.py --frames``).
+    for a dearer product and selection. This ranks ``n_probe`` queries spread over
+    the query set in ``frame`` (float32) and counts the candidates sent to the
+    float64 pass: the float64 frame pays beyond about ``_WIDE_RATIO`` of them per
+    query and per reference (measured: ``benchmarks/studies/bench_frames.py``).
     """
     searched = np.flatnonzero(depth > 0)
     n_ref = frame.n_ref
