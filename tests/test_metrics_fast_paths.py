@@ -52,6 +52,23 @@ def test_group_minima_threshold_keeps_at_least_L_per_row():
     np.testing.assert_array_equal(vals, np.take_along_axis(part, expected, axis=1))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_lists_from_a_sampled_threshold_are_sorted_by_rounding_then_column(dtype):
+    # L // 64 >= 2: a threshold from every stride-th column, one sort of (value, index)
+    # keys per row; rows after the first carry their offset in the keys until the end
+    rng = np.random.RandomState(3)
+    part = rng.randn(30, 3000).astype(dtype) - 0.5  # negative and positive values
+    part[4, ::7] = 0.0
+    part[4, 3::7] = -0.0  # -0.0 equals +0.0: ranked among them by column
+    part[9, :600] = part[9, 0]  # a run of ties longer than the list
+    vals, idx = np.empty((30, 200), dtype=np.float32), np.empty((30, 200), dtype=np.int64)
+    _select._sorted_candidates(part, 200, False, vals, idx)
+    rounded = part.astype(np.float32) + np.float32(0.0)
+    expected = np.array([np.lexsort((np.arange(3000), row))[:200] for row in rounded])
+    np.testing.assert_array_equal(idx, expected)
+    np.testing.assert_array_equal(vals, np.take_along_axis(rounded, expected, axis=1))
+
+
 def test_blocks_ranked_by_workers_give_the_sequential_result(monkeypatch):
     rng = np.random.RandomState(2)
     X = rng.randn(1500, 5)

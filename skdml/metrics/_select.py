@@ -30,10 +30,19 @@ def _lexsort_rows(vals, idx):
 
 
 def _order_keys(vals, idx):
-    """int64 keys sorting as ``(value, index)``: the float32 bits made monotone, then the index."""
-    bits = (vals + np.float32(0.0)).view(np.int32)  # + 0: -0.0 becomes +0.0, its equal
-    bits = bits ^ ((bits >> 31) & np.int32(0x7FFFFFFF))  # negatives: reverse their order
-    return (bits.astype(np.int64) << 32) | idx
+    """int64 keys sorting as ``(value, index)``: the float32 bits made monotone, then the index.
+
+    ``idx`` (non-negative, below ``2**32``) fills the low 32 bits. Written in place
+    on fresh arrays: a few passes over the candidates, not one temporary per step.
+    """
+    bits = vals.astype(np.float32)  # a fresh copy (the float32 rounding of float64 values)
+    bits += np.float32(0.0)  # -0.0 becomes +0.0, its equal
+    bits = bits.view(np.int32)
+    bits ^= (bits >> 31) & np.int32(0x7FFFFFFF)  # negatives: reverse their order
+    keys = bits.astype(np.int64)
+    keys <<= 32
+    keys |= idx
+    return keys
 
 
 def smallest(D, rows, L, full):
@@ -94,7 +103,7 @@ def _sorted_keys(part, L, full):
     """The ``(rounded value, index)`` keys of the ``L`` smallest values of each row, sorted."""
     n_rows, n_ref = part.shape
     if full:
-        keys = _order_keys(part.astype(np.float32, copy=False), np.arange(n_ref)[None, :])
+        keys = _order_keys(part, np.arange(n_ref)[None, :])
         keys.sort(axis=1)
         return keys
     out = np.empty((n_rows, L), dtype=np.int64)
@@ -118,16 +127,17 @@ def _sorted_keys(part, L, full):
     if threshold is not None:
         flat = np.flatnonzero(part <= threshold[:, None])  # row by row, rows in order
         counts = np.diff(np.searchsorted(flat, np.arange(n_rows + 1) * n_ref))
-        cols = flat - np.repeat(np.arange(n_rows) * n_ref, counts)
         good = (counts >= L) & (counts <= 4 * L)
         if good.any():
-            keys = _order_keys(part.ravel()[flat].astype(np.float32, copy=False), cols)
+            # keys above the flat index: within a row it orders as the column does, and the
+            # row's offset is taken off the L kept keys (no borrow: flat >= offset)
+            keys = _order_keys(np.take(part.ravel(), flat), flat)
             ends = np.cumsum(counts)
             if stride >= 2:  # long lists: one sort per row
                 for r in np.flatnonzero(good):
                     row_keys = keys[ends[r] - counts[r]:ends[r]]
                     row_keys.sort()
-                    out[r] = row_keys[:L]
+                    np.subtract(row_keys[:L], r * n_ref, out=out[r])  # the row's offset
             else:  # short lists: one sort of a padded (rows, longest) table
                 owner = np.repeat(np.arange(n_rows), counts)
                 keep = good[owner]
@@ -136,13 +146,12 @@ def _sorted_keys(part, L, full):
                     keys[keep]
                 table = table[good]
                 table.sort(axis=1)
-                out[good] = table[:, :L]
+                out[good] = table[:, :L] - (np.flatnonzero(good) * n_ref)[:, None]
             todo &= ~good
     if todo.any():
         rest = part[todo]
         cand = np.argpartition(rest, L - 1, axis=1)[:, :L]
-        keys = _order_keys(np.take_along_axis(rest, cand, axis=1).astype(np.float32, copy=False),
-                           cand)
+        keys = _order_keys(np.take_along_axis(rest, cand, axis=1), cand)
         keys.sort(axis=1)
         out[todo] = keys
     return out
