@@ -8,17 +8,21 @@ scikit-learn's digits, wine and breast cancer, and two ``make_classification`` s
 over 2 ``StratifiedShuffleSplit(test_size=0.3, random_state=0)`` splits, k-NN test
 accuracy % at k=1 / k=10 (mean of the splits), ``n_components = min(32, n_features // 2)``,
 against PCA and scikit-learn's NCA. ``ECAML lmnn`` and ``ECAML binomial`` are the two
-candidates alone, to show what the choice on the hold-out gains or costs.
+candidates alone, to show what the choice on the hold-out gains or costs; so are
+``JRD neighbor_weight=0`` and ``=1`` for JRD's ``neighbor_weight="auto"``.
 
 Usage::
 
     python benchmarks/studies/bench_closed_set_vectors.py      # ~5 min on 2 cores
+    python benchmarks/studies/bench_closed_set_vectors.py --methods "JRD (default)" \
+        "JRD neighbor_weight=0" "JRD neighbor_weight=1" --name closed_set_vectors_jrd
 
-Writes ``results/closed_set_vectors.{md,json}``.
+Writes ``results/closed_set_vectors.{md,json}`` (or ``--name``).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -56,19 +60,28 @@ METHODS = {
     "ECAML lmnn": lambda n: ECAML(n, loss="lmnn", random_state=0),
     "ECAML binomial": lambda n: ECAML(n, loss="binomial", random_state=0),
     "JRD (default)": lambda n: JRD(n, random_state=0),
+    "JRD neighbor_weight=0": lambda n: JRD(n, neighbor_weight=0.0, random_state=0),
+    "JRD neighbor_weight=1": lambda n: JRD(n, neighbor_weight=1.0, random_state=0),
 }
+#: The rows of the published table (the JRD candidates alone run with ``--methods``).
+DEFAULT_METHODS = [m for m in METHODS if not m.startswith("JRD neighbor_weight")]
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=list(METHODS))
+    parser.add_argument("--name", default="closed_set_vectors")
+    args = parser.parse_args(argv)
+    methods = {m: METHODS[m] for m in args.methods}
     rows, data = [], {}
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name, load in SETS.items():
             X, y = load()
             n = min(32, X.shape[1] // 2)
-            res = {m: {"acc": [], "cpu_s": []} for m in METHODS}
+            res = {m: {"acc": [], "cpu_s": []} for m in methods}
             for tr, te in StratifiedShuffleSplit(2, test_size=0.3, random_state=0).split(X, y):
-                for m, make in METHODS.items():
+                for m, make in methods.items():
                     c0 = time.process_time()
                     est = make(n).fit(X[tr], y[tr])
                     res[m]["cpu_s"].append(time.process_time() - c0)
@@ -77,6 +90,8 @@ def main():
                         Ze, y[te]) for k in (1, 10)])
                     if m == "ECAML (default)":
                         res[m].setdefault("chosen", []).append(est.loss_)
+                    if m == "JRD (default)":
+                        res[m].setdefault("chosen", []).append(f"{est.neighbor_weight_:g}")
             data[name] = res
             for m, r in res.items():
                 acc = 100 * np.mean(r["acc"], axis=0)
@@ -87,9 +102,10 @@ def main():
     md = ("## Closed-set k-NN on vector sets not used to choose the defaults\n\n"
           "2 x `StratifiedShuffleSplit(test_size=0.3, random_state=0)`; k-NN test accuracy % "
           "at k=1 / k=10 (mean of the splits); median fit CPU seconds (one thread). "
-          "`ECAML (default)` names the loss its hold-out chose on each split.\n\n"
+          "`ECAML (default)` names the loss its hold-out chose on each split, "
+          "`JRD (default)` the neighbour weight.\n\n"
           + markdown_table(["data", "method", "k=1 / k=10", "fit CPU s"], rows))
-    save("closed_set_vectors", md, data, threads="1 (BLAS, torch)")
+    save(args.name, md, data, threads="1 (BLAS, torch)")
 
 
 if __name__ == "__main__":
