@@ -28,6 +28,15 @@ def _positive_int(value, name):
     return int(value)
 
 
+def _is_nan(values):
+    """Which entries are a float NaN (numbers and object arrays alike)."""
+    if values.dtype.kind in "fc":
+        return np.isnan(values)
+    if values.dtype.kind != "O":
+        return np.zeros(values.shape, dtype=bool)
+    return np.array([isinstance(v, numbers.Real) and v != v for v in values], dtype=bool)
+
+
 class Constraints:
     """Build pairs, triplets and chunks from labelled samples.
 
@@ -38,7 +47,8 @@ class Constraints:
         to no class (they are never drawn).
     unknown_label : object, default=-1
         The label of unlabelled samples (metric-learn's convention); ``None``:
-        every sample is labelled.
+        every sample is labelled; ``np.nan``: NaN marks them. A NaN label is
+        refused otherwise.
 
     Attributes
     ----------
@@ -63,10 +73,22 @@ class Constraints:
         labels = column_or_1d(np.asarray(partial_labels), warn=True)
         self.partial_labels = labels
         self.unknown_label = unknown_label
-        known = np.ones(len(labels), dtype=bool) if unknown_label is None else \
-            labels != unknown_label
+        missing = _is_nan(labels)
+        if _is_nan(np.asarray([unknown_label], dtype=object)).any():  # NaN marks unknowns
+            known = ~missing
+        else:
+            known = np.ones(len(labels), dtype=bool) if unknown_label is None else \
+                labels != unknown_label
+            if np.any(missing & known):
+                raise ValueError("partial_labels contains NaN; give unlabelled samples the "
+                                 f"unknown_label ({unknown_label!r}), or pass "
+                                 "unknown_label=np.nan.")
         self._known = np.flatnonzero(known)
-        _, self._classes = np.unique(labels[self._known], return_inverse=True)
+        try:
+            _, self._classes = np.unique(labels[self._known], return_inverse=True)
+        except TypeError as exc:
+            raise ValueError("partial_labels mixes label types that cannot be sorted "
+                             f"together ({exc}).") from exc
 
     # ----------------------------------------------------------------- pairs
     def positive_negative_pairs(self, n_constraints, same_length=False, random_state=None):

@@ -120,3 +120,15 @@ def test_knn_triplets_warn_for_small_classes():
         triplets = Constraints(y).generate_knntriplets(X, k_genuine=3, k_impostor=1)
     assert any("gives 1 genuine" in str(w.message) for w in caught)
     assert len(triplets) == 2 * 1 * 1 + 8 * 3 * 1
+
+
+def test_nan_labels_are_refused_unless_they_mark_the_unknown_samples():
+    y = np.array([0.0, 0.0, np.nan, 1.0, 1.0, np.nan])
+    with pytest.raises(ValueError, match="contains NaN"):  # NaNs were one class together
+        Constraints(y)
+    pairs, labels = Constraints(y, unknown_label=np.nan).labeled_pairs(4, random_state=0)
+    assert not np.isin(pairs, [2, 5]).any() and set(labels.tolist()) == {-1, 1}
+    chunks = Constraints(y, unknown_label=np.nan).chunks(2, 2, random_state=0)
+    np.testing.assert_array_equal(chunks[[2, 5]], [-1, -1])
+    with pytest.raises(ValueError, match="mixes label types"):
+        Constraints(np.array(["a", "b", None], dtype=object), unknown_label=None)

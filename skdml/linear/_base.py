@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["BaseMahalanobis", "MahalanobisDistance", "check_n_components"]
+__all__ = ["BaseMahalanobis", "MahalanobisDistance", "check_init_array", "check_n_components"]
 
 
 class MahalanobisDistance:
@@ -94,6 +94,42 @@ def check_n_components(n_components, n_features, n_samples=None):
             "learner cannot learn more independent directions than the input has."
         )
     return int(n_components)
+
+
+def check_init_array(init, n_features, n_components=None):
+    """A user's ``init`` map as float64 ``(n_components, n_features)``, or a clear error.
+
+    Refused: another shape (or a row count other than ``n_components``, when
+    given), NaN or infinity, and linearly dependent rows (an all-zero matrix
+    among them): a gradient cannot separate again the directions such a start
+    collapses, so the fit would return a collapsed or zero map.
+
+    Examples
+    --------
+    >>> check_init_array(np.eye(2), 2).shape
+    (2, 2)
+    >>> check_init_array(np.zeros((2, 2)), 2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: The init array has rank 0 < 2 rows (e.g. all zeros): ...
+    """
+    init = np.asarray(init, dtype=np.float64)
+    if init.ndim != 2 or init.shape[1] != n_features:
+        raise ValueError(
+            f"The init array must have shape (n_components, n_features) = "
+            f"(n_components, {n_features}); got shape {init.shape}.")
+    if n_components is not None and init.shape[0] != n_components:
+        raise ValueError(f"The init array has {init.shape[0]} rows but n_components="
+                         f"{n_components}; they must agree.")
+    if not np.all(np.isfinite(init)):
+        raise ValueError("The init array contains NaN or infinity.")
+    rank = np.linalg.matrix_rank(init)
+    if rank < init.shape[0]:
+        raise ValueError(
+            f"The init array has rank {rank} < {init.shape[0]} rows "
+            "(e.g. all zeros): its embedding collapses directions that no gradient can "
+            "separate again. Pass linearly independent rows.")
+    return init.copy()
 
 
 class BaseMahalanobis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):

@@ -5,6 +5,8 @@
   ``"random"`` or a user's matrix (ITML's prior, LSML's prior and start);
 - :func:`supervised_pairs`: labelled pairs drawn from class labels (the ``*_Supervised``
   learners);
+- :func:`initial_map`: the start ``L`` of the learners that optimise a map (LMNN, MLKR)
+  from ``init``;
 - :func:`check_classic_input`: the supervised input checks, without the
   "two samples a class" rule of the Adam learners where a learner does not need it;
 - :class:`SupervisedMixin`: the ``fit(X, y)`` of the ``*_Supervised`` learners, and
@@ -17,15 +19,19 @@ import numpy as np
 from scipy.linalg import eigh
 from sklearn.base import _fit_context
 from sklearn.datasets import make_spd_matrix
+from sklearn.decomposition import PCA
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._utils import transactional_fit
+from ._base import check_init_array
 
 __all__ = ["SupervisedMixin", "SupervisedPairsMixin", "check_classic_input",
-           "components_from_metric", "prior_metric", "supervised_pairs", "unique_points"]
+           "components_from_metric", "initial_map", "prior_metric", "supervised_pairs",
+           "unique_points"]
 
 #: Eigenvalues below this fraction of the largest count as zero (definiteness checks).
 RANK_TOL = 1e-10
@@ -109,11 +115,50 @@ def prior_metric(prior, X, name="prior", random_state=None, strict_pd=True):
     if not np.allclose(M, M.T):
         raise ValueError(f"{name} must be a symmetric matrix.")
     w = np.linalg.eigvalsh(M)
+    if not np.abs(w).max() > 0.0:
+        raise ValueError(f"{name} must not be the zero matrix (every distance 0).")
     floor = RANK_TOL * max(abs(w).max(), 1e-300)
     if w.min() < (floor if strict_pd else -floor):
         raise ValueError(f"{name} must be positive {'definite' if strict_pd else 'semi-definite'}"
                          f"; its smallest eigenvalue is {w.min():.3g}.")
     return (M + M.T) / 2.0
+
+
+def initial_map(init, X, dim, rng, y=None):
+    """The start ``L`` (``(dim, n_features)``, float64) of LMNN and MLKR, from ``init``.
+
+    ``"auto"``: the identity at full dimension, PCA below (metric-learn's rule);
+    ``"identity"``, ``"pca"``, ``"random"`` (Gaussian rows of norm about 1) and,
+    with ``y``, ``"lda"``; an array is checked by :func:`check_init_array`.
+
+    Examples
+    --------
+    >>> initial_map("auto", np.eye(3), 3, np.random.RandomState(0))
+    array([[1., 0., 0.],
+           [0., 1., 0.],
+           [0., 0., 1.]])
+    """
+    d = X.shape[1]
+    if isinstance(init, np.ndarray):
+        return check_init_array(init, d, dim)
+    if init == "auto":
+        init = "identity" if dim == d else "pca"
+    if init == "identity":
+        return np.eye(dim, d)
+    if init == "random":
+        return rng.randn(dim, d) / np.sqrt(d)
+    if init == "lda":
+        n_lda = min(dim, len(np.unique(y)) - 1)
+        if n_lda < dim:
+            raise ValueError(f"init='lda' gives at most n_classes - 1 = {n_lda} components; "
+                             f"n_components={dim}.")
+        scalings = LinearDiscriminantAnalysis(n_components=dim).fit(X, y).scalings_
+        if scalings.shape[1] < dim:
+            raise ValueError(f"init='lda' found {scalings.shape[1]} discriminant directions "
+                             f"(the features are linearly dependent); n_components={dim}. "
+                             "Lower n_components or use init='pca'.")
+        return scalings[:, :dim].T.copy()
+    return PCA(n_components=dim, random_state=rng).fit(X).components_
 
 
 def check_classic_input(estimator, X, y):

@@ -24,7 +24,7 @@ from ._weakly import BasePairsLearner
 __all__ = ["ITML", "ITML_Supervised"]
 
 _CONSTRAINTS = {
-    "gamma": [StrictInterval(Real, 0, None, closed="neither")],
+    "gamma": [StrictInterval(Real, 0, None, closed="right")],  # (0, inf]: inf, no slack
     "max_iter": [StrictInterval(Integral, 1, None, closed="left")],
     "tol": [StrictInterval(Real, 0, None, closed="left")],
     "prior": [StrOptions({"identity", "covariance", "random"}), np.ndarray],
@@ -50,7 +50,7 @@ class _ITMLMixin:
         A, self.n_iter_, converged = bregman_projections(
             diffs[y == 1], diffs[y == -1], A0, self.bounds_, self.gamma, self.max_iter, self.tol,
             self.verbose)
-        if not converged:
+        if not converged and self.tol > 0:  # tol=0: max_iter sweeps asked for
             warn_user(f"{type(self).__name__} did not converge in max_iter={self.max_iter} "
                       f"sweeps (tol={self.tol}); raise max_iter.", ConvergenceWarning)
         self.components_ = components_from_metric(A)

@@ -120,7 +120,19 @@ class LFDA(BaseMahalanobis):
         X, y, self.classes_ = check_classic_input(self, X, y)
         d = X.shape[1]
         dim = check_n_components(self.n_components, d)
-        S_w, S_b = local_scatters(X, y, self.k)
+        spread = float(np.abs(X - X.mean(axis=0)).max())
+        if spread == 0.0:
+            raise ValueError("LFDA: X is constant; there is nothing to discriminate.")
+        # the problem is scale-free (the ratios do not move, the directions scale by 1/c):
+        # solved at unit spread, with a power of two (exact), so that the float32 products
+        # neither underflow nor overflow at any input scale
+        scale = 2.0 ** -np.floor(np.log2(spread))
+        S_w, S_b = local_scatters(X * scale, y, self.k)
+        if not np.trace(S_w) > 0.0:
+            raise ValueError(
+                "LFDA: the local within-class scatter is 0 (every class is one point, or each "
+                "sample's k-th neighbour in its class is a duplicate of it), so the Fisher "
+                "ratio is undefined; lower k or remove the duplicates.")
         S_w += self.ridge * max(np.trace(S_w) / d, 1e-300) * np.eye(d)
         try:
             vals, vecs = leading_eigenpairs(S_b, S_w, dim)
@@ -133,9 +145,11 @@ class LFDA(BaseMahalanobis):
         signs = np.sign(vecs[np.argmax(np.abs(vecs), axis=0), np.arange(dim)])
         vecs = vecs * np.where(signs == 0, 1.0, signs)
         if self.embedding_type == "weighted":
-            vecs = vecs * np.sqrt(np.clip(vals, 0.0, None))
+            vecs = vecs * (np.sqrt(np.clip(vals, 0.0, None)) * scale)
         elif self.embedding_type == "orthonormalized":
             vecs = np.linalg.qr(vecs)[0]
+        else:
+            vecs = vecs * scale  # unit S_w-norm at the input's own scale
         self.components_ = vecs.T
         self.eigenvalues_ = vals
         return self

@@ -8,8 +8,6 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 from sklearn.base import _fit_context
-from sklearn.decomposition import PCA
-from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
@@ -18,7 +16,7 @@ from sklearn.utils._param_validation import StrOptions
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis, check_n_components
-from ._classic import check_classic_input
+from ._classic import check_classic_input, initial_map
 
 __all__ = ["LMNN", "lmnn_loss_grad", "target_neighbors"]
 
@@ -51,17 +49,20 @@ class LMNN(BaseMahalanobis):
         Embedding dimension; ``None``: ``n_features``.
     n_neighbors : int, default=3
         Target neighbours per sample (fewer in a class too small for them).
-    push_weight : float, default=0.5
+    push_weight : float in (0, 1], default=0.5
         :math:`\mu`, the weight of the push term (metric-learn's
-        ``regularization`` is :math:`1 - \mu`).
+        ``regularization`` is :math:`1 - \mu`). ``0`` is refused: the pull
+        term alone is least for the zero map.
     init : {"auto", "identity", "pca", "lda", "random"} or ndarray, default="auto"
         The start ``L``: ``"auto"`` is the identity when ``n_components``
         equals ``n_features`` (the paper's Euclidean start), PCA otherwise;
-        an array of shape (n_components, n_features) is used as given.
+        an array of shape (n_components, n_features), finite and of full
+        row rank, is used as given.
     max_iter : int, default=200
         L-BFGS iterations at most; ``0`` returns the start.
     tol : float, default=1e-3
-        L-BFGS stops when the relative decrease of the loss is below ``tol``.
+        L-BFGS stops when the relative decrease of the loss is below ``tol``
+        (``0``: ``max_iter`` iterations, asked for, so no ``ConvergenceWarning``).
         On AT&T and COIL-20 (PCA-100, one split), 1e-3 ended at the k-NN
         accuracy (k=1 and 10) of 1e-5 in half the time, within 3% of its loss;
         1e-5 ran into ``max_iter`` on AT&T.
@@ -116,7 +117,7 @@ class LMNN(BaseMahalanobis):
     _parameter_constraints: dict = {
         "n_components": [StrictInterval(Integral, 1, None, closed="left"), None],
         "n_neighbors": [StrictInterval(Integral, 1, None, closed="left")],
-        "push_weight": [StrictInterval(Real, 0, 1, closed="both")],
+        "push_weight": [StrictInterval(Real, 0, 1, closed="right")],
         "init": [StrOptions({"auto", "identity", "pca", "lda", "random"}), np.ndarray],
         "max_iter": [StrictInterval(Integral, 0, None, closed="left")],
         "tol": [StrictInterval(Real, 0, None, closed="left")],
@@ -154,7 +155,7 @@ class LMNN(BaseMahalanobis):
         X, y, self.classes_ = check_classic_input(self, X, y)
         n, d = X.shape
         dim = check_n_components(self.n_components, d)
-        L0 = self._initial(X, y, dim, check_random_state(self.random_state))
+        L0 = initial_map(self.init, X, dim, check_random_state(self.random_state), y)
         targets = target_neighbors(X, y, self.n_neighbors)
         with thread_limits(flops_per_step=4.0 * n * n * (dim + self.n_neighbors)):
             Xt = torch.tensor(X, dtype=torch.float64)  # a copy: X may be read-only
@@ -184,35 +185,14 @@ class LMNN(BaseMahalanobis):
                                            "gtol": 0.0})
                 # n_iter_ >= 1: a start already optimal took one (checking) iteration
                 L, self.n_iter_ = result.x.reshape(dim, d), max(int(result.nit), 1)
-                if result.status == 1:  # the iteration budget, not a tolerance, stopped it
+                # the iteration budget, not a tolerance, stopped it (tol=0: as asked)
+                if result.status == 1 and self.tol > 0:
                     warn_user(f"LMNN did not converge in max_iter={self.max_iter} L-BFGS "
                               "iterations; raise max_iter.", ConvergenceWarning)
         self.components_ = L
         self.loss_ = float(fun(L.ravel())[0]) if self.max_iter else self.initial_loss_
         self.target_neighbors_ = targets
         return self
-
-    def _initial(self, X, y, dim, rng):
-        d = X.shape[1]
-        init = self.init
-        if isinstance(init, np.ndarray):
-            if init.shape != (dim, d):
-                raise ValueError(f"init must have shape (n_components, n_features) = ({dim}, "
-                                 f"{d}); got {init.shape}.")
-            return np.asarray(init, dtype=np.float64).copy()
-        if init == "auto":
-            init = "identity" if dim == d else "pca"
-        if init == "identity":
-            return np.eye(dim, d)
-        if init == "random":
-            return rng.randn(dim, d) / np.sqrt(d)
-        if init == "lda":
-            n_lda = min(dim, len(np.unique(y)) - 1)
-            if n_lda < dim:
-                raise ValueError(f"init='lda' gives at most n_classes - 1 = {n_lda} components; "
-                                 f"n_components={dim}.")
-            return LinearDiscriminantAnalysis(n_components=dim).fit(X, y).scalings_[:, :dim].T
-        return PCA(n_components=dim, random_state=rng).fit(X).components_
 
 
 def target_neighbors(X, y, n_neighbors):

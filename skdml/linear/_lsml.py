@@ -57,6 +57,10 @@ class _LSMLMixin:
         if not keep.all():
             warn_user(f"{type(self).__name__}: {int((~keep).sum())} quadruplet(s) whose second "
                       "pair is one sample twice can never hold; they are ignored.")
+        if not keep.any():
+            raise ValueError(f"{type(self).__name__}: every quadruplet's second pair is one "
+                             "sample twice (X constant, or the quadruplets malformed), so none "
+                             "can hold.")
         w = np.ones(len(vab)) if weights is None else weights
         vab, vcd, w = vab[keep], vcd[keep], w[keep]
         if w.sum() <= 0:
@@ -86,7 +90,7 @@ class _LSMLMixin:
                                            "gtol": 0.0})
                 # n_iter_ >= 1: a start already optimal took one (checking) iteration
                 L, self.n_iter_ = result.x.reshape(d, d), max(int(result.nit), 1)
-                if result.status == 1:
+                if result.status == 1 and self.tol > 0:  # tol=0: max_iter asked for
                     warn_user(f"{type(self).__name__} did not converge in max_iter="
                               f"{self.max_iter} L-BFGS iterations; raise max_iter.",
                               ConvergenceWarning)
@@ -102,7 +106,8 @@ _PARAMS_DOC = """\
     max_iter : int, default=1000
         L-BFGS iterations at most; ``0`` returns the prior.
     tol : float, default=1e-6
-        L-BFGS stops when the relative decrease of the loss is below ``tol``.
+        L-BFGS stops when the relative decrease of the loss is below ``tol``
+        (``0``: ``max_iter`` iterations, asked for, so no ``ConvergenceWarning``).
     verbose : int, default=0
         Print the loss at every evaluation.
     random_state : int, RandomState instance or None, default=None

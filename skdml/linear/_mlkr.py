@@ -7,7 +7,6 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.optimize import minimize
 from sklearn.base import _fit_context
-from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
@@ -16,6 +15,7 @@ from sklearn.utils.validation import validate_data
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis, check_n_components
+from ._classic import initial_map
 
 __all__ = ["MLKR", "mlkr_loss"]
 
@@ -48,12 +48,14 @@ class MLKR(BaseMahalanobis):
     init : {"auto", "identity", "pca", "random"} or ndarray, default="auto"
         The start: ``"auto"`` is the identity when ``n_components`` equals
         ``n_features``, PCA otherwise; or an array of shape
-        (n_components, n_features). The kernel width is that of ``L``: scale
-        the input (e.g. ``StandardScaler``) so that the start is sensible.
+        (n_components, n_features), finite and of full row rank. The kernel
+        width is that of ``L``: scale the input (e.g. ``StandardScaler``) so
+        that the start is sensible.
     max_iter : int, default=1000
         L-BFGS iterations at most; ``0`` returns the start.
     tol : float, default=1e-6
-        L-BFGS stops when the relative decrease of the loss is below ``tol``.
+        L-BFGS stops when the relative decrease of the loss is below ``tol``
+        (``0``: ``max_iter`` iterations, asked for, so no ``ConvergenceWarning``).
     verbose : int, default=0
         Print the loss at every iteration.
     random_state : int, RandomState instance or None, default=None
@@ -128,7 +130,7 @@ class MLKR(BaseMahalanobis):
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
         n, d = X.shape
         dim = check_n_components(self.n_components, d)
-        L0 = self._initial(X, dim, check_random_state(self.random_state))
+        L0 = initial_map(self.init, X, dim, check_random_state(self.random_state))
         with thread_limits(flops_per_step=4.0 * n * n * dim):
             last = {}  # the latest evaluation: L-BFGS-B starts by re-evaluating the start
 
@@ -155,27 +157,11 @@ class MLKR(BaseMahalanobis):
                 # n_iter_ >= 1: a start already optimal took one (checking) iteration
                 L, self.n_iter_ = result.x.reshape(dim, d), max(int(result.nit), 1)
                 self.loss_ = float(result.fun)
-                if result.status == 1:
+                if result.status == 1 and self.tol > 0:  # tol=0: max_iter asked for
                     warn_user(f"MLKR did not converge in max_iter={self.max_iter} L-BFGS "
                               "iterations; raise max_iter.", ConvergenceWarning)
         self.components_ = L
         return self
-
-    def _initial(self, X, dim, rng):
-        d = X.shape[1]
-        init = self.init
-        if isinstance(init, np.ndarray):
-            if init.shape != (dim, d):
-                raise ValueError(f"init must have shape (n_components, n_features) = ({dim}, "
-                                 f"{d}); got {init.shape}.")
-            return np.asarray(init, dtype=np.float64).copy()
-        if init == "auto":
-            init = "identity" if dim == d else "pca"
-        if init == "identity":
-            return np.eye(dim, d)
-        if init == "random":
-            return rng.randn(dim, d) / np.sqrt(d)
-        return PCA(n_components=dim, random_state=rng).fit(X).components_
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -121,10 +121,23 @@ class _MMCMixin:
         A0 = prior_metric(self.init, unique_points(pairs, random_state=rng), "init", rng,
                           strict_pd=False)
         d = A0.shape[0]
+        if self.diagonal and not np.all(np.diag(A0) > 0.0):
+            # the diagonal form scales square-root weights: a zero weight has no gradient
+            raise ValueError(f"{name}(diagonal=True) needs an init with a positive diagonal "
+                             "(a feature weighted 0 at the start stays at 0); got diagonal "
+                             f"{np.array2string(np.diag(A0), precision=3, threshold=8)}.")
         # Xing et al.'s scale: the similar pairs' summed squared distance at most t, set as
         # metric-learn sets it (a hundredth of its value under the start)
         W = pos.T @ pos
         t = float(np.vdot(W, A0)) / 100.0
+        if not t > 0.0:
+            raise ValueError(f"{name}: init gives every similar pair the distance 0, so the "
+                             "scale of Xing et al.'s constraint is 0; use an init that "
+                             "separates them (the default 'identity').")
+        if not np.isfinite(t) or t < np.finfo(np.float64).tiny * 2.0**52:
+            raise ValueError(f"{name}: the similar pairs' summed squared distance under init "
+                             f"is {100 * t:.3g}, too far from 1 for the ascent's steps; scale "
+                             "the input or init.")
         with thread_limits(flops_per_step=4.0 * len(diffs) * d * d):
             if self.diagonal:
                 x = self._mmc_diagonal(A0, pos, neg, name)
@@ -136,6 +149,9 @@ class _MMCMixin:
                 M *= t / np.vdot(W, M)
                 L = torch.tensor(components_from_metric(M))
                 self.objective_ = float(mmc_objective(L, torch.tensor(pos), torch.tensor(neg)))
+        if not np.all(np.isfinite(M)):
+            raise ValueError(f"{name}: the ascent reached non-finite values; scale the input "
+                             "(or init) towards unit size.")
         self.components_ = components_from_metric(M)
 
     def _mmc_full(self, A0, W, t, neg, name):
@@ -180,7 +196,7 @@ class _MMCMixin:
                 break
         if self.max_iter == 0:
             return _project_constraints(A0, W, t)[0]
-        if delta >= self.tol:
+        if delta >= self.tol and self.tol > 0:  # tol=0: max_iter steps asked for
             warn_user(f"{name} did not converge in max_iter={self.max_iter} iterations "
                       f"(relative step {delta:.3g} >= tol={self.tol}); raise max_iter.",
                       ConvergenceWarning)
@@ -208,7 +224,7 @@ class _MMCMixin:
                           options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 0.0})
         # n_iter_ >= 1: a start already optimal took one (checking) iteration
         self.n_iter_ = max(int(result.nit), 1)
-        if result.status == 1:
+        if result.status == 1 and self.tol > 0:  # tol=0: max_iter asked for
             warn_user(f"{name} did not converge in max_iter={self.max_iter} L-BFGS "
                       "iterations; raise max_iter.", ConvergenceWarning)
         return result.x
@@ -226,7 +242,8 @@ _PARAMS_DOC = """\
     tol : float, default=1e-3
         The ascent stops when a step, relative to the size of ``M``, is below
         ``tol`` (metric-learn's rule and default); when ``diagonal``, L-BFGS
-        stops when the objective's relative decrease is below ``tol``.
+        stops when the objective's relative decrease is below ``tol``
+        (``0``: ``max_iter`` steps, asked for, so no ``ConvergenceWarning``).
     init : {"identity", "covariance", "random"} or ndarray, default="identity"
         The start ``M``: the identity, the inverse covariance of the samples,
         a random SPD matrix, or a given PSD matrix.

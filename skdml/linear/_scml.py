@@ -205,6 +205,10 @@ def rda_weights(dist_diff, beta, gamma, max_iter, batch_size, output_iter, rng, 
     return kept[best], float(values[best]), max_iter
 
 
+#: Draws of ``triplet_diff_basis`` in a row that may find no direction before it gives up.
+_MAX_EMPTY_DRAWS = 100
+
+
 def triplet_diff_basis(triplets, n_basis, rng):
     """Bases from triplet differences: the positive eigendirections of
     ``(sum_pos dd^T - sum_neg dd^T)^2`` over random sets of ``n_features`` triplets."""
@@ -213,7 +217,7 @@ def triplet_diff_basis(triplets, n_basis, rng):
         raise ValueError(f"basis='triplet_diffs' needs at least n_features={d} triplets; got "
                          f"{n}. Reduce the input with PCA or pass basis as an array.")
     pos, neg = triplets[:, 0] - triplets[:, 1], triplets[:, 0] - triplets[:, 2]
-    out, count = [], 0
+    out, count, empty = [], 0, 0
     while count < n_basis:
         pick = rng.choice(n, size=d, replace=False)
         S = pos[pick].T @ pos[pick] - neg[pick].T @ neg[pick]
@@ -221,6 +225,13 @@ def triplet_diff_basis(triplets, n_basis, rng):
         found = vecs[:, vals > 1e-12 * max(vals.max(), 1e-300)].T  # eigenvectors: columns
         out.append(found)
         count += len(found)
+        empty = 0 if len(found) else empty + 1
+        if empty == _MAX_EMPTY_DRAWS:
+            raise ValueError(
+                f"basis='triplet_diffs' found no direction in {_MAX_EMPTY_DRAWS} draws of "
+                f"{d} triplets: their positive and negative differences cancel (negatives "
+                "equal to their positives, or X constant). Check the triplets, or pass "
+                "basis='lda' or an array.")
     return np.vstack(out)[:n_basis]
 
 
@@ -246,11 +257,16 @@ def lda_scalings(X, y, tol=1e-4):
     values, vectors = np.linalg.eigh(Z.T @ Z)
     S = np.sqrt(np.clip(values[::-1], 0.0, None))
     rank = int(np.sum(S > tol))
+    if rank == 0:
+        raise ValueError("basis='lda' found no direction: X does not vary within its classes "
+                         "(each class one point repeated, or X constant).")
     scalings = vectors[:, ::-1][:, :rank] / std[:, None] / S[:rank]
     priors = counts / n
     fac = 1.0 if len(classes) == 1 else 1.0 / (len(classes) - 1)
     between = np.sqrt(n * priors * fac)[:, None] * (means - priors @ means)
     _, S, Vt = np.linalg.svd(between @ scalings, full_matrices=False)
+    if not S.size or not S[0] > 0.0:
+        raise ValueError("basis='lda' found no direction: the class means coincide.")
     return scalings @ Vt[:int(np.sum(S > tol * S[0]))].T
 
 
@@ -297,8 +313,10 @@ class _SCMLMixin:
             rng, self.verbose, type(self).__name__)
         active = w > 0
         if not active.any():
-            raise ValueError(f"{type(self).__name__}: no basis got a positive weight (every "
-                             "triplet already holds, or beta is too large); lower beta.")
+            raise ValueError(
+                f"{type(self).__name__}: the dual averaging ended with every weight 0 (every "
+                "triplet already holds, beta outweighs the violations, or the steps are too "
+                "long): lower beta, or raise gamma (shorter steps).")
         self.basis_, self.weights_ = basis[active], w[active]
         if active.sum() < d:  # a low-rank metric: L = sqrt(w) * B, fewer rows than features
             self.components_ = np.sqrt(self.weights_)[:, None] * self.basis_

@@ -36,7 +36,7 @@ from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLoss
 from .._utils import thread_limits, torch_rng_scope, torch_seed, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
-from ._base import BaseMahalanobis, check_n_components
+from ._base import BaseMahalanobis, check_init_array, check_n_components
 from ._preprocessing import InputSpace, initial_components, polar, qr_retraction
 from ._validation import choose_run, improves, knn_purity, knn_score, unseen_query_scores
 
@@ -258,21 +258,7 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         init = self.init
         if not isinstance(init, np.ndarray):
             return check_n_components(self.n_components, n_features, n_samples)
-        init = np.asarray(init, dtype=np.float64)
-        if init.ndim != 2 or init.shape[1] != n_features:
-            raise ValueError(
-                f"The init array must have shape (n_components, n_features) = "
-                f"(n_components, {n_features}); got shape {init.shape}.")
-        if self.n_components is not None and init.shape[0] != self.n_components:
-            raise ValueError(f"The init array has {init.shape[0]} rows but n_components="
-                             f"{self.n_components}; they must agree.")
-        if not np.all(np.isfinite(init)):
-            raise ValueError("The init array contains NaN or infinity.")
-        if np.linalg.matrix_rank(init) < init.shape[0]:
-            raise ValueError(
-                f"The init array has rank {np.linalg.matrix_rank(init)} < {init.shape[0]} rows "
-                "(e.g. all zeros): its embedding collapses directions that no gradient can "
-                "separate again. Pass linearly independent rows.")
+        init = check_init_array(init, n_features, self.n_components)
         return check_n_components(init.shape[0], n_features)
 
     def _use_early_stopping(self, y):

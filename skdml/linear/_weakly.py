@@ -274,6 +274,24 @@ class BasePairsLearner(ClassifierMixin, _TupleLearner):
         self.threshold_ = float(threshold)
         return self
 
+    def score(self, pairs, y, sample_weight=None):
+        """Accuracy of :meth:`predict` on labelled pairs (labels in {-1, 1}, checked).
+
+        Parameters
+        ----------
+        pairs : array-like of shape (n_pairs, 2, n_features) or (n_pairs, 2)
+        y : array-like of shape (n_pairs,)
+            Their labels in {-1, 1}: other labels (0/1, say) are refused, as in
+            :meth:`fit`, since they would silently count as misses.
+        sample_weight : array-like of shape (n_pairs,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        y = _check_pair_labels(y, len(pairs))
+        return super().score(pairs, y, sample_weight=sample_weight)
+
     def calibrate_threshold(self, pairs_valid, y_valid, strategy="accuracy", min_rate=None,
                             beta=1.0):
         """Choose ``threshold_`` to maximise a score on validation pairs.
@@ -332,7 +350,8 @@ def calibrated_threshold(distances, y, strategy="accuracy", min_rate=None, beta=
 
     Candidates: accepting the ``i`` closest pairs for every ``i`` that ends a
     group of tied distances (threshold: the largest accepted distance), and
-    accepting none (the smallest distance minus 1).
+    accepting none (the smallest distance minus 1, or the float just below it
+    where minus 1 rounds back to it).
 
     Examples
     --------
@@ -346,7 +365,8 @@ def calibrated_threshold(distances, y, strategy="accuracy", min_rate=None, beta=
     tp = np.r_[0, np.cumsum(pos)[ends - 1]]
     accepted = np.r_[0, ends]
     fp = accepted - tp
-    thresholds = np.r_[d[0] - 1.0, d[ends - 1]]
+    # accept none: below the smallest distance (minus 1 rounds back to it from about 1e16)
+    thresholds = np.r_[min(d[0] - 1.0, np.nextafter(d[0], -np.inf)), d[ends - 1]]
     tn = n_neg - fp
     if strategy == "accuracy":
         best = int(np.argmax(tp + tn))

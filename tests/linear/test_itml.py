@@ -1,4 +1,5 @@
 """skdml.linear.ITML and ITML_Supervised: Bregman projections with a prior and slack."""
+import warnings
 
 import numpy as np
 import pytest
@@ -142,3 +143,36 @@ out["M"], out["n_iter"] = est.get_mahalanobis_matrix(), est.n_iter_
     mine = ITML(prior=prior, bounds=(2.0, 30.0), max_iter=100, tol=0.0).fit(pairs, labels)
     np.testing.assert_allclose(mine.get_mahalanobis_matrix(), out["M"], rtol=1e-7, atol=1e-9)
     assert mine.n_iter_ == int(out["n_iter"]) + 1 == 100
+
+
+def test_itml_takes_gamma_inf_the_hard_constraints_its_docstring_promises():
+    # feasible constraints: similar pairs differ in two noise features, dissimilar ones in
+    # the first feature too; without slack every bound holds (with gamma=1 some do not)
+    rng = np.random.RandomState(0)
+    a = rng.randn(20, 3)
+    b = a + np.c_[np.zeros(20), 0.5 * rng.randn(20, 2)]
+    c = rng.randn(20, 3)
+    e = c + np.c_[rng.choice([-3.0, 3.0], 20), 0.5 * rng.randn(20, 2)]
+    pairs, y = np.r_[np.stack([a, b], 1), np.stack([c, e], 1)], np.r_[[1] * 20, [-1] * 20]
+
+    def holds(est):
+        d = est.pair_distance(pairs) ** 2  # squared distances against the squared bounds
+        upper, lower = est.bounds_  # (u, l)
+        return bool(np.all(d[y == 1] <= upper * (1 + 1e-6))
+                    and np.all(d[y == -1] >= lower * (1 - 1e-6)))
+
+    assert holds(ITML(gamma=np.inf, max_iter=5000, tol=1e-9).fit(pairs, y))
+    assert not holds(ITML(gamma=1.0, max_iter=5000, tol=1e-9).fit(pairs, y))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ITML(tol=0.0, max_iter=3),
+    lambda: ITML_Supervised(tol=0.0, max_iter=3, n_constraints=20, random_state=0)])
+def test_itml_with_tol_0_runs_max_iter_without_a_convergence_warning(make):
+    X, yc = noisy_classes(seed=3)
+    pairs, y = Constraints(yc).labeled_pairs(20, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = make()
+        est.fit(*((X[pairs], y) if isinstance(est, ITML) else (X, yc)))
+    assert est.n_iter_ == 3

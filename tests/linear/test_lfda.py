@@ -110,3 +110,28 @@ out["plain"], out["weighted"] = est.components_, w.components_
     theirs_vals = (np.linalg.norm(out["weighted"], axis=1)
                    / np.linalg.norm(out["plain"], axis=1)) ** 2
     np.testing.assert_allclose(theirs_vals, mine.eigenvalues_ + 2.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-23, 1e19, 1e300])
+def test_lfda_is_scale_free_at_any_input_scale(scale):
+    # its float32 products used to underflow (1e-23: eigenvalues 1e266) or overflow (1e19)
+    from sklearn.datasets import load_iris
+    X, y = load_iris(return_X_y=True)
+    ref = LFDA(n_components=2).fit(X, y)
+    est = LFDA(n_components=2).fit(X * scale, y)
+    np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-6)
+    Z, Z_ref = est.transform(X * scale), ref.transform(X)
+    np.testing.assert_allclose(Z, Z_ref, rtol=1e-6, atol=1e-9 * np.abs(Z_ref).max())
+    plain = LFDA(n_components=2, embedding_type="plain")
+    L_ref = plain.fit(X, y).components_
+    np.testing.assert_allclose(plain.fit(X * scale, y).components_ * scale, L_ref, rtol=1e-5,
+                               atol=1e-6 * np.abs(L_ref).max())
+
+
+def test_lfda_refuses_a_zero_within_class_scatter_and_constant_input():
+    y = np.repeat([0, 1, 2], 5)
+    points = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])[y]  # each class one point
+    with pytest.raises(ValueError, match="within-class scatter is 0"):  # was NaN
+        LFDA().fit(points, y)
+    with pytest.raises(ValueError, match="X is constant"):  # was an all-zero map
+        LFDA().fit(np.ones((10, 2)), np.repeat([0, 1], 5))

@@ -86,7 +86,7 @@ def test_lmnn_init_options_and_errors():
     assert LMNN(n_components=2, init="lda", max_iter=3).fit(X, y).components_.shape == (2, 8)
     with pytest.raises(ValueError, match="init='lda' gives at most"):
         LMNN(n_components=3, init="lda").fit(X, y)
-    with pytest.raises(ValueError, match="init must have shape"):
+    with pytest.raises(ValueError, match="init array"):
         LMNN(init=np.eye(3)).fit(X, y)
     with pytest.warns(ConvergenceWarning, match="max_iter=2"):
         LMNN(max_iter=2).fit(X, y)
@@ -110,3 +110,31 @@ out["L"] = est.components_
     assert ours.loss_ <= theirs * 1.001
     assert ours.loss_ == pytest.approx(lmnn_loss_grad(torch.as_tensor(ours.components_),
                                                       *args)[0])
+
+
+@pytest.mark.parametrize("params, error, match", [
+    ({"init": np.zeros((4, 4))}, ValueError, "rank 0"),  # was the zero map, silently
+    ({"init": np.full((4, 4), np.nan)}, ValueError, "NaN or infinity"),
+    ({"push_weight": 0.0}, ValueError, "push_weight"),  # pull alone: the zero map is optimal
+])
+def test_lmnn_refuses_starts_and_weights_that_collapse_the_map(params, error, match):
+    from sklearn.datasets import load_iris
+    X, y = load_iris(return_X_y=True)
+    with pytest.raises(error, match=match):
+        LMNN(max_iter=5, **params).fit(X, y)
+
+
+def test_lmnn_lda_start_on_dependent_features_says_how_many_directions_it_found():
+    X, y = noisy_classes(n_classes=5, seed=0)
+    X = np.c_[X[:, :3], X[:, 0] + X[:, 1]]  # four features of rank 3, five classes
+    with pytest.raises(ValueError, match="found 3 discriminant directions"):
+        LMNN(init="lda", n_components=4, max_iter=5).fit(X, y)  # was a reshape error
+
+
+def test_lmnn_with_tol_0_runs_max_iter_without_a_convergence_warning():
+    import warnings
+    X, y = noisy_classes(seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = LMNN(tol=0.0, max_iter=3).fit(X, y)
+    assert est.n_iter_ == 3

@@ -98,3 +98,8 @@ out["M"] = metric_learn.LSML(max_iter=1000).fit(inp["quads"]).get_mahalanobis_ma
     ours = LSML().fit(X[q])
     assert _numpy_objective(ours.get_mahalanobis_matrix(), vab, vcd, w, np.eye(5)) <= \
         theirs + 1e-3 * abs(theirs)
+
+
+def test_lsml_on_quadruplets_that_can_never_hold_says_so():
+    with pytest.raises(ValueError, match="second pair is one sample twice"):
+        LSML_Supervised(random_state=0).fit(np.ones((20, 3)), np.repeat([0, 1], 10))

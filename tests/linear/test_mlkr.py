@@ -96,7 +96,7 @@ def test_mlkr_options_and_errors():
     X, y = _regression()
     assert MLKR(max_iter=0).fit(X, y).components_.tolist() == np.eye(4).tolist()
     assert MLKR(n_components=2, max_iter=0).fit(X, y).components_.shape == (2, 4)
-    with pytest.raises(ValueError, match="init must have shape"):
+    with pytest.raises(ValueError, match="init array"):
         MLKR(init=np.eye(3)).fit(X, y)
     with pytest.warns(ConvergenceWarning, match="max_iter=1"):
         MLKR(max_iter=1).fit(X, y)
@@ -117,3 +117,16 @@ out["L"] = est.components_
     ours = MLKR(max_iter=200).fit(X, y)
     assert ours.loss_ <= theirs * 1.01
     assert ours.loss_ < 0.5 * ours.initial_loss_
+
+
+def test_mlkr_refuses_a_zero_start_and_runs_max_iter_quietly_with_tol_0():
+    import warnings
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 4)
+    y = X[:, 0] + 0.1 * rng.randn(60)
+    with pytest.raises(ValueError, match="rank 0"):  # was the zero map, silently
+        MLKR(init=np.zeros((4, 4))).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = MLKR(tol=0.0, max_iter=3).fit(X, y)
+    assert est.n_iter_ == 3

@@ -176,3 +176,31 @@ out["M"] = est.get_mahalanobis_matrix()
 
     ours = MMC(diagonal=True).fit(X[idx], labels).get_mahalanobis_matrix()
     assert objective(ours) <= objective(out["M"]) + 1e-6
+
+
+def _three_classes():
+    rng = np.random.RandomState(0)
+    yc = np.repeat([0, 1, 2], 10)
+    X = np.c_[3.0 * yc + 0.3 * rng.randn(30), rng.randn(30)]
+    pairs, y = Constraints(yc).labeled_pairs(20, random_state=0)
+    return X, yc, pairs, y
+
+
+@pytest.mark.parametrize("init, diagonal, match", [
+    (np.zeros((2, 2)), False, "zero matrix"),  # was NaN components and threshold
+    (np.zeros((2, 2)), True, "zero matrix"),  # was an all-zero map
+    (np.diag([0.0, 1.0]), True, "positive diagonal"),  # the first feature could never count
+    (np.diag([1e-300, 0.0]), False, "too far from 1"),  # was NaN
+])
+def test_mmc_refuses_a_start_it_cannot_leave(init, diagonal, match):
+    X, _, pairs, y = _three_classes()
+    with pytest.raises(ValueError, match=match):
+        MMC(init=init, diagonal=diagonal, preprocessor=X).fit(pairs, y)
+
+
+def test_mmc_with_tol_0_runs_max_iter_without_a_convergence_warning():
+    X, _, pairs, y = _three_classes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = MMC(tol=0.0, max_iter=3, preprocessor=X).fit(pairs, y)
+    assert est.n_iter_ == 3

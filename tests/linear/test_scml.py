@@ -155,7 +155,7 @@ def test_scml_supervised_learns():
 
 def test_scml_refuses_the_zero_metric_and_bad_settings():
     X, _, t = _triplets()
-    with pytest.raises(ValueError, match="no basis got a positive weight"):
+    with pytest.raises(ValueError, match="ended with every weight 0"):
         SCML(n_basis=10, beta=1e3, max_iter=100, output_iter=50, random_state=0).fit(X[t])
     with pytest.raises(ValueError, match="output_iter=500 must be at most max_iter=10"):
         SCML(max_iter=10, random_state=0).fit(X[t])
@@ -212,3 +212,17 @@ def test_scml_supervised_is_its_lda_bases_then_scml_on_its_triplets_with_the_sam
                    random_state=3).fit(X[triplets])
     np.testing.assert_allclose(est.get_mahalanobis_matrix(), ref.get_mahalanobis_matrix(),
                                rtol=1e-10, atol=1e-12)
+
+
+def test_scml_refuses_triplets_without_a_direction_instead_of_drawing_forever():
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+    same = np.array([[0, 1, 1], [1, 2, 2], [2, 0, 0]])  # each negative is its positive
+    with pytest.raises(ValueError, match="found no direction"):
+        SCML(preprocessor=X, random_state=0).fit(same)
+    with pytest.raises(ValueError, match="found no direction"):
+        SCML_Supervised(basis="triplet_diffs", random_state=0).fit(
+            np.ones((20, 3)), np.repeat([0, 1], 10))
+    with pytest.raises(ValueError, match="basis='lda' found no direction"):  # was IndexError
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # k-means on one distinct point
+            SCML_Supervised(random_state=0).fit(np.ones((20, 3)), np.repeat([0, 1], 10))

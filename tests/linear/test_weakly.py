@@ -280,3 +280,22 @@ def test_triplets_and_quadruplets_learners():
         est.predict(triplets)
     with pytest.raises(ValueError, match="shape \\(n_triplets, 3, n_features\\)"):
         _Triplets().fit(np.zeros((2, 4, 1)))
+
+
+def test_score_refuses_labels_outside_plus_minus_one_as_fit_does():
+    X, idx, y = _pair_data()
+    est = _Diagonal(preprocessor=X).fit(idx, y)
+    with pytest.raises(ValueError, match="Pair labels must be"):  # 0/1 labels: was 0.5
+        est.score(idx, (y > 0).astype(int))
+    assert est.score(idx, y) == np.mean(est.predict(idx) == y)
+
+
+def test_accept_none_threshold_stays_below_huge_distances():
+    # at 1e17 "the smallest distance minus 1" rounds back to it and accepted that pair
+    pairs = np.array([[[0.0], [1e17]], [[0.0], [2e17]], [[0.0], [3e17]]])
+    y = np.array([-1, -1, -1])
+    est = _Diagonal(weights=(1.0,)).fit(pairs, np.array([1, -1, -1]))
+    est.calibrate_threshold(pairs, y)
+    np.testing.assert_array_equal(est.predict(pairs), y)
+    assert calibrated_threshold(np.array([1e17, 2e17]), np.array([-1, -1])) < 1e17
+    assert calibrated_threshold(np.array([0.5, 2.0]), np.array([-1, -1])) == -0.5  # minus 1
