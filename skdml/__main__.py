@@ -452,7 +452,9 @@ def main(argv=None):
     demo = commands.add_parser(
         "demo", help="zero-shot retrieval/clustering table on scikit-learn's load_digits",
         description="Learn on half of the digit classes, score Recall@1/2/4/8, NMI and F1 "
-                    "on the unseen other half, for raw pixels, PCA and skdml's learners.")
+                    "on the unseen other half, for raw pixels, PCA and skdml's learners; "
+                    "then k-NN classification of load_wine's classes with each learner in "
+                    "a Pipeline (the --quick run too).")
     demo.add_argument("--quick", action="store_true",
                       help="only the fast rows (raw pixels and PCA)")
     demo.add_argument("--seed", type=_seed, default=0,

@@ -132,7 +132,8 @@ class ClassDisjointSplit(BaseCrossValidator):
         if isinstance(ts, numbers.Integral):
             n_test = int(ts)
         else:
-            n_test = int(np.ceil(float(ts) * n_classes))
+            # rounded to 12 digits first: 0.07 * 100 is 7.000000000000001, which ceil takes to 8
+            n_test = int(np.ceil(round(float(ts) * n_classes, 12)))
         if n_test >= n_classes:
             raise ValueError(
                 f"test_size={ts!r} asks for {n_test} test classes but y has only {n_classes} "

@@ -359,6 +359,13 @@ class RetrievalIndex(BaseEstimator):
                 raise ValueError(f"The index's labels are {kinds[0]} but y holds {kinds[1]}: keep "
                                  "one kind of label.")
             labels = np.concatenate([self.labels_, new])
+            n_old = len(self.labels_)  # each part read back in its own type, unchanged
+            if not (np.array_equal(labels[:n_old].astype(self.labels_.dtype), self.labels_)
+                    and np.array_equal(labels[n_old:].astype(new.dtype), new)):
+                raise ValueError(
+                    f"The index's labels ({self.labels_.dtype}) and y ({new.dtype}) do not "
+                    f"share a type that keeps both exactly (as {labels.dtype} some labels "
+                    "change): pass y with the index's label type.")
         self.embeddings_ = np.concatenate([self.embeddings_, Z])
         self.labels_ = labels
         self.__dict__.pop("_faiss_index", None)

@@ -940,3 +940,15 @@ def test_cuda_matches_cpu():
     gpu = retrieval_scores(X, y, k=[1, 4], device="cuda")
     assert gpu["recall_at_k"] == pytest.approx(cpu["recall_at_k"], abs=2e-3)
     assert gpu["map_at_r"] == pytest.approx(cpu["map_at_r"], abs=2e-3)
+
+
+def test_numbers_and_strings_are_not_one_label_across_queries_and_references():
+    rng = np.random.RandomState(0)
+    Xq, Xr = rng.randn(20, 3), rng.randn(30, 3)
+    yq, yr = rng.randint(0, 3, 20), rng.randint(0, 3, 30)
+    with pytest.raises(ValueError, match="mix label types"):  # 1 and "1" were one label
+        recall_at_k(Xq, yq, X_ref=Xr, y_ref=yr.astype(str))
+    with pytest.raises(ValueError, match="mix label types"):
+        knn_accuracy(Xq, yq, Xr, yr.astype(str))
+    assert recall_at_k(Xq, yq, X_ref=Xr, y_ref=yr) == recall_at_k(
+        Xq, yq.astype(float), X_ref=Xr, y_ref=yr)

@@ -259,3 +259,13 @@ def test_unorderable_or_missing_labels_get_a_clear_error(labels, match):
     for splitter in (ClassDisjointSplit(1, random_state=0), FirstHalfClassSplit()):
         with pytest.raises(ValueError, match=match):
             next(splitter.split(np.zeros((len(y), 1)), y))
+
+
+@pytest.mark.parametrize("test_size, n_classes, expected", [(0.07, 100, 7), (0.28, 25, 7),
+                                                            (0.3, 10, 3), (0.25, 10, 3)])
+def test_class_fraction_rounds_up_from_the_exact_product(test_size, n_classes, expected):
+    # 0.07 * 100 is 7.000000000000001 in floating point: ceil took it to 8
+    y = np.repeat(np.arange(n_classes), 2)
+    _, test = next(ClassDisjointSplit(1, test_size=test_size, random_state=0).split(
+        np.zeros((len(y), 1)), y))
+    assert len(np.unique(y[test])) == expected

@@ -219,3 +219,15 @@ def test_faiss_backend_agrees_with_exact(metric):
         np.testing.assert_allclose(d_fast, d_exact, rtol=1e-4, atol=1e-5)
     fast.add(Q[:1])
     assert fast.query(Q[:1], k=1)[1][0, 0] == 200
+
+
+def test_add_refuses_labels_whose_common_type_would_change_some():
+    rng = np.random.RandomState(0)
+    ids = np.array([2**53 + 1, 2**53 + 2, 2**53 + 3])  # beyond float64's integers
+    index = RetrievalIndex().fit(rng.randn(3, 2), ids)
+    with pytest.raises(ValueError, match="do not share a type"):  # were rounded to 2**53
+        index.add(rng.randn(1, 2), np.array([7.0]))
+    np.testing.assert_array_equal(index.labels_, ids)
+    assert len(index.embeddings_) == 3
+    index.add(rng.randn(1, 2), np.array([7]))
+    np.testing.assert_array_equal(index.labels_, np.r_[ids, 7])

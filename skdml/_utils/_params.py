@@ -120,6 +120,22 @@ def loss_keys(loss):
     return constructor_keys(target)
 
 
+def check_loss_params(loss, params):
+    """Refuse ``loss_params`` keys the loss does not take (the list ``loss__<key>`` uses).
+
+    A key left over from another loss (``set_params(loss__margin=...)`` then
+    ``loss="npair"``) gets a ``ValueError`` naming the loss's keys, not the
+    constructor's ``TypeError``.
+    """
+    if not params or not isinstance(loss, (str, type)):
+        return  # a built loss with loss_params is refused by build_loss
+    valid = loss_keys(loss)
+    unknown = [] if valid is None else sorted(set(params) - set(valid))
+    if unknown:
+        raise ValueError(f"Invalid loss_params: the loss {loss!r} does not accept {unknown}; "
+                         f"its keys are {valid}.")
+
+
 def rebuild_with(obj, **options):
     """A new ``type(obj)`` with ``obj``'s constructor options and ``options`` over them.
 

@@ -35,7 +35,8 @@ from sklearn.utils._param_validation import Options, StrOptions
 from torch import nn
 
 from .._training import validation_holdout
-from .._utils._params import StrictInterval, constructor_keys, loss_keys, rebuild_with
+from .._utils._params import (StrictInterval, check_loss_params, constructor_keys, loss_keys,
+                              rebuild_with)
 from .._utils._warnings import warn_user
 from ..losses import LOSSES, REGULARIZERS, get_regularizer
 from ._inputs import RandomAffine
@@ -438,21 +439,10 @@ def _jrs_layers(regularizer):
     return (layers,) if isinstance(layers, str) else tuple(layers)
 
 
-def _check_loss_params(loss, params):
-    """Refuse ``loss_params`` keys the loss does not take (the list ``loss__<key>`` uses)."""
-    if not params or not isinstance(loss, (str, type)):
-        return  # a built loss with loss_params is refused by build_loss
-    valid = loss_keys(loss)
-    unknown = [] if valid is None else sorted(set(params) - set(valid))
-    if unknown:
-        raise ValueError(f"Invalid loss_params: the loss {loss!r} does not accept {unknown}; "
-                         f"its keys are {valid}.")
-
-
 def objective_config(est, loss=None):
     """The :class:`ObjectiveConfig` of ``est``; ``loss`` is the resolved loss (default: ``est.loss``)."""
     loss = est.loss if loss is None else loss
-    _check_loss_params(loss, est.loss_params)
+    check_loss_params(loss, est.loss_params)
     return ObjectiveConfig(loss=loss, loss_params=dict(est.loss_params or {}),
                            regularizer=est.regularizer,
                            regularizer_weight=float(est.regularizer_weight),

@@ -415,6 +415,11 @@ callable, default="auto"
             resume = load_resume_state(self.checkpoint_path, self.warm_start,
                                        getattr(self, "_resume_state", None), classes,
                                        input_shape)
+            if resume is not None and resume.epoch > self.max_iter:
+                raise ValueError(
+                    f"warm_start: the run to resume has trained {resume.epoch} epochs and "
+                    f"max_iter={self.max_iter} counts every epoch of the run, resumed ones "
+                    "too; raise max_iter to train further.")
             seed = torch_seed(rng)
             fork_devices = [device.index or 0] if device.type == "cuda" else []
             rng_state = rng.get_state()

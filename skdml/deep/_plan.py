@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import torch
+from sklearn.utils import check_array
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from torch import nn
@@ -22,10 +24,19 @@ from ._data import as_source, dataset_labels, dataset_shape, input_shape_of
 __all__ = ["build_objective", "validate_fit_input", "validate_transform_input"]
 
 
+def _host(X):
+    """A torch tensor as a host array (detached: one that requires grad included)."""
+    return X.detach().cpu().numpy() if isinstance(X, torch.Tensor) else X
+
+
 def validate_fit_input(est, X, y):
     """Return ``(source, y, input_shape)``; source is a float32 tensor or the Dataset."""
+    X, y = _host(X), _host(y)
     if isinstance(X, Dataset):
         input_shape = dataset_shape(X, "training")
+        for stale in ("n_features_in_", "feature_names_in_"):  # a Dataset has neither
+            if hasattr(est, stale):
+                delattr(est, stale)
         return X, dataset_labels(X, y), input_shape
     if y is None:
         raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y "
@@ -38,8 +49,16 @@ def validate_fit_input(est, X, y):
 
 def validate_transform_input(est, X):
     """The source of ``transform``: checked against the fitted sample shape."""
+    X = _host(X)
     if isinstance(X, Dataset):
         shape = dataset_shape(X, "transform")
+    elif len(est.input_shape_) > 1:
+        # images: compared by their shape, (H, W) and (1, H, W) alike (n_features_in_ is
+        # an image's first axis, which differs between those two layouts of one image)
+        X = check_array(X, allow_nd=True, ensure_2d=False, dtype=np.float32, input_name="X")
+        if X.ndim < 2:
+            raise ValueError(f"X must hold samples along its first axis; got shape {X.shape}.")
+        shape = input_shape_of(X.shape[1:])
     else:
         X = validate_data(est, X, reset=False, allow_nd=True, dtype=np.float32)
         shape = input_shape_of(X.shape[1:])

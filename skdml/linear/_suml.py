@@ -56,7 +56,7 @@ class SUML(BaseMahalanobis):
         so weak a penalty lets ``L`` lose its orthonormality, and k-NN accuracy
         then falls far below PCA's on AT&T faces and COIL-20. The default was
         chosen on the Table 1 protocol (see the :doc:`SUML report </reports/suml>`).
-    n_triplets : int, default=3000
+    n_triplets : int >= 3, default=3000
         Random triplets drawn per fit (per mini-batch for the stochastic form).
         The paper uses "about 10^3" per mini-batch. 3000 matched 10^4's k-NN
         accuracy within seed noise at about a third of the fit time (see
@@ -206,7 +206,7 @@ class SUML(BaseMahalanobis):
         "n_components": [StrictInterval(numbers.Integral, 1, None, closed="left"), None],
         "angle": [StrictInterval(numbers.Real, 0, 90, closed="neither")],
         "ortho_weight": [StrictInterval(numbers.Real, 0, None, closed="left")],
-        "n_triplets": [StrictInterval(numbers.Integral, 1, None, closed="left")],
+        "n_triplets": [StrictInterval(numbers.Integral, 3, None, closed="left")],  # 3 rows a triplet
         "probability": [StrOptions({"sigmoid", "softmax"})],
         "manifold": [StrOptions({"stiefel", "euclidean"})],
         "solver": [StrOptions(set(SOLVERS))],

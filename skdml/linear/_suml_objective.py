@@ -57,6 +57,8 @@ def sample_triplets(n_samples, n_triplets, random_state):
     -------
     triplets : ndarray of shape (n_triplets, 3), dtype int64
     """
+    if n_samples < 3:
+        raise ValueError(f"Triplets of three distinct rows need at least 3 rows; got {n_samples}.")
     triplets = random_state.randint(0, n_samples, size=(n_triplets, 3)).astype(np.int64)
     while True:
         bad = ((triplets[:, 0] == triplets[:, 1]) | (triplets[:, 0] == triplets[:, 2])

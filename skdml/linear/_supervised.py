@@ -126,6 +126,22 @@ class _LinearTrainable(Trainable):
                 p.copy_(value)
 
 
+def _check_start_spreads(X, L0, init):
+    """Refuse a user's start that maps ``X`` onto fewer spread directions than it has rows.
+
+    An output direction constant over the data (an ``init`` reading constant
+    features, say) gets no gradient from any distance loss, so it never moves.
+    """
+    Z = (X - X.mean(axis=0)) @ L0.T
+    rank = np.linalg.matrix_rank(Z)
+    if rank < min(L0.shape[0], X.shape[0] - 1):
+        what = "init='identity'" if isinstance(init, str) else "The init array"
+        raise ValueError(
+            f"{what} maps X onto {rank} directions with any spread, for {L0.shape[0]} "
+            "components (it reads features that are constant, or dependent): the others stay "
+            "constant, as no gradient moves them. Use init='pca' or fewer components.")
+
+
 class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
     """Base of ECAML and JRD: fits ``components_`` by minimising a torch objective.
 
@@ -208,6 +224,8 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         flops = 6.0 * P * K * space.dim * n_components
         with thread_limits(flops_per_step=flops), torch_rng_scope():
             L0 = initial_components(self.init, X_t, y, n_components, space, self.manifold, rng)
+            if isinstance(self.init, np.ndarray) or self.init == "identity":
+                _check_start_spreads(X_t, L0, self.init)
             torch.manual_seed(torch_seed(rng))
             X_tensor = torch.as_tensor(X_t, dtype=DTYPE)
             y_tensor = torch.as_tensor(y, dtype=torch.int64)

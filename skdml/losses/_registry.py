@@ -7,6 +7,7 @@ import inspect
 
 from torch import nn
 
+from .._utils._params import check_loss_params
 from .amsoftmax import AMSoftmaxLoss
 from .binomial import BinomialDevianceLoss
 from .energy_confusion import EnergyConfusion
@@ -135,6 +136,7 @@ def build_loss(loss, params=None, *, n_classes=None, embedding_dim=None):
     target = LOSSES.get(loss) if isinstance(loss, str) else loss if isinstance(loss, type) \
         else None
     if target is not None:
+        check_loss_params(loss, params)
         signature = inspect.signature(target)
         if "n_classes" in signature.parameters and n_classes is not None:
             params.setdefault("n_classes", n_classes)

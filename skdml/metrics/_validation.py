@@ -97,6 +97,11 @@ def check_k(k, n_candidates, what):
 
 def encode_labels(y, y_ref):
     """Encode query and reference labels jointly to ``0..C-1`` (sorted label order)."""
+    kinds = {"numbers" if a.dtype.kind in "iufb" else "strings"
+             for a in (y, y_ref) if a.dtype.kind != "O"}
+    if len(kinds) == 2:  # concatenated, 1 and "1" would become one label
+        raise ValueError("y and y_ref mix label types: one holds numbers, the other strings; "
+                         "use one type for both.")
     try:
         codes, inverse = np.unique(np.concatenate([y, y_ref]), return_inverse=True)
     except TypeError as exc:

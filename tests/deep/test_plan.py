@@ -96,3 +96,41 @@ def test_the_objective_is_built_from_its_config_alone():
     assert proxies.loss.proxies.shape == (3, 4) and proxies.regularizer is None
     with pytest.raises(ValueError, match="resolved by fit"):
         build_objective(ObjectiveConfig("auto", {}, None, 0.0, 4), n_classes=3)
+
+
+def test_refit_on_a_dataset_forgets_the_feature_count_of_an_array_fit(blobs):
+    from torch.utils.data import TensorDataset
+    X, y = blobs
+    est = make().fit(X, y)
+    narrow = torch.as_tensor(X[:, :5], dtype=torch.float32)
+    est.fit(TensorDataset(narrow, torch.as_tensor(y)))
+    assert est.input_shape_ == (5,) and not hasattr(est, "n_features_in_")
+    assert est.transform(X[:, :5]).shape == (len(X), 4)  # was "expecting 10 features"
+
+
+def test_grey_images_transform_in_either_layout_and_bad_shapes_say_shapes():
+    rng = np.random.RandomState(0)
+    y = np.repeat([0, 1, 2], 8)
+    grey = (rng.rand(24, 8, 8) + y[:, None, None]).astype(np.float32)
+    est = fast(n_components=4, max_iter=1, n_samples_per_class=4).fit(grey, y)
+    np.testing.assert_array_equal(est.transform(grey[:, None]), est.transform(grey))
+    with pytest.raises(ValueError, match=r"shape \(1, 9, 8\), the model was fitted on"):
+        est.transform(np.zeros((2, 9, 8), np.float32))  # was "X has 9 features"
+    with pytest.raises(ValueError, match="NaN"):
+        est.transform(np.full((2, 8, 8), np.nan, np.float32))
+
+
+def test_tensors_that_require_grad_are_read_detached(blobs):
+    X, y = blobs
+    Xt = torch.as_tensor(X, dtype=torch.float32).requires_grad_()
+    est = make().fit(Xt, torch.as_tensor(y))  # was torch's "Can't call numpy()" error
+    np.testing.assert_array_equal(est.transform(Xt), est.transform(X.astype(np.float32)))
+
+
+def test_warm_start_below_the_epochs_run_is_refused(blobs):
+    X, y = blobs
+    est = make(max_iter=3, warm_start=True, early_stopping=False).fit(X, y)
+    with pytest.raises(ValueError, match="raise max_iter"):  # was a silent no-op
+        est.set_params(max_iter=2).fit(X, y)
+    assert est.set_params(max_iter=4).fit(X, y).n_iter_ == 4
+

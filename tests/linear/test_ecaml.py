@@ -372,3 +372,16 @@ def test_max_iter_zero_is_the_initialisation():
 
     axes = PCA(3).fit(X).components_
     np.testing.assert_allclose(np.abs(np.sum(start.components_ * axes, axis=1)), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("learner", ["ECAML", "JRD"])
+def test_a_start_that_reads_constant_features_is_refused(learner):
+    import skdml
+    from sklearn.datasets import load_digits
+    X, y = load_digits(return_X_y=True)  # pixels 0 and 32 are 0 in every image
+    init = np.zeros((2, 64))
+    init[0, 0] = init[1, 32] = 1.0
+    with pytest.raises(ValueError, match="onto 0 directions with any spread"):
+        getattr(skdml, learner)(n_components=2, init=init, max_iter=2).fit(X, y)
+    with pytest.raises(ValueError, match="init='identity' maps X onto 7 directions"):
+        getattr(skdml, learner)(n_components=8, init="identity", max_iter=2).fit(X, y)

@@ -366,3 +366,12 @@ def test_synthesis_alone_saturates_the_objective_whatever_the_metric(digits):
                                    method="L-BFGS-B", options={"maxiter": 50})
         assert synthesis_alone.fun < 0.25 * where_fit_stops, (synthesis_alone.fun,
                                                               where_fit_stops)
+
+
+@pytest.mark.parametrize("n_triplets", [1, 2])
+def test_fewer_than_three_triplets_are_refused_not_drawn_forever(n_triplets):
+    X = np.random.RandomState(0).randn(50, 5)
+    with pytest.raises(ValueError, match="n_triplets"):  # was an endless loop
+        SUML(n_components=2, n_triplets=n_triplets, max_iter=3, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="at least 3 rows"):
+        sample_triplets(2, 5, np.random.RandomState(0))

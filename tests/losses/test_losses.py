@@ -921,3 +921,20 @@ def test_metric_objective_refuses_a_non_scalar_loss():
         MetricObjective(lambda z, labels: z.sum(dim=1))(x, y)
     with pytest.raises(TypeError, match="returned float"):
         MetricObjective(lambda z, labels: 1.0)(x, y)
+
+
+def test_build_loss_names_the_keys_of_a_loss_given_options_it_does_not_take():
+    from skdml.losses import build_loss
+    with pytest.raises(ValueError, match=r"'npair' does not accept \['margin'\]; its keys"):
+        build_loss("npair", {"margin": 0.5})  # was NPairLoss's TypeError (ECAML's path)
+
+
+def test_a_linear_learner_with_options_left_from_another_loss_names_its_keys():
+    import warnings
+    from skdml import ECAML
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(40, 4), np.repeat([0, 1, 2, 3], 10)
+    est = ECAML(max_iter=1, loss="lmnn").set_params(loss__margin=0.5).set_params(loss="npair")
+    with warnings.catch_warnings(), pytest.raises(ValueError, match="its keys are"):
+        warnings.simplefilter("ignore")
+        est.fit(X, y)
