@@ -153,6 +153,9 @@ class LMNN(BaseMahalanobis):
             The fitted estimator.
         """
         X, y, self.classes_ = check_classic_input(self, X, y)
+        if np.bincount(y).max() < 2:
+            raise ValueError("LMNN needs a class with at least 2 samples: with every class a "
+                             "single sample there is no target neighbour to pull.")
         n, d = X.shape
         dim = check_n_components(self.n_components, d)
         L0 = initial_map(self.init, X, dim, check_random_state(self.random_state), y)

@@ -138,3 +138,9 @@ def test_lmnn_with_tol_0_runs_max_iter_without_a_convergence_warning():
         warnings.simplefilter("error", ConvergenceWarning)
         est = LMNN(tol=0.0, max_iter=3).fit(X, y)
     assert est.n_iter_ == 3
+
+
+def test_lmnn_with_every_class_a_single_sample_says_so():
+    X = np.random.RandomState(0).randn(6, 3)
+    with pytest.raises(ValueError, match="at least 2 samples"):  # returned its start silently
+        LMNN().fit(X, np.arange(6))
