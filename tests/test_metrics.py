@@ -952,3 +952,12 @@ def test_numbers_and_strings_are_not_one_label_across_queries_and_references():
         knn_accuracy(Xq, yq, Xr, yr.astype(str))
     assert recall_at_k(Xq, yq, X_ref=Xr, y_ref=yr) == recall_at_k(
         Xq, yq.astype(float), X_ref=Xr, y_ref=yr)
+
+
+def test_a_column_of_labels_is_flattened_with_scikit_learns_warning():
+    from sklearn.exceptions import DataConversionWarning
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(20, 3), rng.randint(0, 3, 20)
+    with pytest.warns(DataConversionWarning):  # was flattened silently
+        column = recall_at_k(X, y[:, None])
+    assert column == recall_at_k(X, y)

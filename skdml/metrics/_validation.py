@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from sklearn.utils import check_array
 from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import column_or_1d
 
 __all__ = ["as_host_array", "check_embeddings", "check_labels", "check_k", "check_pair",
            "encode_labels", "prepare_retrieval"]
@@ -50,8 +51,8 @@ def check_embeddings(X, name):
 def check_labels(y, n_samples, name, x_name):
     """1-D discrete labels with one label per sample."""
     y = np.asarray(as_host_array(y))
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y.ravel()
+    if y.ndim == 2 and y.shape[1] == 1:  # a column: flattened with scikit-learn's warning
+        y = column_or_1d(y, warn=True)
     if y.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array of labels, got shape {y.shape}.")
     if y.shape[0] != n_samples:
