@@ -43,6 +43,8 @@ Stop when the training loss falls below a threshold, and keep every epoch's reco
 
 from __future__ import annotations
 
+import inspect
+
 from ._training import Callback as _LoopCallback
 
 __all__ = ["Callback", "TrainingInfo"]
@@ -234,4 +236,17 @@ def check_callbacks(callbacks):
                 "callbacks must be a list of skdml.callbacks.Callback instances; got "
                 f"{type(cb).__name__} ({cb!r}). Subclass skdml.callbacks.Callback and "
                 "override on_epoch_end (or the other hooks).")
+        for hook in _HOOKS:  # an overridden hook must take (estimator, info): checked now,
+            try:              # not after the first epoch of a fit
+                inspect.signature(getattr(cb, hook)).bind(None, None)
+            except TypeError as exc:
+                raise TypeError(
+                    f"{type(cb).__name__}.{hook} must take (estimator, info), as "
+                    f"skdml.callbacks.Callback.{hook} does; {exc}.") from None
+            except ValueError:  # no signature to read (a builtin): called as it is
+                pass
     return callbacks
+
+
+#: The hooks of :class:`Callback`, each called with ``(estimator, info)``.
+_HOOKS = ("on_train_begin", "on_batch_end", "on_epoch_end", "on_train_end")

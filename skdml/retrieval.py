@@ -472,7 +472,7 @@ class RetrievalIndex(BaseEstimator):
             arrays["labels"] = self.labels_
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
-        atomic_write_bytes(path, buffer.getvalue())
+        atomic_write_bytes(path, buffer.getvalue(), overwrite=overwrite)
 
     @classmethod
     def load(cls, path, *, transformer=None, **params):

@@ -1,8 +1,8 @@
-"""Issue-39 audit cases: the classic catalogue and the core estimators' API edges.
+"""Issue-39 audit cases: the classic catalogue, the core estimators' API edges, the losses.
 
-See tests/_robustness_cases.py for Case, check and classify. Found by two audits of
+See tests/_robustness_cases.py for Case, check and classify. Found by three audits of
 this session (the classic learners and the weakly-supervised API; the core estimators
-in scikit-learn's and PyTorch's conventions). A case whose old answer was a refusal of
+in scikit-learn's and PyTorch's conventions; the losses, callbacks, DeML and export). A case whose old answer was a refusal of
 a valid input raises ``Wrong`` itself, so that the refusal is not counted as clear.
 Every case runs against the old code too.
 """
@@ -228,6 +228,91 @@ def split_rounding():
     check(n == 7, f"test_size=0.07 of 100 classes gave {n} classes")
 
 
+def lmnn_loss_huge():
+    import torch
+    from skdml.losses import LMNNLoss
+    z = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.5], [0.0, 3.0]]) * 1e20
+    value = LMNNLoss(n_neighbors=1, reduction="sum")(z, torch.tensor([0, 0, 1, 1])).item()
+    check(value != 0.0, "embeddings of 1e20 scored a perfect loss of 0.0")
+
+
+def loss_zero_row_gradient():
+    import torch
+    from skdml.losses import TripletLoss
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+    x[0] = 0.0
+    x.requires_grad_()
+    TripletLoss()(x, torch.tensor([0, 0, 1])).backward()
+    check(float(x.grad.abs().max()) < 1e6, f"a zero row got gradients of {float(x.grad.abs().max()):.1e}")
+
+
+def loss_subnormal_rows():
+    import torch
+    from skdml.losses import TripletLoss
+    r = torch.randn(6, 5, generator=torch.Generator().manual_seed(0))
+    y = torch.tensor([0, 0, 1, 1, 2, 2])
+    tiny, ref = TripletLoss()(r * 1e-40, y).item(), TripletLoss()(r, y).item()
+    check(abs(tiny - ref) < 1e-3 * ref, f"rows of norm 1e-40 scored {tiny:.4f}, not {ref:.4f}")
+
+
+def loss_nan_option():
+    import torch
+    from skdml.losses import BinomialDevianceLoss
+    value = BinomialDevianceLoss(scale=float("nan"))(torch.randn(6, 3), torch.tensor([0, 0, 1, 1, 2, 2]))
+    check(bool(torch.isfinite(value)), "scale=nan accepted: the loss is NaN")
+
+
+def loss_truncated_option():
+    from skdml.losses import LMNNLoss
+    loss = LMNNLoss(n_neighbors=2.5)
+    raise Wrong(f"n_neighbors=2.5 accepted as {loss.n_neighbors}")
+
+
+def callback_wrong_signature():
+    from skdml.callbacks import Callback
+
+    class OneArgument(Callback):
+        def on_epoch_end(self, info):
+            pass
+
+    X, y = _iris()
+    linear("ECAML", n_components=2, max_iter=2, callbacks=[OneArgument()]).fit(X, y)
+
+
+def deml_params_not_a_dict():
+    from skdml.deep import make_deml
+    make_deml(2, 2, deml_params="x")
+
+
+def write_race():
+    import os
+    import tempfile
+    from unittest import mock
+    from skdml._utils import _files
+    folder = tempfile.mkdtemp()
+    path = os.path.join(folder, "embedding.pt")
+    real = _files.tempfile.mkstemp
+
+    def mkstemp(*args, **kwargs):
+        out = real(*args, **kwargs)
+        with open(path, "wb") as fh:
+            fh.write(b"theirs")
+        return out
+
+    from skdml.retrieval import RetrievalIndex
+    index = RetrievalIndex().fit(np.random.RandomState(0).randn(5, 2))
+    with mock.patch.object(_files.tempfile, "mkstemp", mkstemp):
+        index.save(path)
+    with open(path, "rb") as fh:
+        check(fh.read() == b"theirs", "a file created during the save was replaced")
+
+
+def lmnn_singletons():
+    X = np.random.RandomState(0).randn(6, 3)
+    est = linear("LMNN").fit(X, np.arange(6))
+    raise Wrong(f"every class a single sample: returned its start ({est.n_iter_} iterations)")
+
+
 def _quiet(fn):
     def run():
         with warnings.catch_warnings():
@@ -267,4 +352,13 @@ CASES = [Case(name, group, _quiet(fn), budget) for name, group, fn, budget in [
     ("RetrievalIndex.add, float labels to int64 ids", "silent", index_label_precision, 30),
     ("recall_at_k, int y against str y_ref", "silent", scores_mixed_labels, 30),
     ("ClassDisjointSplit(test_size=0.07), 100 classes", "silent", split_rounding, 30),
+    ("LMNNLoss, embeddings of 1e20", "silent", lmnn_loss_huge, 30),
+    ("TripletLoss, a zero row's gradient", "silent", loss_zero_row_gradient, 30),
+    ("TripletLoss, rows of norm 1e-40", "silent", loss_subnormal_rows, 30),
+    ("BinomialDevianceLoss(scale=nan)", "silent", loss_nan_option, 30),
+    ("LMNNLoss(n_neighbors=2.5)", "silent", loss_truncated_option, 30),
+    ("callback hook without the estimator argument", "obscure", callback_wrong_signature, 60),
+    ("make_deml(deml_params='x')", "obscure", deml_params_not_a_dict, 30),
+    ("RetrievalIndex.save, a file created during the write", "silent", write_race, 30),
+    ("LMNN, every class a single sample", "silent", lmnn_singletons, 30),
 ]]

@@ -176,3 +176,13 @@ def test_a_fitted_model_is_saved_without_its_callbacks(make, monkeypatch):
     clone(loaded)
     monkeypatch.setitem(sys.modules, "a_users_script", script)
     assert isinstance(pickle.loads(unfitted).callbacks[0], script.LogAndStop)
+
+
+def test_a_hook_with_the_wrong_signature_is_refused_before_training():
+    class OneArgument(Callback):
+        def on_epoch_end(self, info):  # the estimator argument forgotten
+            pass
+
+    X, y = load_digits(return_X_y=True)
+    with pytest.raises(TypeError, match=r"OneArgument.on_epoch_end must take \(estimator, info\)"):
+        ECAML(n_components=4, max_iter=2, callbacks=[OneArgument()]).fit(X[:200], y[:200])

@@ -193,3 +193,22 @@ def test_file_helpers_live_in_utils_and_retrieval_uses_the_metrics_package():
                and node.module and (node.module.startswith("metrics._")
                                     or node.module.startswith("_training"))]
     assert private == [], private  # only the package-level seam of skdml.metrics
+
+
+def test_a_file_created_during_a_write_without_overwrite_is_not_replaced(tmp_path, monkeypatch):
+    # the existence check runs before the export; a file that appears before the final
+    # rename must survive it (the rename replaced it)
+    from skdml._utils import _files
+    path = tmp_path / "embedding.pt"
+    real_mkstemp = _files.tempfile.mkstemp
+
+    def mkstemp_then_someone_writes(*args, **kwargs):
+        out = real_mkstemp(*args, **kwargs)
+        path.write_bytes(b"theirs")
+        return out
+
+    monkeypatch.setattr(_files.tempfile, "mkstemp", mkstemp_then_someone_writes)
+    with pytest.raises(FileExistsError, match="created while writing"):
+        _files.atomic_write_bytes(path, b"ours", overwrite=False)
+    assert path.read_bytes() == b"theirs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["embedding.pt"]  # no temporary left

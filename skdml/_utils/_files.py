@@ -66,8 +66,13 @@ def check_output_file(path, *, overwrite, example):
     return path
 
 
-def atomic_write_bytes(path, data):
+def atomic_write_bytes(path, data, *, overwrite=True):
     """Write ``data`` to ``path`` through a temporary file and ``os.replace``.
+
+    With ``overwrite=False`` the temporary file is hard-linked to ``path``
+    instead, which fails if ``path`` exists, even one created since the caller
+    checked (a ``FileExistsError``); where the file system has no hard links,
+    ``path`` is checked just before the replace.
 
     The file gets the permissions of an ordinarily created file (``0o666``
     less the umask), not the ``0o600`` of the temporary file. Missing folders
@@ -96,8 +101,27 @@ def atomic_write_bytes(path, data):
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            _link_new(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
+
+
+def _link_new(tmp, path):
+    """Move ``tmp`` to ``path`` only if ``path`` does not exist (never replacing a file)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise FileExistsError(f"{path!r} exists (created while writing); pass overwrite=True "
+                              "to replace it.") from None
+    except OSError:  # no hard links here: the check and the replace are not one step
+        if os.path.exists(path):
+            raise FileExistsError(f"{path!r} exists; pass overwrite=True to replace it.") \
+                from None
+        os.replace(tmp, path)
+        return
+    os.remove(tmp)

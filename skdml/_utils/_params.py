@@ -52,6 +52,16 @@ def non_negative_real():
     return StrictInterval(Real, 0, None, closed="left")
 
 
+def positive_real():
+    """The constraint "a finite real > 0" (booleans, NaN and infinity refused)."""
+    return StrictInterval(Real, 0, None, closed="neither")
+
+
+def finite_real():
+    """The constraint "a finite real" (booleans, NaN and infinity refused)."""
+    return StrictInterval(Real, None, None, closed="neither")
+
+
 def check_params(owner, constraints, values):
     """Raise a ``ValueError`` naming ``owner`` and the parameter unless every value is allowed.
 

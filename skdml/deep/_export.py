@@ -287,5 +287,5 @@ def export_embedding(estimator, path, *, format="torchscript", example=None, ove
             f"The network could not be exported as {format}: {type(exc).__name__}: {exc}. "
             "Its forward pass must be traceable (no Python control flow on tensor values; "
             "torch.export also refuses some Python constructs).") from exc
-    atomic_write_bytes(path, data)
+    atomic_write_bytes(path, data, overwrite=overwrite)
     return path

@@ -25,6 +25,7 @@ the host: a loss never synchronises with the device.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -65,7 +66,13 @@ def check_embeddings_labels(embeddings, labels, *, name="embeddings"):
         )
     if not embeddings.is_floating_point():
         raise ValueError(f"{name} must have a floating dtype, got {embeddings.dtype}.")
-    labels = torch.as_tensor(labels, device=embeddings.device)
+    if not isinstance(labels, torch.Tensor) and np.size(labels) == 0:
+        labels = np.zeros(0, dtype=np.int64)  # an empty list reads as float: no labels at all
+    try:
+        labels = torch.as_tensor(labels, device=embeddings.device)
+    except (TypeError, ValueError) as exc:  # strings, objects: torch's own words do not say
+        raise ValueError(f"labels must be integer class codes (encode strings first, e.g. "
+                         f"with sklearn's LabelEncoder); got {exc}") from exc
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
         raise ValueError(f"labels must have an integer dtype, got {labels.dtype}.")
     if labels.ndim != 1:
@@ -140,7 +147,10 @@ def unit_rows(x):
     """Rows scaled to unit L2 norm, robust to huge or tiny norms (no overflow in the norm)."""
     if x.numel() == 0:
         return x
-    peak = x.detach().abs().amax(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+    peak = x.detach().abs().amax(dim=1, keepdim=True)
+    # a zero row is divided by 1: it stays 0 with the bounded gradient of x / 1 (a clamp at
+    # the smallest normal number gave gradients of 1e38 there, and left subnormal rows short)
+    peak = torch.where(peak > 0, peak, torch.ones_like(peak))
     scaled = x / peak  # largest entry of each row is +-1 (or the row is 0)
     return scaled / torch.linalg.vector_norm(scaled, dim=1, keepdim=True).clamp_min(1.0)
 

@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._utils._params import (check_params, non_negative_real, positive_int,
+                              positive_real)
 from ._base import MetricLoss, check_embeddings_labels, unit_rows, zero_loss
 
 __all__ = ["AMSoftmaxLoss"]
@@ -71,12 +73,11 @@ class AMSoftmaxLoss(MetricLoss):
     def __init__(self, n_classes: int, embedding_dim: int, scale: float = 20.0,
                  margin: float = 0.1, reduction: str = "mean"):
         super().__init__(reduction)
-        if int(n_classes) < 1:
-            raise ValueError(f"n_classes must be a positive integer, got {n_classes}.")
-        if int(embedding_dim) < 1:
-            raise ValueError(f"embedding_dim must be a positive integer, got {embedding_dim}.")
-        if scale <= 0:
-            raise ValueError(f"scale must be positive, got {scale}.")
+        check_params("AMSoftmaxLoss", {
+            "n_classes": [positive_int()], "embedding_dim": [positive_int()],
+            "scale": [positive_real()], "margin": [non_negative_real()]},
+            {"n_classes": n_classes, "embedding_dim": embedding_dim, "scale": scale,
+             "margin": margin})
         self.n_classes = int(n_classes)
         self.embedding_dim = int(embedding_dim)
         self.scale = float(scale)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .._utils._params import check_params, finite_real, positive_real
 from ._base import MetricLoss, check_embeddings_labels, same_class_masks
 
 __all__ = ["BinomialDevianceLoss", "deml_pair_weights"]
@@ -103,6 +104,10 @@ class BinomialDevianceLoss(MetricLoss):
     def __init__(self, scale: float = 2.0, margin: float = 0.5, negative_weight: float = 25.0,
                  pair_weighting: str = "uniform", reduction: str = "mean"):
         super().__init__(reduction)
+        check_params("BinomialDevianceLoss", {
+            "scale": [positive_real()], "margin": [finite_real()],
+            "negative_weight": [positive_real()]},
+            {"scale": scale, "margin": margin, "negative_weight": negative_weight})
         if pair_weighting not in ("uniform", "balanced"):
             raise ValueError(
                 f"pair_weighting must be 'uniform' or 'balanced', got {pair_weighting!r}.")

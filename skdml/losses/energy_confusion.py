@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from .._utils._params import check_params
 from ._base import MetricLoss, abs_max, check_embeddings_labels, zero_loss
 
 __all__ = ["EnergyConfusion", "class_pair_energies"]
@@ -109,6 +110,7 @@ class EnergyConfusion(MetricLoss):
 
     def __init__(self, log: bool = True, reduction: str = "mean"):
         super().__init__(reduction)
+        check_params("EnergyConfusion", {"log": ["boolean"]}, {"log": log})
         self.log = bool(log)
 
     def extra_repr(self) -> str:

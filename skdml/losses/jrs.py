@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 
+from .._utils._params import check_params
 from ._base import (MetricLoss, abs_max, check_embeddings_labels, pairwise_sq_dists, same_class_masks,
                     zero_loss)
 
@@ -104,8 +106,13 @@ class JRSRegularizer(MetricLoss):
             raise ValueError(f"layers must be a module name or a list of them, got {layers!r}.")
         self.layers = layers if layers is None or isinstance(layers, str) else tuple(layers)
         bandwidths = tuple(float(b) for b in bandwidths)
-        if not bandwidths or any(b <= 0 for b in bandwidths):
-            raise ValueError(f"bandwidths must be positive numbers, got {bandwidths}.")
+        if not bandwidths or not all(math.isfinite(b) and b > 0 for b in bandwidths):
+            raise ValueError(f"bandwidths must be finite positive numbers, got {bandwidths}.")
+        if layer_weights is not None and not all(
+                math.isfinite(float(w)) and float(w) >= 0 for w in layer_weights):
+            raise ValueError(f"layer_weights must be finite non-negative numbers, got "
+                             f"{tuple(layer_weights)}.")
+        check_params("JRSRegularizer", {"detach_tau": ["boolean"]}, {"detach_tau": detach_tau})
         self.bandwidths = bandwidths
         self.single_kernel_layers = tuple(int(i) for i in single_kernel_layers)
         self.detach_tau = bool(detach_tau)

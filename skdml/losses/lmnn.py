@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from numbers import Real
+
 import torch
 import torch.nn.functional as F
 
-from ._base import MetricLoss, pairwise_sq_dists, same_class_masks
+from .._utils._params import (StrictInterval, check_params, non_negative_real,
+                              positive_int)
+from ._base import MetricLoss, abs_max, pairwise_sq_dists, same_class_masks
 
 __all__ = ["LMNNLoss"]
 
@@ -82,12 +86,12 @@ class LMNNLoss(MetricLoss):
     def __init__(self, n_neighbors: int | None = 3, margin: float = 1.0,
                  push_weight: float = 0.5, normalize: bool = False, reduction: str = "mean"):
         super().__init__(reduction)
-        if n_neighbors is not None and int(n_neighbors) < 1:
-            raise ValueError(f"n_neighbors must be a positive integer or None, got {n_neighbors}.")
-        if margin < 0:
-            raise ValueError(f"margin must be non-negative, got {margin}.")
-        if not 0.0 <= push_weight <= 1.0:
-            raise ValueError(f"push_weight must lie in [0, 1], got {push_weight}.")
+        check_params("LMNNLoss", {
+            "n_neighbors": [positive_int(), None], "margin": [non_negative_real()],
+            "push_weight": [StrictInterval(Real, 0, 1, closed="both")],
+            "normalize": ["boolean"]},
+            {"n_neighbors": n_neighbors, "margin": margin, "push_weight": push_weight,
+             "normalize": normalize})
         self.n_neighbors = None if n_neighbors is None else int(n_neighbors)
         self.margin = float(margin)
         self.push_weight = float(push_weight)
@@ -114,17 +118,22 @@ class LMNNLoss(MetricLoss):
         return index, pos.gather(1, index)
 
     def tuple_losses(self, z, labels):
-        dist = pairwise_sq_dists(z)
+        # squared distances of large embeddings overflow (inf - inf in the Gram expansion):
+        # computed on z / c (c: the power of two at or above the largest |z|, when above 1;
+        # exact, so the same bits as unscaled where nothing overflows) with the margin m / c^2,
+        # and the losses scaled back by c twice, so the value is the true one or +inf
+        c = torch.exp2(torch.ceil(torch.log2(abs_max(z, floor=1.0))))
+        dist = pairwise_sq_dists(z / c)
         pos, neg = same_class_masks(labels)
         if z.shape[0] < 2:
-            return dist.sum(dim=1), torch.zeros_like(dist[:, 0])
+            return dist.sum(dim=1) * c * c, torch.zeros_like(dist[:, 0])
         index, valid = self.target_neighbors(dist, pos)
         valid = valid.to(dist.dtype)
         d_target = dist.gather(1, index)  # (n, k)
         pull = (d_target * valid).sum(dim=1)
         # [m + d_at - d_an]_+ over (t, n): an (n, k, n) tensor
-        hinge = F.relu(self.margin + d_target[:, :, None] - dist[:, None, :])
+        hinge = F.relu(self.margin / (c * c) + d_target[:, :, None] - dist[:, None, :])
         weight = valid[:, :, None] * neg[:, None, :].to(dist.dtype)
         push = (hinge * weight).sum(dim=(1, 2))
         losses = (1.0 - self.push_weight) * pull + self.push_weight * push
-        return losses, (valid.sum(dim=1) > 0).to(dist.dtype)
+        return losses * c * c, (valid.sum(dim=1) > 0).to(dist.dtype)

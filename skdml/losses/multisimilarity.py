@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from .._utils._params import (check_params, finite_real, non_negative_real,
+                              positive_real)
 from ._base import MetricLoss, same_class_masks
 
 __all__ = ["MultiSimilarityLoss", "multi_similarity_pairs"]
@@ -111,8 +113,10 @@ class MultiSimilarityLoss(MetricLoss):
     def __init__(self, alpha: float = 2.0, beta: float = 50.0, base: float = 0.5,
                  epsilon: float = 0.1, mining: bool = True, reduction: str = "mean"):
         super().__init__(reduction)
-        if alpha <= 0 or beta <= 0:
-            raise ValueError(f"alpha and beta must be positive, got {alpha} and {beta}.")
+        check_params("MultiSimilarityLoss", {
+            "alpha": [positive_real()], "beta": [positive_real()], "base": [finite_real()],
+            "epsilon": [non_negative_real()], "mining": ["boolean"]},
+            {"alpha": alpha, "beta": beta, "base": base, "epsilon": epsilon, "mining": mining})
         self.alpha, self.beta, self.base = float(alpha), float(beta), float(base)
         self.epsilon, self.mining = float(epsilon), bool(mining)
 

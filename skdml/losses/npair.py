@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .._utils._params import check_params, non_negative_real
 from ._base import MetricLoss, abs_max, same_class_masks
 
 __all__ = ["NPairLoss"]
@@ -44,8 +45,9 @@ class NPairLoss(MetricLoss):
     batch order, and the negatives of an anchor are the *positives* of the
     other classes, i.e. a softmax cross-entropy over the ``N x N`` matrix
     ``anchors @ positives.T`` with the diagonal as target, averaged over the
-    classes. This is exactly pytorch-metric-learning's ``NPairsLoss`` (whose
-    default distance is the raw dot product).
+    classes. This is exactly pytorch-metric-learning's ``NPairsLoss`` with
+    ``distance=DotProductSimilarity(normalize_embeddings=False)``, the raw dot
+    product (its default distance normalises the embeddings first).
 
     Parameters
     ----------
@@ -85,8 +87,7 @@ class NPairLoss(MetricLoss):
         super().__init__(reduction)
         if tuples not in ("all", "sohn"):
             raise ValueError(f"tuples must be 'all' or 'sohn', got {tuples!r}.")
-        if l2_reg < 0:
-            raise ValueError(f"l2_reg must be non-negative, got {l2_reg}.")
+        check_params("NPairLoss", {"l2_reg": [non_negative_real()]}, {"l2_reg": l2_reg})
         self.tuples = tuples
         self.l2_reg = float(l2_reg)
 

@@ -198,3 +198,9 @@ def test_one_step_of_the_game_moves_l_adv_both_ways():
         after = aux()
         change = float((after - before).detach())
         assert direction * change > 0, (part, float(before.detach()), float(after.detach()))
+
+
+def test_make_deml_names_deml_params_when_it_is_not_a_dict():
+    from skdml.deep import make_deml
+    with pytest.raises(ValueError, match="deml_params must be a dict"):  # was "argument after **"
+        make_deml(2, 2, deml_params="x")

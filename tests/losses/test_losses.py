@@ -22,6 +22,8 @@ from skdml.losses import (
     BinomialDevianceLoss,
     EnergyConfusion,
     JRSRegularizer,
+    LMNNLoss,
+    MultiSimilarityLoss,
     NPairLoss,
     TripletLoss,
     class_pair_energies,
@@ -938,3 +940,51 @@ def test_a_linear_learner_with_options_left_from_another_loss_names_its_keys():
     with warnings.catch_warnings(), pytest.raises(ValueError, match="its keys are"):
         warnings.simplefilter("ignore")
         est.fit(X, y)
+
+
+@pytest.mark.parametrize("scale, expected", [(1.0, 3.75), (1e15, 3.25e30), (1e19, 3.25e38),
+                                             (1e20, math.inf), (1e30, math.inf)])
+def test_lmnn_loss_of_large_embeddings_is_the_true_value_or_inf(scale, expected):
+    # the Gram expansion overflowed to inf - inf: 1e20 and 1e30 gave 0.0, a perfect loss
+    z = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.5], [0.0, 3.0]])
+    value = LMNNLoss(n_neighbors=1, reduction="sum")(z * scale, torch.tensor([0, 0, 1, 1]))
+    if math.isinf(expected):
+        assert math.isinf(value.item())
+    else:
+        assert value.item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_unit_rows_of_a_zero_row_has_bounded_gradients_and_subnormal_rows_unit_norm():
+    from skdml.losses._base import unit_rows
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+    x[0] = 0.0
+    x.requires_grad_()
+    TripletLoss()(x, torch.tensor([0, 0, 1])).backward()
+    assert x.grad.abs().max() < 10.0  # was 1.2e38
+    z = torch.zeros(4, 3, requires_grad=True)
+    AMSoftmaxLoss(4, 3)(z, torch.tensor([0, 0, 1, 1])).backward()
+    assert torch.isfinite(z.grad).all()  # was non-finite with a finite value
+    assert unit_rows(torch.tensor([[1e-40, 0.0]])).norm().item() == pytest.approx(1.0)
+    assert unit_rows(torch.tensor([[1e-6, 0.0]], dtype=torch.float16))[0, 0].item() == 1.0
+
+
+@pytest.mark.parametrize("make", [
+    lambda: BinomialDevianceLoss(scale=float("nan")), lambda: BinomialDevianceLoss(scale=0),
+    lambda: BinomialDevianceLoss(negative_weight=-1), lambda: MultiSimilarityLoss(alpha=math.nan),
+    lambda: MultiSimilarityLoss(epsilon=-1), lambda: MultiSimilarityLoss(mining="no"),
+    lambda: LMNNLoss(margin=math.nan), lambda: LMNNLoss(n_neighbors=2.5),
+    lambda: LMNNLoss(normalize="no"), lambda: AMSoftmaxLoss(2.5, 2),
+    lambda: AMSoftmaxLoss(2, 3, scale=math.inf), lambda: AMSoftmaxLoss(2, 3, margin=-1),
+    lambda: NPairLoss(l2_reg=math.nan), lambda: EnergyConfusion(log="no"),
+    lambda: JRSRegularizer(bandwidths=(math.nan,)), lambda: JRSRegularizer(layer_weights=(-1.0,)),
+])
+def test_loss_options_that_would_give_nan_or_a_reversed_objective_are_refused(make):
+    with pytest.raises(ValueError):  # each was accepted: NaN losses, truncation, reversal
+        make()
+
+
+def test_labels_an_empty_list_and_strings():
+    x = torch.randn(3, 4)
+    assert TripletLoss()(x[:0], []).item() == 0.0  # [] read as float labels before
+    with pytest.raises(ValueError, match="labels must be integer class codes"):
+        TripletLoss()(x, ["a", "b", "a"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 from torch import nn
 
@@ -130,6 +132,9 @@ def make_deml(n_scales=2, n_cams=2, *, n_components=128, backbone="small_cnn", w
     check_params("make_deml", {name: [positive_int()] for name in
                                ("n_scales", "n_cams", "n_components")},
                  {"n_scales": n_scales, "n_cams": n_cams, "n_components": n_components})
+    if deml_params is not None and not isinstance(deml_params, Mapping):
+        raise ValueError(f"make_deml: deml_params must be a dict of DeMLBuilder options or "
+                         f"None; got {type(deml_params).__name__}.")
     learners = int(n_scales) * int(n_cams)
     if learners > n_components:
         raise ValueError(f"n_components={n_components} is smaller than the number of learners "
