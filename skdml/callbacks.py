@@ -223,6 +223,10 @@ class UserCallbacks(_LoopCallback):
             cb.on_train_end(self.estimator, self.info)
 
 
+#: The hooks of :class:`Callback`, each called with ``(estimator, info)``.
+_HOOKS = ("on_train_begin", "on_batch_end", "on_epoch_end", "on_train_end")
+
+
 def check_callbacks(callbacks):
     """Validate a ``callbacks`` parameter; return a list (internal)."""
     if callbacks is None:
@@ -247,6 +251,3 @@ def check_callbacks(callbacks):
                 pass
     return callbacks
 
-
-#: The hooks of :class:`Callback`, each called with ``(estimator, info)``.
-_HOOKS = ("on_train_begin", "on_batch_end", "on_epoch_end", "on_train_end")

@@ -74,8 +74,8 @@ class Constraints:
         self.partial_labels = labels
         self.unknown_label = unknown_label
         missing = _is_nan(labels)
-        if _is_nan(np.asarray([unknown_label], dtype=object)).any():  # NaN marks unknowns
-            known = ~missing
+        if isinstance(unknown_label, numbers.Real) and unknown_label != unknown_label:
+            known = ~missing  # unknown_label=np.nan: NaN marks the unknown samples
         else:
             known = np.ones(len(labels), dtype=bool) if unknown_label is None else \
                 labels != unknown_label
