@@ -62,6 +62,7 @@ METHODS = {
     "JRD (default)": lambda n: JRD(n, random_state=0),
     "JRD neighbor_weight=0": lambda n: JRD(n, neighbor_weight=0.0, random_state=0),
     "JRD neighbor_weight=1": lambda n: JRD(n, neighbor_weight=1.0, random_state=0),
+    "JRD neighbor_weight=3": lambda n: JRD(n, neighbor_weight=3.0, random_state=0),
 }
 #: The rows of the published table (the JRD candidates alone run with ``--methods``).
 DEFAULT_METHODS = [m for m in METHODS if not m.startswith("JRD neighbor_weight")]

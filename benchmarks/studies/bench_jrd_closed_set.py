@@ -13,10 +13,11 @@ at k=1 / k=10 (mean of the splits) and the median fit CPU seconds (one thread):
 
 Variants: ``JRD paper`` is the paper's objective (``neighbor_weight=0``), ``JRD +LMNN w`` adds
 ``w`` times the LMNN loss on the linear map ``XW`` that ``transform`` returns, and ``JRD
-(default)`` chooses between weights 0 and 1 on its own stratified hold-out. ``--explore`` adds
-the variants tried on the way (a larger margin; a trace-ratio compactness term or a local pull
-to the 3 nearest same-class samples, on ``XW``, in place of the LMNN term; the neighbour
-candidate at ECAML's Adam rate, ``0.05 / n_batches`` instead of JRD's ``0.015 / n_batches``).
+(default)`` chooses between weights 0 and 3 on its own stratified hold-out (with the term, at
+ECAML's Adam rate, ``0.05 / n_batches``). ``--explore`` adds the variants tried on the way (a
+larger margin; a trace-ratio compactness term or a local pull to the 3 nearest same-class
+samples, on ``XW``, in place of the LMNN term; the neighbour term at the paper objective's
+rate, ``0.015 / n_batches``, the default before weight 3).
 
 ``--seeds S`` repeats every fit with ``random_state`` 0 .. S-1 (the hold-out inside ``fit``,
 the batches, torch) on the same splits; cells then give the mean over the seeds and, after
@@ -28,7 +29,7 @@ Usage::
     python benchmarks/studies/bench_jrd_closed_set.py               # ~15 min on 2 cores
     python benchmarks/studies/bench_jrd_closed_set.py --explore --tables held-out
     python benchmarks/studies/bench_jrd_closed_set.py --explore --seeds 5 --datasets att \
-        --only "ECAML (default)" "JRD +LMNN 1 (" "JRD (default" "ECAML's rate"   # ~10 min
+        --only "ECAML (default)" "JRD +LMNN 1 (" "JRD (default" "paper's rate"   # ~10 min
 
 Writes ``results/jrd_closed_set.{md,json}`` (``jrd_closed_set_explore`` with ``--explore``,
 ``_seeds`` added with ``--seeds``).
@@ -55,7 +56,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks._common import load, markdown_table, save  # noqa: E402
 from skdml import ECAML, JRD  # noqa: E402
-from skdml.linear._jrd import _JRDObjective  # noqa: E402
+from skdml.linear._jrd import DEFAULT_EPOCH_LEARNING_RATE, _JRDObjective  # noqa: E402
 from skdml.linear._supervised import DTYPE  # noqa: E402
 
 DATA = {"att": "AT&T", "coil20": "COIL-20", "usps": "USPS"}
@@ -88,10 +89,11 @@ class _TermObjective(_JRDObjective):
         return total + self.weight * value, terms
 
 
-class _JRDECAMLRate(JRD):
-    """JRD at ECAML's ``learning_rate="auto"`` (0.05 per epoch; exploration only)."""
+class _JRDPaperRate(JRD):
+    """JRD's neighbour term at the paper objective's ``"auto"`` rate (exploration only)."""
 
-    _epoch_learning_rate = ECAML._epoch_learning_rate
+    def _epoch_learning_rate_of(self, candidate):
+        return DEFAULT_EPOCH_LEARNING_RATE
 
 
 class _JRDTerm(JRD):
@@ -115,7 +117,8 @@ def methods(table, explore, only=None):
     ours = {
         "JRD paper (neighbor_weight=0)": lambda s: JRD(N, neighbor_weight=0.0, random_state=s),
         "JRD +LMNN 1 (neighbor_weight=1)": lambda s: JRD(N, neighbor_weight=1.0, random_state=s),
-        "JRD (default: 0 or 1 on its hold-out)": lambda s: JRD(N, random_state=s),
+        "JRD +LMNN 3 (neighbor_weight=3)": lambda s: JRD(N, neighbor_weight=3.0, random_state=s),
+        "JRD (default: 0 or 3 on its hold-out)": lambda s: JRD(N, random_state=s),
     }
     if explore:
         ours.update({
@@ -130,9 +133,9 @@ def methods(table, explore, only=None):
             "JRD +LMNN 1, plan 16 x 8": lambda s: JRD(
                 N, neighbor_weight=1.0, n_classes_per_batch=16, n_samples_per_class=8,
                 random_state=s),
-            "JRD +LMNN 1, ECAML's rate": lambda s: _JRDECAMLRate(N, neighbor_weight=1.0,
+            "JRD +LMNN 1, paper's rate": lambda s: _JRDPaperRate(N, neighbor_weight=1.0,
                                                                  random_state=s),
-            "JRD +LMNN 3, ECAML's rate": lambda s: _JRDECAMLRate(N, neighbor_weight=3.0,
+            "JRD +LMNN 3, paper's rate": lambda s: _JRDPaperRate(N, neighbor_weight=3.0,
                                                                  random_state=s),
         })
     base = {"PCA": lambda s: PCA(N, random_state=s)}
@@ -187,7 +190,7 @@ def cell(r):
     if len(np.unique(seeds)) > 1:  # the spread of the seeds' split means
         sd = np.std([acc[seeds == s].mean(axis=0) for s in np.unique(seeds)], axis=0)
         text = f"{mean[0]:.1f} ± {sd[0]:.1f} / {mean[1]:.1f} ± {sd[1]:.1f}"
-        chosen = (f" (chose 1 in {sum(c > 0 for c in r['chosen'])} of {len(r['chosen'])})"
+        chosen = (f" (chose the term in {sum(c > 0 for c in r['chosen'])} of {len(r['chosen'])})"
                   if r["chosen"] else "")
     else:
         text = f"{mean[0]:.1f} / {mean[1]:.1f}"
@@ -206,6 +209,9 @@ def main(argv=None):
                         help="repeat every fit with random_state 0 .. SEEDS-1")
     parser.add_argument("--only", nargs="+", default=None, metavar="TEXT",
                         help="keep the methods whose name holds one of these strings")
+    parser.add_argument("--name", default=None,
+                        help="results/<name>.{md,json} (default: jrd_closed_set, with _explore "
+                             "and _seeds as they apply)")
     args = parser.parse_args(argv)
     data, md = {}, ["## JRD's closed-set k-NN default: held-out training data, then the protocol\n",
                     ("3 x `StratifiedShuffleSplit(test_size=0.3, random_state=0)` of each set; "
@@ -227,8 +233,8 @@ def main(argv=None):
         md.insert(2, f"Every fit repeated with random_state 0 .. {args.seeds - 1}: cells give "
                      "the mean over the seeds ± the standard deviation of the seeds' split "
                      "means.\n")
-    save("jrd_closed_set" + ("_explore" if args.explore else "")
-         + ("_seeds" if args.seeds > 1 else ""), "\n".join(md), data,
+    save(args.name or ("jrd_closed_set" + ("_explore" if args.explore else "")
+                       + ("_seeds" if args.seeds > 1 else "")), "\n".join(md), data,
          threads="1 (BLAS, torch)")
 
 
