@@ -86,18 +86,16 @@ def mlkr_tol():
 
 
 def jrd_variants():
-    from skdml import JRD
-    from skdml.linear._jrd import DEFAULT_EPOCH_LEARNING_RATE
+    from skdml import ECAML, JRD
 
-    class PaperRateJRD(JRD):  # the neighbour term at the paper objective's "auto" rate
-        def _epoch_learning_rate_of(self, candidate):
-            return DEFAULT_EPOCH_LEARNING_RATE
+    class LMNNRateJRD(JRD):  # learning_rate="auto" at the LMNN loss's rate per epoch (ECAML's)
+        _epoch_learning_rate = ECAML._epoch_learning_rate
 
     variants = {
         "default (neighbor_weight='auto')": lambda: JRD(n_components=64, random_state=0),
         "neighbor_weight=1": lambda: JRD(n_components=64, neighbor_weight=1.0, random_state=0),
         "neighbor_weight=3": lambda: JRD(n_components=64, neighbor_weight=3.0, random_state=0),
-        "neighbor_weight=3 at the paper objective's rate (0.015 an epoch)": lambda: PaperRateJRD(
+        "neighbor_weight=3 at the LMNN loss's rate (0.05 an epoch)": lambda: LMNNRateJRD(
             n_components=64, neighbor_weight=3.0, random_state=0),
         "neighbor_weight=1, regularizer_weight=0": lambda: JRD(
             n_components=64, neighbor_weight=1.0, regularizer_weight=0.0, random_state=0),

@@ -20,21 +20,16 @@ from ._supervised import (
 __all__ = ["JRD"]
 
 #: ``neighbor_weight="auto"`` for k-NN (stratified validation with early stopping): ``fit``
-#: trains the paper's objective (weight 0) and the one with the neighbour term (weight 3, the
-#: LMNN term leading) on the same hold-out from the same start and keeps the one with the best
-#: held-out k-NN score (``benchmarks/studies/bench_jrd_closed_set.py``,
-#: ``benchmarks/studies/diagnose_gaps.py jrd-variants``).
-AUTO_NEIGHBOR_CANDIDATES = (0.0, 3.0)
+#: trains the paper's objective (weight 0) and the one with the neighbour term (weight 1, the
+#: two parts weighted equally) on the same hold-out from the same start and keeps the one
+#: with the best held-out k-NN score (``benchmarks/studies/bench_jrd_closed_set.py``).
+AUTO_NEIGHBOR_CANDIDATES = (0.0, 1.0)
 #: ``neighbor_weight="auto"`` without a choice on a hold-out, per task (``validation_split``).
-AUTO_NEIGHBOR_WEIGHT = {"stratified": 3.0, "class_disjoint": 0.0}
+AUTO_NEIGHBOR_WEIGHT = {"stratified": 1.0, "class_disjoint": 0.0}
 #: ``n_classes_per_batch="auto"`` and ``n_samples_per_class="auto"``: with the neighbour term,
 #: ECAML's LMNN plan (target neighbours are chosen among the positives of a batch); without, 16 x 8.
 NEIGHBOR_BATCH_PLAN = (8, 32)
 DEFAULT_BATCH_PLAN = (16, 8)
-#: ``learning_rate="auto"``, the rate per epoch: with the neighbour term, ECAML's (the LMNN
-#: loss's); without, the paper's objective's (3e-4 at USPS's 50 batches an epoch).
-NEIGHBOR_EPOCH_LEARNING_RATE = 0.05
-DEFAULT_EPOCH_LEARNING_RATE = 0.015
 
 
 class _JRDObjective(LinearObjective):
@@ -130,16 +125,15 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         margin 1, push weight 0.5) on the linear map ``XW`` that
         :meth:`transform` returns; 0 gives the paper's objective. ``"auto"``
         follows the task (``validation_split``). For k-NN on the training
-        classes with early stopping, both 0 and 3 train from the same start on
+        classes with early stopping, both 0 and 1 train from the same start on
         the same hold-out and the one with the better held-out k-NN score is
         refitted (0 on equal scores and purities, and when neither beats the
         start); measured on held-out training samples of AT&T, COIL-20 and
         USPS, the term raised the 10-NN accuracy most (see
         ``benchmarks/studies/bench_jrd_closed_set.py``), while on scikit-learn's
         wine, whose features LMNN weighs poorly, the paper's objective was
-        better; without early stopping it is 3. For unseen classes
-        (``validation_split="class_disjoint"``) it is 0. With the term,
-        ``learning_rate="auto"`` is the LMNN loss's rate (ECAML's).
+        better; without early stopping it is 1. For unseen classes
+        (``validation_split="class_disjoint"``) it is 0.
     margin : float, default=0.1
         AM-Softmax additive margin ``m`` in [0, 1); also set by
         ``set_params(loss__margin=...)``, as in the deep learner.
@@ -168,16 +162,12 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         norm falls below ``tol``.
     learning_rate : float or "auto", default="auto"
         Adam's learning rate (Adam solver only). ``"auto"``:
-        ``0.015 / n_batches`` for the paper's objective (``n_batches``
-        batches an epoch), at most 0.01, so that an epoch moves ``L`` as far
-        on a small data set as on a large one: 3e-4 on USPS (50 batches an
-        epoch, where larger rates over-fit within the first epoch), 0.01 on
-        AT&T (2 batches an epoch, where 3e-4 had not converged after 300
-        epochs). See the :doc:`linear study </reports/linear_study>`. With
-        the neighbour term it is ECAML's LMNN rate, ``0.05 / n_batches``
-        (at most 0.01): at the paper's rate the LMNN term stopped short
-        (AT&T, 10 splits, weight 3: 98.0 / 97.3 % at k = 1 / 10 against
-        98.2 / 98.3; ``diagnose_gaps.py jrd-variants``).
+        ``0.015 / n_batches`` (``n_batches`` batches an epoch), at most 0.01,
+        so that an epoch moves ``L`` as far on a small data set as on a large
+        one: 3e-4 on USPS (50 batches an epoch, where larger rates over-fit
+        within the first epoch), 0.01 on AT&T (2 batches an epoch, where
+        3e-4 had not converged after 300 epochs). See the
+        :doc:`linear study </reports/linear_study>`.
     n_classes_per_batch : int or "auto", default="auto"
         ``P``, classes per batch (capped at the number of classes);
         ``"auto"``: 8 with the neighbour term, 16 without.
@@ -279,7 +269,7 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
     ((300, 2), True)
     """
 
-    _epoch_learning_rate = DEFAULT_EPOCH_LEARNING_RATE
+    _epoch_learning_rate = 0.015  # "auto": 3e-4 at USPS's 50 batches an epoch
 
     #: ``set_params(loss__margin=...)``: the AM-Softmax options are the margin and scale parameters
     _nested_params = {"loss": {"margin": "margin", "scale": "scale"}}
@@ -339,10 +329,6 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
     def _auto_batch_plan_of(self, candidate):
         return NEIGHBOR_BATCH_PLAN if self._resolved_neighbor_weight(candidate) > 0 \
             else DEFAULT_BATCH_PLAN
-
-    def _epoch_learning_rate_of(self, candidate):
-        return NEIGHBOR_EPOCH_LEARNING_RATE if self._resolved_neighbor_weight(candidate) > 0 \
-            else DEFAULT_EPOCH_LEARNING_RATE
 
     def _store_candidate(self, candidate):
         self.neighbor_weight_ = self._resolved_neighbor_weight(candidate)

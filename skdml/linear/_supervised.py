@@ -290,23 +290,18 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
     #: ``learning_rate="auto"``: this rate times the batches of an epoch (set by subclasses).
     _epoch_learning_rate = 0.05
 
-    def _epoch_learning_rate_of(self, candidate):
-        """The ``"auto"`` rate per epoch of a candidate (default: ``_epoch_learning_rate``)."""
-        return self._epoch_learning_rate
-
-    def _learning_rate(self, n_batches, candidate=None):
-        """The Adam rate; ``"auto"``: the epoch rate over ``n_batches``, at most ``MAX_AUTO_LR``.
+    def _learning_rate(self, n_batches):
+        """The Adam rate; ``"auto"``: ``_epoch_learning_rate / n_batches``, at most ``MAX_AUTO_LR``.
 
         The same progress per epoch whatever the data size: a small data set
         (AT&T, 2 batches an epoch) takes larger steps than USPS (50 batches).
         """
         if self.learning_rate != "auto":
             return float(self.learning_rate)
-        return min(MAX_AUTO_LR, self._epoch_learning_rate_of(candidate) / max(n_batches, 1))
+        return min(MAX_AUTO_LR, self._epoch_learning_rate / max(n_batches, 1))
 
-    def _optimizer(self, objective, n_batches, candidate=None):
-        return torch.optim.Adam(objective.parameters,
-                                lr=self._learning_rate(n_batches, candidate))
+    def _optimizer(self, objective, n_batches):
+        return torch.optim.Adam(objective.parameters, lr=self._learning_rate(n_batches))
 
     def _user_callbacks(self):
         """The user's ``callbacks``, as one callback of the training loop."""
@@ -348,8 +343,8 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
             stopper = EarlyStopping(monitor="loss", greater_is_better=False,
                                     n_iter_no_change=self.n_iter_no_change, tol=self.tol)
             result = train_epochs(_LinearTrainable(objective, X, y_tensor, stiefel),
-                                  self._optimizer(objective, len(sampler), candidate),
-                                  lambda epoch: sampler, max_iter=self.max_iter,
+                                  self._optimizer(objective, len(sampler)), lambda epoch: sampler,
+                                  max_iter=self.max_iter,
                                   callbacks=[stopper, Progress(self.verbose, name),
                                              self._user_callbacks()])
             return objective, candidate, {"n_iter_": result.n_iter, "history_": result.history}, \
@@ -379,8 +374,8 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
                                                 np.random.RandomState(refit_seed),
                                                 n_batches=n_batches)
             refit = train_epochs(_LinearTrainable(objective, X, y_tensor, stiefel),
-                                 self._optimizer(objective, n_batches, candidate),
-                                 lambda epoch: sampler, max_iter=best,
+                                 self._optimizer(objective, n_batches), lambda epoch: sampler,
+                                 max_iter=best,
                                  callbacks=[Progress(self.verbose, f"{name} (refit)")])
             refit_history = refit.history
         history = run["history"] + [dict(record, refit=True) for record in refit_history]
@@ -415,8 +410,8 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         if candidate is not None and self.verbose:
             name = f"{name} ({candidate})"
         result = train_epochs(_LinearTrainable(objective, X_train, y_tensor[train], stiefel),
-                              self._optimizer(objective, len(sampler), candidate),
-                              lambda epoch: sampler, max_iter=self.max_iter,
+                              self._optimizer(objective, len(sampler)), lambda epoch: sampler,
+                              max_iter=self.max_iter,
                               callbacks=[Validation(score_fn), stopper,
                                          Progress(self.verbose, name), self._user_callbacks()])
         best = stopper.best_epoch or result.n_iter

@@ -1,7 +1,6 @@
 """Default fits stop on a tolerance (no ConvergenceWarning); a user-set max_iter that cuts
 the optimisation short still warns. Data: scikit-learn's bundled digits."""
 
-import functools
 import warnings
 
 import numpy as np
@@ -44,17 +43,12 @@ def test_user_max_iter_that_cuts_short_warns(learner, max_iter, digits):
         learner(n_components=16, max_iter=max_iter, random_state=0).fit(X, y)
 
 
-@pytest.mark.parametrize("make, candidate, epoch_rate",
-                         [(ECAML, None, 0.05),
-                          (lambda **kw: JRD(neighbor_weight=0.0, **kw), None, 0.015),
-                          (JRD, 0.0, 0.015),  # the paper's objective: its own rate
-                          (JRD, 3.0, 0.05)],  # with the LMNN term: the LMNN loss's (ECAML's)
-                         ids=["ECAML", "JRD-paper", "JRD-auto-paper", "JRD-auto-neighbor"])
-def test_auto_learning_rate_is_a_per_epoch_rate(make, candidate, epoch_rate):
-    est = make()
-    rate = functools.partial(est._learning_rate, candidate=candidate)
-    assert rate(50) == pytest.approx(epoch_rate / 50)  # USPS-sized epochs
-    assert rate(2) == pytest.approx(min(0.01, epoch_rate / 2))  # AT&T-sized
-    assert rate(1) <= 0.01
-    assert make(learning_rate=0.123)._learning_rate(50, candidate=candidate) == 0.123
+@pytest.mark.parametrize("learner, epoch_rate", [(ECAML, 0.05), (JRD, 0.015)],
+                         ids=["ECAML", "JRD"])
+def test_auto_learning_rate_is_a_per_epoch_rate(learner, epoch_rate):
+    est = learner()
+    assert est._learning_rate(50) == pytest.approx(epoch_rate / 50)  # USPS-sized epochs
+    assert est._learning_rate(2) == pytest.approx(min(0.01, epoch_rate / 2))  # AT&T-sized
+    assert est._learning_rate(1) <= 0.01
+    assert learner(learning_rate=0.123)._learning_rate(50) == 0.123
 
