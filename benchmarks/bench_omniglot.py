@@ -33,7 +33,8 @@ Usage::
     python benchmarks/bench_omniglot.py --epochs 30      # the reported run
     python benchmarks/bench_omniglot.py --full-defaults  # whole default budget vs the
                                                          # augmented anchor (66 epochs)
-    python benchmarks/bench_omniglot.py --linear-only --seeds 3   # raw, PCA, ECAML, JRD; ~3 min
+    python benchmarks/bench_omniglot.py --linear-only --seeds 3   # raw, PCA, ECAML, JRD; ~4 min
+    python benchmarks/bench_omniglot.py --linear-only --seeds 3 --reverse   # small2 -> small1
 """
 
 from __future__ import annotations
@@ -382,7 +383,7 @@ def full_defaults(X, y, X_te, y_te, anchor_epochs, quick=False, seed=0, max_iter
          figures=[(f"{stem}_curves", fig)])
 
 
-def linear_only(X_tr, y_tr, X_te, y_te, seeds, size):
+def linear_only(X_tr, y_tr, X_te, y_te, seeds, size, reverse=False):
     """Raw pixels, PCA-128 and the linear learners' defaults, one row per seed and their mean.
 
     The linear learners run with their defaults, so for k-NN on the training classes
@@ -398,6 +399,8 @@ def linear_only(X_tr, y_tr, X_te, y_te, seeds, size):
     table.add("PCA (128)", PCA(128, random_state=0).fit(flat(X_tr)).transform(flat(X_te)),
               time.process_time() - c0)
     makes = {"ECAML()": lambda s: ECAML(random_state=s), "JRD()": lambda s: JRD(random_state=s),
+             'ECAML(validation_split="class_disjoint")': lambda s: ECAML(
+                 validation_split="class_disjoint", random_state=s),
              'JRD(validation_split="class_disjoint")': lambda s: JRD(
                  validation_split="class_disjoint", random_state=s)}
     with threadpool_limits(1):
@@ -418,12 +421,16 @@ def linear_only(X_tr, y_tr, X_te, y_te, seeds, size):
                               + [f"{100 * mean[k]:.2f}" for k in
                                  ("R@1", "R@2", "R@4", "R@8", "NMI", "F1")]
                               + [f"{np.median([r['fit_s'] for r in rows]):.1f}", ""])
-    command = f"python benchmarks/bench_omniglot.py --linear-only --seeds {seeds}"
-    md = (f"### Omniglot zero-shot, linear rows: train small1, retrieve among "
-          f"{len(np.unique(y_te))} unseen small2 characters ({len(y_te)} images), "
+    command = f"python benchmarks/bench_omniglot.py --linear-only --seeds {seeds}" + (
+        " --reverse" if reverse else "")
+    source, target = ("small2", "small1") if reverse else ("small1", "small2")
+    md = (f"### Omniglot zero-shot, linear rows: train {source} ({len(np.unique(y_tr))} "
+          f"characters), retrieve among {len(np.unique(y_te))} unseen {target} characters "
+          f"({len(y_te)} images), "
           f"{size}x{size}\n\nCommand: `{command}`. Fit CPU seconds on one thread. "
           "Recall@K, NMI and F1 in %.\n\n" + table.markdown())
-    save("omniglot_linear", md, {"command": command, "results": table.results},
+    save("omniglot_linear" + ("_reverse" if reverse else ""), md,
+         {"command": command, "results": table.results},
          threads="1 (BLAS, torch)")
 
 
@@ -454,11 +461,16 @@ def main(argv=None):
                         help="only raw pixels, PCA and the linear learners' defaults, each "
                              "learner with random_state 0 .. --seeds - 1 (omniglot_linear.*)")
     parser.add_argument("--seeds", type=int, default=1, help="--linear-only: seeds per learner")
+    parser.add_argument("--reverse", action="store_true",
+                        help="--linear-only: train on small2, retrieve among small1's characters "
+                             "outside small2's alphabets (omniglot_linear_reverse.*)")
     args = parser.parse_args(argv)
     epochs = 3 if args.quick else args.epochs
     X_tr, y_tr, X_te, y_te = zero_shot(size=args.size)
     if args.linear_only:
-        return linear_only(X_tr, y_tr, X_te, y_te, args.seeds, args.size)
+        if args.reverse:
+            X_tr, y_tr, X_te, y_te = zero_shot("small2", "small1", size=args.size)
+        return linear_only(X_tr, y_tr, X_te, y_te, args.seeds, args.size, args.reverse)
     if args.overhead:
         return overhead(X_tr, y_tr, n_epochs=7, n_batches=15)
     if args.full_defaults:

@@ -22,13 +22,19 @@ from ._engine import NonFiniteLossError, Trainable, TrainingResult, train_epochs
 from ._manopt import SOLVERS, ManoptRun, run_manopt
 from ._sampler import ClassBalancedBatchSampler
 from ._schedules import LRSchedule, warmup_cosine, warmup_stable_decay
-from ._splits import class_disjoint_holdout, stratified_holdout, validation_holdout
+from ._splits import (
+    class_disjoint_holdout,
+    n_held_out_classes,
+    stratified_holdout,
+    validation_holdout,
+)
 
 __all__ = ["Callback", "Checkpoint", "CheckpointError", "CheckpointWarning",
            "ClassBalancedBatchSampler", "EarlyStopping", "LRSchedule", "ManoptRun",
            "NonFiniteLossError", "Progress", "SOLVERS", "Trainable", "TrainingResult",
            "Validation", "WeightAverage",
            "claim_checkpoint_path",
-           "class_disjoint_holdout", "load_checkpoint", "run_manopt", "save_checkpoint",
+           "class_disjoint_holdout", "load_checkpoint", "n_held_out_classes", "run_manopt",
+           "save_checkpoint",
            "stratified_holdout", "train_epochs", "validation_holdout", "warmup_cosine",
            "warmup_stable_decay"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["DEFAULT_FRACTIONS", "MIN_CLASSES_CLASS_DISJOINT", "class_disjoint_holdout",
-           "stratified_holdout", "validation_holdout"]
+           "n_held_out_classes", "stratified_holdout", "validation_holdout"]
 
 
 def stratified_holdout(y, fraction, rng):
@@ -31,6 +31,19 @@ def stratified_holdout(y, fraction, rng):
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(val))
 
 
+def n_held_out_classes(n_classes, fraction=None):
+    """Classes a class-disjoint hold-out of ``fraction`` (``None``: the default) keeps out.
+
+    Examples
+    --------
+    >>> n_held_out_classes(10), n_held_out_classes(136), n_held_out_classes(136, 0.5)
+    (2, 27, 68)
+    """
+    if fraction is None:
+        fraction = DEFAULT_FRACTIONS["class_disjoint"]
+    return max(2, int(round(fraction * n_classes)))
+
+
 def class_disjoint_holdout(y, fraction, rng, min_train_classes=2):
     """Hold out ``fraction`` of the classes (at least 2) with all their samples.
 
@@ -46,7 +59,7 @@ def class_disjoint_holdout(y, fraction, rng, min_train_classes=2):
     (2, 0)
     """
     classes = np.unique(y)
-    n_val = max(2, int(round(fraction * len(classes))))
+    n_val = n_held_out_classes(len(classes), fraction)
     if len(classes) - n_val < min_train_classes:
         raise ValueError(
             f"A class-disjoint validation split needs at least {min_train_classes} classes for "

@@ -31,7 +31,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLossError, Progress,
-                         Trainable, Validation, run_manopt, train_epochs,
+                         Trainable, Validation, n_held_out_classes, run_manopt, train_epochs,
                          validation_holdout)
 from .._utils import thread_limits, torch_rng_scope, torch_seed, transactional_fit, warn_user
 from .._utils._params import StrictInterval
@@ -45,6 +45,13 @@ __all__ = ["LinearMetricLearner", "LinearObjective", "check_supervised_input"]
 #: With early stopping, the patience is at least this many optimisation steps (a small data
 #: set has few batches per epoch, and its held-out score, on few samples, is noisy).
 MIN_STEPS_NO_CHANGE = 300
+#: Unseen classes: ``"auto"`` chooses its objective on the held-out classes only when at least
+#: this many are held out. A held-out class's queries are alike, so the choice measures about
+#: as many independent things as there are classes: with 2-4 (8-20 training classes) it picked
+#: the wrong objective and lost up to 8 points of Recall@1 to its start on unseen classes
+#: (``bench_stress.py``, ``bench_linear_unseen.py``); with 10 (50 classes) and 27-31
+#: (Omniglot, 136-156) it chose well (``bench_omniglot.py --linear-only``).
+MIN_HELD_OUT_CLASSES_TO_CHOOSE = 10
 #: The largest rate ``learning_rate="auto"`` gives (data sets of one or two batches an epoch).
 MAX_AUTO_LR = 0.01
 #: dtype of the optimisation (float32 measured as accurate as float64 here, and faster).
@@ -278,6 +285,19 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
             return check_n_components(self.n_components, n_features, n_samples)
         init = check_init_array(init, n_features, self.n_components)
         return check_n_components(init.shape[0], n_features)
+
+    def _chooses_on_hold_out(self, y):
+        """Whether ``"auto"`` settings are chosen on the hold-out (else the task's own is used).
+
+        For k-NN, whenever early stopping holds samples out; for unseen classes, only when
+        the hold-out has :data:`MIN_HELD_OUT_CLASSES_TO_CHOOSE` classes or more.
+        """
+        if not self._use_early_stopping(y):
+            return False
+        if self.validation_split == "class_disjoint":
+            return n_held_out_classes(len(np.unique(y)), self.validation_fraction) >= \
+                MIN_HELD_OUT_CLASSES_TO_CHOOSE
+        return True
 
     def _use_early_stopping(self, y):
         """Minibatch only; ``"auto"``: on when some class has at least 3 samples."""

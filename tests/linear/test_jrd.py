@@ -228,12 +228,22 @@ def test_neighbor_weight_chosen_on_the_training_hold_out():
     # the chosen run's history is the one returned, with the neighbour term when chosen
     has_term = any("neighbor_loss" in h for h in est.history_)
     assert has_term == (est.neighbor_weight_ > 0)
-    # a fixed weight makes no choice; the unseen-class task keeps the paper's objective
+    # a fixed weight makes no choice, in either task
     fixed = JRD(neighbor_weight=1.0, max_iter=5, random_state=0).fit(X, y)
     assert fixed.neighbor_weight_ == 1.0 and not hasattr(fixed, "candidate_scores_")
-    unseen = JRD(validation_split="class_disjoint", max_iter=5, random_state=0).fit(X, y)
-    assert unseen.neighbor_weight_ == 0.0 and not hasattr(unseen, "candidate_scores_")
-    assert not any("neighbor_loss" in h for h in unseen.history_)
+    paper = JRD(neighbor_weight=0.0, validation_split="class_disjoint", max_iter=5,
+                random_state=0).fit(X, y)
+    assert paper.neighbor_weight_ == 0.0 and not hasattr(paper, "candidate_scores_")
+    assert not any("neighbor_loss" in h for h in paper.history_)
+
+
+def test_unseen_class_task_keeps_the_paper_objective_with_few_held_out_classes():
+    # 12 classes hold out 2: too few to choose on, so the task's own objective, no choice
+    X, y = _two_informative(n_samples=300, seed=1)
+    y = y * 3 + np.random.RandomState(0).randint(0, 3, len(y))
+    est = JRD(validation_split="class_disjoint", max_iter=5, random_state=0).fit(X, y)
+    assert est.neighbor_weight_ == 0.0 and not hasattr(est, "candidate_scores_")
+    assert not any("neighbor_loss" in h for h in est.history_)
 
 
 def test_neighbor_term_is_lmnn_on_the_transformed_space():

@@ -46,3 +46,36 @@ def test_jrd_never_loses_to_its_pca_start_on_unseen_faces():
     X, y = load_att_faces(return_X_y=True, data_home=SHARED)
     start, learned = _start_and_learned(JRD, X, y, y < np.median(np.unique(y)), 64)
     assert learned >= start - TOLERANCE, (start, learned)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # max_iter=30
+@pytest.mark.parametrize("learner, candidates", [(ECAML, ["binomial", "lmnn"]),
+                                                 (JRD, [0.0, 1.0])])
+def test_unseen_class_setting_chooses_its_objective_on_enough_held_out_classes(learner,
+                                                                               candidates):
+    # 60 training classes hold out 12 (>= 10): both candidates train on the same
+    # class-disjoint hold-out and the better one that beats the start is kept; the first
+    # (the task's own) holds the start. 3 informative features under 12 louder noisy ones.
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(80), 8)
+    X = np.hstack([rng.randn(80, 3)[y] * 2 + 0.3 * rng.randn(len(y), 3),
+                   3 * rng.randn(len(y), 12)])
+    train = y < 60
+    est = learner(n_components=6, validation_split="class_disjoint", max_iter=30,
+                  random_state=0).fit(X[train], y[train])
+    chosen = est.loss_ if learner is ECAML else est.neighbor_weight_
+    assert list(est.candidate_scores_) == candidates
+    if est.best_iteration_ > 0:
+        assert est.candidate_scores_[chosen] == est.best_validation_score_
+        assert est.best_validation_score_ == max(est.candidate_scores_.values())
+    else:
+        assert chosen == candidates[0]
+    start = learner(n_components=6, max_iter=0, random_state=0).fit(X[train], y[train])
+    assert recall_at_k(est.transform(X[~train]), y[~train], 1) >= \
+        recall_at_k(start.transform(X[~train]), y[~train], 1) - TOLERANCE
+    # with 8 training classes (2 held out) the choice is not made: the task's own objective
+    few = y < 8
+    small = learner(n_components=6, validation_split="class_disjoint", max_iter=5,
+                    random_state=0).fit(X[few], y[few])
+    assert not hasattr(small, "candidate_scores_")
+    assert (small.loss_ if learner is ECAML else small.neighbor_weight_) == candidates[0]
