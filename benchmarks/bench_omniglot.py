@@ -410,7 +410,7 @@ def linear_only(X_tr, y_tr, X_te, y_te, seeds, size, reverse=False):
                 est = make(seed).fit(flat(X_tr), y_tr)
                 note = f"random_state={seed}, best epoch {est.best_iteration_}" + (
                     f", neighbor_weight_={est.neighbor_weight_:g}"
-                    if hasattr(est, "neighbor_weight_") else "")
+                    if hasattr(est, "neighbor_weight_") else f", loss_={est.loss_}")
                 table.add(f"{name}, seed {seed}", est.transform(flat(X_te)),
                           time.process_time() - c0, note)
             rows = [table.results[f"{name}, seed {s}"] for s in range(seeds)]
