@@ -49,8 +49,9 @@ MIN_STEPS_NO_CHANGE = 300
 #: this many are held out. A held-out class's queries are alike, so the choice measures about
 #: as many independent things as there are classes: with 2-4 (8-20 training classes) it picked
 #: the wrong objective and lost up to 8 points of Recall@1 to its start on unseen classes
-#: (``bench_stress.py``, ``bench_linear_unseen.py``); with 10 (50 classes) and 27-31
-#: (Omniglot, 136-156) it chose well (``bench_omniglot.py --linear-only``).
+#: (``bench_stress.py``, ``bench_linear_unseen.py``); with 27-31 (Omniglot, 136-156 classes)
+#: it chose well (``bench_omniglot.py --linear-only``). 10 lies between the two, as a round
+#: number of independent classes to compare two objectives on.
 MIN_HELD_OUT_CLASSES_TO_CHOOSE = 10
 #: The largest rate ``learning_rate="auto"`` gives (data sets of one or two batches an epoch).
 MAX_AUTO_LR = 0.01
