@@ -30,8 +30,8 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._utils import atomic_write_bytes, check_output_file
-from .metrics import (as_host_array, check_embeddings, nearest_neighbors, normalise_rows,
-                      pair_distances)
+from .metrics import (as_host_array, check_embeddings, label_kind, nearest_neighbors,
+                      normalise_rows, pair_distances)
 
 __all__ = ["RetrievalIndex"]
 
@@ -354,7 +354,7 @@ class RetrievalIndex(BaseEstimator):
         labels = None
         if y is not None:
             new = _check_labels(y, Z.shape[0], "X")
-            kinds = ["strings" if a.dtype.kind == "U" else "numbers" for a in (self.labels_, new)]
+            kinds = [label_kind(a) for a in (self.labels_, new)]  # "biufU" only, no objects
             if kinds[0] != kinds[1]:
                 raise ValueError(f"The index's labels are {kinds[0]} but y holds {kinds[1]}: keep "
                                  "one kind of label.")

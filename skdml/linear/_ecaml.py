@@ -26,15 +26,12 @@ ECAML_LOSSES = sorted(set(LOSSES) - {"amsoftmax"})
 #: rewards, each sample's nearest neighbours in its own class; the binomial deviance on
 #: cosines was the retrieval default (see the linear study).
 AUTO_LOSS = {"stratified": "lmnn", "class_disjoint": "binomial"}
-#: ``loss="auto"`` for k-NN (stratified validation with early stopping): ``fit`` trains
-#: each of these on the same hold-out from the same start and keeps the one with the best
-#: held-out k-NN accuracy (LMNN won on AT&T, COIL-20 and USPS, the binomial loss on
-#: scikit-learn's digits at k=1).
+#: ``loss="auto"`` chosen on the hold-out (k-NN with early stopping; unseen classes from
+#: ``MIN_HELD_OUT_CLASSES_TO_CHOOSE`` held-out classes): ``fit`` trains each of these on the
+#: same hold-out from the same start, the task's own loss (``AUTO_LOSS``) first, and keeps
+#: the one with the best held-out score (for k-NN, LMNN won on AT&T, COIL-20 and USPS, the
+#: binomial loss on scikit-learn's digits at k=1).
 AUTO_LOSS_CANDIDATES = ("lmnn", "binomial")
-#: ``loss="auto"`` for unseen classes (class-disjoint validation with early stopping): the
-#: same two, the task's own loss first, chosen by the held-out classes' retrieval score;
-#: each must beat the start significantly on its own.
-AUTO_UNSEEN_LOSS_CANDIDATES = ("binomial", "lmnn")
 #: ``n_classes_per_batch="auto"`` and ``n_samples_per_class="auto"`` per resolved loss: LMNN
 #: chooses its target neighbours among the positives of a batch, so it takes up to 32 of a
 #: class (K never exceeds the largest class), closer to a sample's true nearest neighbours.
@@ -325,8 +322,8 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
     def _candidates(self, y):
         """``loss="auto"`` with early stopping: the losses to choose among on the hold-out."""
         if isinstance(self.loss, str) and self.loss == "auto" and self._chooses_on_hold_out(y):
-            return list(AUTO_LOSS_CANDIDATES if self.validation_split == "stratified"
-                        else AUTO_UNSEEN_LOSS_CANDIDATES)
+            own = AUTO_LOSS[self.validation_split]  # first: it holds the start on ties
+            return [own] + [loss for loss in AUTO_LOSS_CANDIDATES if loss != own]
         return [self._resolved_loss()]
 
     def _auto_batch_plan_of(self, candidate):

@@ -84,12 +84,14 @@ from ._sharded import distributed_retrieval_scores, sharded_retrieval_scores
 from ._scorers import (NotATransformerError, clustering_f1_scorer, map_at_r_scorer,
                        nmi_scorer, r_precision_scorer, recall_at_k_scorer)
 
-# The seam of skdml's own modules (skdml.retrieval): the input check of embeddings and the
-# float64 distances the engine ranks by. Not public API (not in __all__).
+# The seam of skdml's own modules (skdml.retrieval): the input check of embeddings, the kind
+# of a label array and the float64 distances the engine ranks by. Not public API (not in
+# __all__).
 from ._exact import normalise_rows as normalise_rows  # noqa: E402
 from ._exact import pair_distances as pair_distances  # noqa: E402
 from ._validation import as_host_array as as_host_array  # noqa: E402
 from ._validation import check_embeddings as check_embeddings  # noqa: E402
+from ._validation import label_kind as label_kind  # noqa: E402
 
 __all__ = [
     "NotATransformerError",

@@ -17,7 +17,7 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import column_or_1d
 
 __all__ = ["as_host_array", "check_embeddings", "check_labels", "check_k", "check_pair",
-           "encode_labels", "prepare_retrieval"]
+           "encode_labels", "label_kind", "prepare_retrieval"]
 
 
 def as_host_array(X):
@@ -96,10 +96,27 @@ def check_k(k, n_candidates, what):
     return [int(v) for v in ks], single
 
 
+def label_kind(y):
+    """``"numbers"``, ``"strings"``, or ``None`` (an object array: either, entry by entry).
+
+    Two label arrays of different kinds must not be concatenated: numpy would turn
+    the numbers into strings, and ``1`` and ``"1"`` into one label.
+
+    Examples
+    --------
+    >>> label_kind(np.array([1, 2])), label_kind(np.array(["a"]))
+    ('numbers', 'strings')
+    >>> label_kind(np.array([1, "a"], dtype=object)) is None
+    True
+    """
+    if y.dtype.kind == "O":
+        return None
+    return "numbers" if y.dtype.kind in "biuf" else "strings"
+
+
 def encode_labels(y, y_ref):
     """Encode query and reference labels jointly to ``0..C-1`` (sorted label order)."""
-    kinds = {"numbers" if a.dtype.kind in "iufb" else "strings"
-             for a in (y, y_ref) if a.dtype.kind != "O"}
+    kinds = {label_kind(a) for a in (y, y_ref)} - {None}
     if len(kinds) == 2:  # concatenated, 1 and "1" would become one label
         raise ValueError("y and y_ref mix label types: one holds numbers, the other strings; "
                          "use one type for both.")
