@@ -249,8 +249,8 @@ def bench_fit(args, device):
     md = (f"### `DeepMetricTransformer.fit` on the GPU: SmallResNet (ResNet-18 body), "
           f"{side}x{side} RGB arrays in host memory, batches of {P}x{K}, {n_batches} batches "
           f"x {epochs} epochs (median of epochs 2-{epochs}), default augmentation, weight "
-          "average and cosine schedule, the default Adam (fused on CUDA), `num_workers=0` and "
-          "pinned memory unless the row says otherwise\n\n"
+          "average and learning-rate schedule, the default Adam (fused on CUDA), "
+          "`num_workers=0` and pinned memory unless the row says otherwise\n\n"
           + markdown_table(["amp", "images / s", "vs fp32", "loader share of step time",
                             "GPU utilisation (NVML)", "host-device syncs per step"],
                            rows))
