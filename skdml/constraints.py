@@ -9,16 +9,36 @@ gather the features with ``X[indices]``.
 from __future__ import annotations
 
 import numbers
-import warnings
 
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, check_random_state, column_or_1d
 
+from ._utils import warn_user
+
 __all__ = ["Constraints"]
 
 #: Rounds of rejection sampling :meth:`Constraints.positive_negative_pairs` draws at most.
 MAX_ROUNDS = 10
+#: When those rounds fall short, the missing pairs are drawn from a list of every pair of the
+#: kind, if there are at most this many.
+MAX_ENUMERATED_PAIRS = 20_000_000
+
+
+def _all_pair_codes(classes, counts, same):
+    """Codes ``a * n + b`` of every ordered pair ``a != b`` of the same (or different) class."""
+    n = len(classes)
+    order = np.argsort(classes, kind="stable")
+    bounds = np.r_[0, np.cumsum(counts)]
+    codes = []
+    for c in range(len(counts)):
+        members = order[bounds[c]:bounds[c + 1]]
+        partners = members if same else np.r_[order[:bounds[c]], order[bounds[c + 1]:]]
+        grid = members[:, None] * n + partners[None, :]
+        if same:
+            grid = grid[~np.eye(len(members), dtype=bool)]
+        codes.append(grid.ravel())
+    return np.sort(np.concatenate(codes)) if codes else np.empty(0, dtype=np.int64)
 
 
 def _positive_int(value, name):
@@ -97,8 +117,8 @@ class Constraints:
         Each pair ``(a, b)`` draws ``a`` uniformly among the labelled samples
         that have a partner, then ``b`` uniformly among its partners; pairs are
         distinct (``(a, b)`` and ``(b, a)`` count as two) and never ``(a, a)``.
-        When fewer distinct pairs exist, all that could be drawn are returned
-        with a warning.
+        When fewer distinct pairs exist, all of them are returned, with a
+        warning.
 
         Parameters
         ----------
@@ -174,8 +194,17 @@ class Constraints:
             found = codes[np.sort(first)]
         found = found[:n_constraints]
         if len(found) < n_constraints:
-            warnings.warn(f"Only {len(found)} {kind} pairs could be drawn (requested "
-                          f"{n_constraints}).", UserWarning, stacklevel=3)
+            # near saturation, rejection sampling misses the last free pairs: draw those from
+            # the list of every pair of the kind (the rounds' draws kept first, as before)
+            population = int(np.sum(partners[eligible]))
+            if population <= MAX_ENUMERATED_PAIRS:
+                free = np.setdiff1d(_all_pair_codes(classes, counts, same), found,
+                                    assume_unique=True)
+                found = np.r_[found, rng.permutation(free)[:n_constraints - len(found)]]
+            if len(found) < n_constraints:
+                exist = "exist" if population <= MAX_ENUMERATED_PAIRS else "could be drawn"
+                warn_user(f"Only {len(found)} distinct {kind} pairs {exist} (requested "
+                          f"{n_constraints}).")
         return self._known[found // n], self._known[found % n]
 
     # -------------------------------------------------------------- triplets
@@ -209,9 +238,8 @@ class Constraints:
             members, others = known[classes == c], known[classes != c]
             kg, ki = min(k_genuine, len(members) - 1), min(k_impostor, len(others))
             if (kg, ki) != (k_genuine, k_impostor):
-                warnings.warn(f"Class {self.partial_labels[members[0]]!r} gives {kg} genuine and "
-                              f"{ki} impostor neighbours (asked {k_genuine} and {k_impostor}).",
-                              UserWarning, stacklevel=2)
+                warn_user(f"Class {self.partial_labels[members[0]]!r} gives {kg} genuine and "
+                          f"{ki} impostor neighbours (asked {k_genuine} and {k_impostor}).")
             if kg < 1 or ki < 1:
                 continue
             genuine = members[NearestNeighbors(n_neighbors=kg).fit(X[members]).kneighbors(

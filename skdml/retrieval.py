@@ -19,7 +19,6 @@ import json
 import math
 import numbers
 import os
-import warnings
 import zipfile
 from numbers import Integral
 
@@ -29,7 +28,7 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._utils import atomic_write_bytes, check_output_file
+from ._utils import atomic_write_bytes, check_output_file, warn_user
 from .metrics import (as_host_array, check_embeddings, label_kind, nearest_neighbors,
                       normalise_rows, pair_distances)
 
@@ -404,8 +403,10 @@ class RetrievalIndex(BaseEstimator):
         if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}.")
         if k > n_candidates:
+            fix = f"Use k <= {n_candidates}." if n_candidates else \
+                "A query needs at least one other item: add items to the index."
             raise ValueError(f"k={k} is too large: each query has only {n_candidates} candidate "
-                             f"neighbours ({what}). Use k <= {n_candidates}.")
+                             f"neighbours ({what}). {fix}")
         if self.backend_ == "faiss":
             return self._faiss_query(Q, int(k), exclude_self=X is None)
         indices = nearest_neighbors(Q, int(k), X_ref=None if X is None else G,
@@ -520,10 +521,10 @@ class RetrievalIndex(BaseEstimator):
         except ValueError as exc:
             raise bad(str(exc)) from exc
         if meta.get("transformer") is not None and transformer is None:
-            warnings.warn(
+            warn_user(
                 f"{path!r} was built with a {meta['transformer']} that embedded the gallery; "
                 "without transformer= the queries must be embeddings already. Pass "
-                "transformer=<the fitted estimator> to embed them.", UserWarning)
+                "transformer=<the fitted estimator> to embed them.")
         index.backend_ = index._resolve_backend()
         index.embeddings_ = embeddings
         index.labels_ = labels

@@ -25,14 +25,27 @@ def test_pairs_are_valid_distinct_and_reproducible():
 
 def test_pairs_cover_every_possible_pair_when_asked_for_more():
     y = np.array([0, 0, 1, 1, 1])
-    with pytest.warns(UserWarning, match="Only 8 similar pairs"):
+    with pytest.warns(UserWarning, match="Only 8 distinct similar pairs exist") as caught:
         a, b, c, d = Constraints(y).positive_negative_pairs(50, random_state=0)
+    assert caught[0].filename == __file__  # the user's line, not skdml's
     assert set(zip(a, b)) == {(i, j) for i in range(5) for j in range(5)
                               if i != j and y[i] == y[j]}
     assert len(set(zip(c, d))) == 12
     with pytest.warns(UserWarning):
         a, _, c, _ = Constraints(y).positive_negative_pairs(50, same_length=True, random_state=0)
     assert len(a) == len(c) == 8
+
+
+def test_every_existing_pair_is_drawn_when_exactly_that_many_are_asked_for():
+    # 10 rounds of rejection sampling stopped at 166 of the 180 similar pairs, with a
+    # warning that only 166 "could be drawn"
+    y = np.repeat([0, 1], 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pairs, labels = Constraints(y).labeled_pairs(180, random_state=0)
+    similar = {tuple(p) for p in pairs[labels == 1]}
+    assert len(similar) == 180 and all(y[a] == y[b] and a != b for a, b in similar)
+    assert len({tuple(p) for p in pairs[labels == -1]}) == 180
 
 
 def test_unknown_labels_are_never_drawn_and_labeled_pairs_match():

@@ -97,9 +97,10 @@ def test_small_classes_are_left_out_with_a_warning():
     X, y = _blobs(n_classes=10, per_class=6)
     small = np.isin(y, [2, 7])
     keep = ~small | (np.arange(y.size) % 6 < 3)  # classes 2 and 7 keep 3 samples
-    with pytest.warns(UserWarning, match="2 of 10 classes hold fewer than"):
+    with pytest.warns(UserWarning, match="2 of 10 classes hold fewer than") as caught:
         got = few_shot_accuracy(X[keep], y[keep], n_way=4, n_shot=1, n_queries=4,
                                 n_episodes=20, random_state=0)
+    assert caught[0].filename == __file__  # the user's line
     X8, y8 = X[~small], np.unique(y[~small], return_inverse=True)[1]
     with warnings.catch_warnings():
         warnings.simplefilter("error")

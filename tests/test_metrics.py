@@ -958,6 +958,16 @@ def test_a_column_of_labels_is_flattened_with_scikit_learns_warning():
     from sklearn.exceptions import DataConversionWarning
     rng = np.random.RandomState(0)
     X, y = rng.randn(20, 3), rng.randint(0, 3, 20)
-    with pytest.warns(DataConversionWarning):  # was flattened silently
+    with pytest.warns(DataConversionWarning) as caught:  # was flattened silently
         column = recall_at_k(X, y[:, None])
+    assert caught[0].filename == __file__  # the user's line (was skdml's _validation.py)
     assert column == recall_at_k(X, y)
+
+
+@pytest.mark.parametrize("score", [recall_at_k, map_at_r, nmi_score])
+def test_labels_mixing_numbers_and_strings_are_refused_clearly(score):
+    # type_of_target let them through as "multiclass", then np.unique raised numpy's
+    # "'<' not supported between instances of 'int' and 'str'"
+    X = np.random.RandomState(0).randn(12, 2)
+    with pytest.raises(ValueError, match="mixes label types"):
+        score(X, np.array(["a", 1, "b"] * 4, dtype=object))

@@ -151,8 +151,9 @@ def test_load_warns_when_the_transformer_is_missing(tmp_path):
     pca = PCA(n_components=3).fit(G)
     path = tmp_path / "index.npz"
     RetrievalIndex(pca).fit(G).save(path)
-    with pytest.warns(UserWarning, match="built with a PCA"):
+    with pytest.warns(UserWarning, match="built with a PCA") as caught:
         RetrievalIndex.load(path)
+    assert caught[0].filename == __file__  # the user's line, not retrieval.py's
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         loaded = RetrievalIndex.load(path, transformer=pca)
@@ -177,6 +178,8 @@ def test_bad_input_errors():
         index.query(k=60)
     with pytest.raises(ValueError, match="k must be a positive int"):
         index.query(Q, k=0)
+    with pytest.raises(ValueError, match="needs at least one other item"):  # not "Use k <= 0"
+        RetrievalIndex().fit(G[:1]).query(k=1)
     with pytest.raises(ValueError, match="X has 3 dimensions but the index holds 5"):
         index.query(Q[:, :3])
     bad = Q.copy()

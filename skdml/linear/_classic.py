@@ -207,7 +207,10 @@ class SupervisedMixin:
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
-            Class labels.
+            Class labels; every label is a class, -1 included (metric-learn's
+            ``*_Supervised`` read -1 as "unlabelled": for partly labelled data,
+            draw constraints with :class:`~skdml.constraints.Constraints` and
+            fit the weakly-supervised learner on them).
 
         Returns
         -------

@@ -34,6 +34,10 @@ _CONSTRAINTS = {
 }
 
 
+#: ``gamma=inf``: a squared distance more than this factor beyond its bound counts as broken.
+HARD_TOLERANCE = 1.01
+
+
 class _ITMLMixin:
     """The ITML solver shared by the pair learner and the supervised one."""
 
@@ -53,7 +57,24 @@ class _ITMLMixin:
         if not converged and self.tol > 0:  # tol=0: max_iter sweeps asked for
             warn_user(f"{type(self).__name__} did not converge in max_iter={self.max_iter} "
                       f"sweeps (tol={self.tol}); raise max_iter.", ConvergenceWarning)
+        if np.isinf(self.gamma):
+            self._check_hard_constraints(A, diffs[y == 1], diffs[y == -1])
         self.components_ = components_from_metric(A)
+
+    def _check_hard_constraints(self, A, pos, neg):
+        """``gamma=inf`` promises every constraint met: say so when the problem has no such
+        metric (the duals then grow without end, so their relative change still falls)."""
+        u, l = self.bounds_
+        d_pos = np.einsum("ij,jk,ik->i", pos, A, pos)
+        d_neg = np.einsum("ij,jk,ik->i", neg, A, neg)
+        broken = int(np.sum(d_pos > u * HARD_TOLERANCE) + np.sum(d_neg < l / HARD_TOLERANCE))
+        if broken:
+            worst = max(np.max(d_pos / u, initial=0.0), np.max(l / np.maximum(d_neg, 1e-300),
+                                                               initial=0.0))
+            warn_user(f"{type(self).__name__}(gamma=inf): {broken} of {len(pos) + len(neg)} "
+                      f"constraints are not met (one by a factor {worst:.3g}): no metric meets "
+                      "them all (the hard constraints are infeasible). Use a finite gamma "
+                      "(slack), or bounds that the pairs allow.")
 
     def _check_bounds(self, X):
         if self.bounds is None:  # Davis et al.: the 5th/95th percentiles of squared distances

@@ -44,10 +44,13 @@ class LFDA(BaseMahalanobis):
         eigenvectors orthonormalised (QR); ``"plain"``: the raw eigenvectors
         (unit :math:`S^{(w)}`-norm).
     ridge : float, default=1e-10
-        Added to the diagonal of :math:`S^{(w)}` times its mean eigenvalue,
-        so that a within-class scatter of deficient rank (fewer samples than
-        features) still gives finite directions; reduce such inputs with PCA
-        first for a meaningful result.
+        Added to the diagonal of :math:`S^{(w)}` times its mean eigenvalue.
+        Where its rank is deficient (fewer samples, less the classes, than
+        features), at least ``1e-5`` is added: the scatter's products run in
+        float32, whose rounding leaves its null directions at about
+        :math:`\pm 10^{-7}` of the mean eigenvalue, so a smaller ridge would
+        not make it positive definite. Reduce such inputs with PCA first for
+        a meaningful result.
 
     Attributes
     ----------
@@ -133,7 +136,10 @@ class LFDA(BaseMahalanobis):
                 "LFDA: the local within-class scatter is 0 (every class is one point, or each "
                 "sample's k-th neighbour in its class is a duplicate of it), so the Fisher "
                 "ratio is undefined; lower k or remove the duplicates.")
-        S_w += self.ridge * max(np.trace(S_w) / d, 1e-300) * np.eye(d)
+        ridge = self.ridge
+        if len(X) - len(self.classes_) < d:  # S_w's rank is below d: its null directions
+            ridge = max(ridge, DEFICIENT_RANK_RIDGE)  # hold float32 rounding, +-1e-7 relative
+        S_w += ridge * max(np.trace(S_w) / d, 1e-300) * np.eye(d)
         try:
             vals, vecs = leading_eigenpairs(S_b, S_w, dim)
         except LinAlgError as exc:
@@ -158,6 +164,10 @@ class LFDA(BaseMahalanobis):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         return tags
+
+
+#: The least ``ridge`` LFDA adds to a within-class scatter of deficient rank.
+DEFICIENT_RANK_RIDGE = 1e-5
 
 
 def leading_eigenpairs(a, b, dim):

@@ -94,7 +94,11 @@ class _LSMLMixin:
                     warn_user(f"{type(self).__name__} did not converge in max_iter="
                               f"{self.max_iter} L-BFGS iterations; raise max_iter.",
                               ConvergenceWarning)
-            self.loss_ = fun(L.ravel())[0]
+            self.loss_ = fun(L.ravel())[0] if np.all(np.isfinite(L)) else np.inf
+        if not np.isfinite(self.loss_):  # L-BFGS-B can report success from a NaN point
+            raise ValueError(f"{type(self).__name__}: the loss is not finite at the start or "
+                             "where L-BFGS stopped (distances beyond float64's range); scale "
+                             "the input towards unit size.")
         self.components_ = components_from_metric(L.T @ L)
 
 

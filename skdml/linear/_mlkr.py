@@ -128,6 +128,9 @@ class MLKR(BaseMahalanobis):
             The fitted estimator.
         """
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
+        if y.dtype.kind not in "iufb":  # y_numeric converts object arrays only, not strings
+            raise ValueError(f"MLKR regresses numeric targets; y has dtype {y.dtype} (class "
+                             "labels? use LMNN, LFDA or ECAML).")
         n, d = X.shape
         dim = check_n_components(self.n_components, d)
         L0 = initial_map(self.init, X, dim, check_random_state(self.random_state))

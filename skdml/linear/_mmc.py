@@ -92,16 +92,24 @@ def _project_constraints(A, W, t):
     X = psd(0.0)
     if np.vdot(W, X) <= t:
         return X, calls[0]
-    # the halfspace projection's multiplier: P_psd only adds PSD parts, so lam* >= lo
-    lo = max((float(np.vdot(W, S)) - t) / float(np.vdot(W, W)), 0.0)
+    # the halfspace projection's multiplier: P_psd only adds PSD parts, so lam* >= lo (with W
+    # at unit norm first: <W, W> of inputs scaled by 1e-100 underflows, by 1e100 overflows)
+    norm_W = float(np.linalg.norm(W))
+    lo = max((float(np.vdot(W / norm_W, S)) - t / norm_W) / norm_W, 0.0)
     if lo > 0.0 and excess(lo) <= 0.0:  # A - lo W is PSD (up to round-off)
         return psd(lo), calls[0]
-    hi = max(lo, 1e-12) * 2.0
+    # lam W is compared with S: the bracket and the tolerance in that unit, so that the
+    # multiplier (which scales as 1 / s**2 for inputs scaled by s) is found at every scale
+    unit = float(np.linalg.norm(S)) / norm_W
+    hi = max(lo, 1e-12 * unit) * 2.0
     while excess(hi) > 0.0:
         lo, hi = hi, hi * 2.0
-    lam = brentq(excess, lo, hi, xtol=1e-14, rtol=1e-12)
+    lam = brentq(excess, lo, hi, xtol=1e-14 * unit, rtol=1e-12)
     return psd(lam), calls[0]
 
+
+#: The scale (the similar pairs' summed squared distance under init, over 100) MMC accepts.
+_MIN_SCALE = 1e-150
 
 # metric-learn projects until sum_S d is within eps = 1 % of t, so the g it compares
 # (log sum_D sqrt(d), which gains log(c) / 2 when M is scaled by c) is known to
@@ -134,7 +142,8 @@ class _MMCMixin:
             raise ValueError(f"{name}: init gives every similar pair the distance 0, so the "
                              "scale of Xing et al.'s constraint is 0; use an init that "
                              "separates them (the default 'identity').")
-        if not np.isfinite(t) or t < np.finfo(np.float64).tiny * 2.0**52:
+        # the projection squares W (t's scale): beyond 1e+-150 its products under- or overflow
+        if not _MIN_SCALE <= t <= 1.0 / _MIN_SCALE:
             raise ValueError(f"{name}: the similar pairs' summed squared distance under init "
                              f"is {100 * t:.3g}, too far from 1 for the ascent's steps; scale "
                              "the input or init.")
@@ -147,6 +156,9 @@ class _MMCMixin:
             else:
                 M = self._mmc_full(A0, W, t, neg, name)
                 M *= t / np.vdot(W, M)
+                if not np.all(np.isfinite(M)):
+                    raise ValueError(f"{name}: the ascent reached non-finite values; scale the "
+                                     "input (or init) towards unit size.")
                 L = torch.tensor(components_from_metric(M))
                 self.objective_ = float(mmc_objective(L, torch.tensor(pos), torch.tensor(neg)))
         if not np.all(np.isfinite(M)):

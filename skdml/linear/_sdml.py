@@ -61,13 +61,17 @@ class _SDMLMixin:
                 f"prior's inverse plus balance_param x the pairs' scatter, has smallest "
                 f"eigenvalue {self.min_eigenvalue_:.3g}; when it is negative the SDML problem "
                 f"may have no minimum: {advice}.") from exc
+        truncated = any(issubclass(w.category, ConvergenceWarning) for w in caught)
         if not np.all(np.isfinite(M)) or np.linalg.eigvalsh((M + M.T) / 2).min() < 0:
+            if truncated:  # stopped before converging: the iterate, not the problem
+                advice = (f"it stopped at max_iter={self.max_iter} before converging: raise "
+                          f"max_iter (if that does not help: {advice})")
             raise ValueError(f"{name}: the graphical lasso returned a matrix that is not "
                              f"positive semi-definite; {advice}.")
         for w in caught:  # scikit-learn's own warnings, re-issued at the user's line
             if not issubclass(w.category, ConvergenceWarning):
                 warn_user(str(w.message), w.category)
-        if any(issubclass(w.category, ConvergenceWarning) for w in caught):
+        if truncated:
             warn_user(f"{name}: the graphical lasso did not converge in max_iter="
                       f"{self.max_iter} iterations; raise max_iter.", ConvergenceWarning)
         self.components_ = components_from_metric(M)

@@ -94,7 +94,10 @@ class SUML(BaseMahalanobis):
     batch_size : int, default=None
         ``None``: full-batch SUML, Eq. (1). An int: stochastic SUML
         (Algorithm 1): one pass over a random permutation of the data in
-        mini-batches of ``batch_size`` samples; each mini-batch draws
+        mini-batches of ``batch_size`` samples (``array_split`` of the
+        permutation into ``ceil(n / batch_size)`` parts, fewer where a part
+        would hold under 3 samples, so that every sample is used); each
+        mini-batch draws
         ``n_triplets`` triplets among its samples and runs ``max_iter``
         iterations warm-started from the previous ``(L, S)``.
     n_reduce : "auto", int or None, default="auto"
@@ -274,10 +277,12 @@ class SUML(BaseMahalanobis):
                     ConvergenceWarning)
         else:
             order = rng.permutation(state["X"].shape[0])
-            n_batches = max(1, int(np.ceil(state["X"].shape[0] / self.batch_size)))
+            n = state["X"].shape[0]
+            # as many batches as batch_size gives, but never one below 3 samples (a triplet):
+            # every sample is used, once (3 of batch_size 3 over 7 samples: 3, 2, 2 dropped 4)
+            n_batches = max(1, min(int(np.ceil(n / self.batch_size)), n // 3))
             for b, batch in enumerate(np.array_split(order, n_batches)):
-                if batch.shape[0] >= 3:
-                    self._run(state, state["X"][batch], rng, batch_index=b)
+                self._run(state, state["X"][batch], rng, batch_index=b)
         self._publish(state)
         return self
 

@@ -27,7 +27,7 @@ from abc import abstractmethod
 import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils import check_array
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _get_feature_names, check_is_fitted
 
 from .._utils import transactional_fit
 from ._base import BaseMahalanobis, _row_norms
@@ -53,11 +53,16 @@ class _TupleLearner(BaseMahalanobis):
 
     def _check_preprocessor(self, reset):
         if reset:
+            self.__dict__.pop("feature_names_in_", None)  # a refit forgets the last one's names
             if self.preprocessor is None or callable(self.preprocessor):
                 self.preprocessor_ = self.preprocessor
             else:
+                # a DataFrame's columns name the features, as fit(X) with a DataFrame does
+                names = _get_feature_names(self.preprocessor)
                 self.preprocessor_ = check_array(self.preprocessor, dtype=np.float64,
                                                  input_name="preprocessor")
+                if names is not None:
+                    self.feature_names_in_ = names
         return self.preprocessor_
 
     def _validate_tuples(self, tuples, *, reset, size=None):
@@ -85,11 +90,13 @@ class _TupleLearner(BaseMahalanobis):
             if idx.size and not whole:
                 raise ValueError(f"{what} indices into the preprocessor must be integers; got "
                                  f"dtype {idx.dtype}.")
-            idx = idx.astype(np.int64)
             n = len(preprocessor)
-            if idx.size and (idx.min() < 0 or idx.max() >= n):
+            if idx.size and (idx.min() < 0 or idx.max() >= n):  # before the cast: 1e20 wraps
+                low, high = (v.item() if np.issubdtype(idx.dtype, np.integer) else f"{v:g}"
+                             for v in (idx.min(), idx.max()))
                 raise ValueError(f"{what} indices must lie in [0, {n}) (the preprocessor has {n} "
-                                 f"rows); got indices from {idx.min()} to {idx.max()}.")
+                                 f"rows); got indices from {low} to {high}.")
+            idx = idx.astype(np.int64)
             if len(idx) == 0:
                 raise ValueError(f"{name} needs at least 1 of the {what}; got 0.")
             tuples = preprocessor[idx]
@@ -153,6 +160,9 @@ class _TupleLearner(BaseMahalanobis):
 
 def _check_pair_labels(y, n_pairs):
     y = np.asarray(y)
+    if y.dtype == object and all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+                                 for v in y.ravel()):
+        y = y.astype(np.float64)  # e.g. a list of Python ints that went through an object column
     if y.ndim != 1 or len(y) != n_pairs:
         raise ValueError(f"y must hold one label per pair, shape ({n_pairs},); got shape "
                          f"{y.shape}.")
@@ -349,14 +359,18 @@ def calibrated_threshold(distances, y, strategy="accuracy", min_rate=None, beta=
     """The distance threshold maximising ``strategy`` (see ``calibrate_threshold``).
 
     Candidates: accepting the ``i`` closest pairs for every ``i`` that ends a
-    group of tied distances (threshold: the largest accepted distance), and
-    accepting none (the smallest distance minus 1, or the float just below it
-    where minus 1 rounds back to it).
+    group of tied distances, and accepting none. The threshold lies halfway
+    between the last accepted distance and the next one (accepting all: as far
+    above the largest as accepting none lies below the smallest: 1, or the next
+    float where adding 1 rounds back to it), never *on* a calibration distance:
+    a pair's distance can differ by a rounding error between batches (BLAS
+    blocks a product by its size), and a threshold equal to a distance would
+    then accept the pair in one batch and reject it in another.
 
     Examples
     --------
     >>> calibrated_threshold(np.array([0.1, 0.5, 0.4, 2.0]), np.array([1, -1, 1, -1]))
-    0.4
+    0.45
     """
     order = np.argsort(distances, kind="stable")
     d, pos = distances[order], (y[order] == 1)
@@ -365,8 +379,13 @@ def calibrated_threshold(distances, y, strategy="accuracy", min_rate=None, beta=
     tp = np.r_[0, np.cumsum(pos)[ends - 1]]
     accepted = np.r_[0, ends]
     fp = accepted - tp
-    # accept none: below the smallest distance (minus 1 rounds back to it from about 1e16)
-    thresholds = np.r_[min(d[0] - 1.0, np.nextafter(d[0], -np.inf)), d[ends - 1]]
+    # accept none: below the smallest distance (minus 1 rounds back to it from about 1e16);
+    # accept the first ends[j]: halfway to the next distance; accept all: above the largest
+    above = min(max(d[-1] + 1.0, np.nextafter(d[-1], np.inf)), np.finfo(np.float64).max)
+    last, following = d[ends - 1], np.r_[d[ends[:-1]], above]
+    between = last + (following - last) / 2
+    between = np.where((last < between) & (between < following), between, last)  # adjacent
+    thresholds = np.r_[min(d[0] - 1.0, np.nextafter(d[0], -np.inf)), between]
     tn = n_neg - fp
     if strategy == "accuracy":
         best = int(np.argmax(tp + tn))
@@ -376,8 +395,10 @@ def calibrated_threshold(distances, y, strategy="accuracy", min_rate=None, beta=
             raise ValueError(f"strategy={strategy!r} needs "
                              f"{'positive' if strategy != 'max_tnr' else 'negative'} pairs "
                              "(label +1 / -1) in y_valid; there are none.")
-        tpr = tp / max(n_pos, 1)
-        tnr = tn / n_neg if n_neg else np.ones_like(tpr, dtype=float)
+        # a rate with nothing to count is 1 (no positive / negative pair can be missed), so
+        # min_rate on it holds at every threshold, as for the other rate
+        tpr = tp / n_pos if n_pos else np.ones_like(tp, dtype=float)
+        tnr = tn / n_neg if n_neg else np.ones_like(tp, dtype=float)
         if strategy == "f_beta":
             with np.errstate(divide="ignore", invalid="ignore"):
                 precision = np.where(accepted > 0, tp / np.maximum(accepted, 1), 0.0)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 from numbers import Integral
 
 import numpy as np
@@ -11,7 +10,7 @@ import torch
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from .._utils import thread_limits
+from .._utils import thread_limits, warn_user
 from ._exact import normalise_rows
 from ._validation import check_embeddings, check_labels
 
@@ -114,8 +113,10 @@ def few_shot_accuracy(X, y, *, n_way=5, n_shot=1, n_queries=15, n_episodes=600,
         Episodes averaged (600 in Prototypical Networks' tables).
     metric : {"euclidean", "cosine"}, default="euclidean"
         ``"euclidean"``: nearest prototype in squared Euclidean distance (as in
-        Prototypical Networks). ``"cosine"``: largest cosine similarity between
-        the query and the prototype (the mean of the raw support embeddings).
+        Prototypical Networks). ``"cosine"``: the embeddings are L2-normalised
+        first (as the cosine scorers do), so a prototype is the mean of the
+        *unit* support embeddings, and each query goes to the prototype of
+        largest cosine similarity.
     random_state : int, RandomState instance or None, default=None
         Seeds the episodes; the same seed gives the same episodes for any
         embedding of the same labels, so two learners can be compared on
@@ -199,10 +200,9 @@ def _eligible_classes(y_enc, n_classes, n_way, per_class):
             f"{n_classes}; the largest holds {counts.max()} samples). Lower n_way, "
             "n_shot or n_queries.")
     if eligible.size < n_classes:
-        warnings.warn(
+        warn_user(
             f"{n_classes - eligible.size} of {n_classes} classes hold fewer than "
-            f"n_shot + n_queries = {per_class} samples and are left out of every episode.",
-            UserWarning)
+            f"n_shot + n_queries = {per_class} samples and are left out of every episode.")
     return eligible
 
 

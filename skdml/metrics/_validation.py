@@ -12,9 +12,11 @@ import numbers
 
 import numpy as np
 import torch
+from sklearn.exceptions import DataConversionWarning
 from sklearn.utils import check_array
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import column_or_1d
+
+from .._utils import warn_user
 
 __all__ = ["as_host_array", "check_embeddings", "check_labels", "check_k", "check_pair",
            "encode_labels", "label_kind", "prepare_retrieval"]
@@ -52,7 +54,10 @@ def check_labels(y, n_samples, name, x_name):
     """1-D discrete labels with one label per sample."""
     y = np.asarray(as_host_array(y))
     if y.ndim == 2 and y.shape[1] == 1:  # a column: flattened with scikit-learn's warning
-        y = column_or_1d(y, warn=True)
+        warn_user("A column-vector y was passed when a 1d array was expected. Please change "
+                  "the shape of y to (n_samples, ), for example using ravel().",
+                  DataConversionWarning)
+        y = y.ravel()
     if y.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array of labels, got shape {y.shape}.")
     if y.shape[0] != n_samples:
@@ -60,6 +65,13 @@ def check_labels(y, n_samples, name, x_name):
             f"{x_name} and {name} have inconsistent lengths: {n_samples} samples "
             f"but {y.shape[0]} labels."
         )
+    if y.dtype.kind == "O":  # numbers beside strings cannot be sorted
+        try:
+            np.unique(y)
+        except TypeError as exc:
+            kinds = sorted({type(v).__name__ for v in y.tolist()})
+            raise ValueError(f"{name} mixes label types {kinds} that cannot be ordered "
+                             f"({exc}); use one type (all strings, or all numbers).") from exc
     try:
         kind = type_of_target(y, input_name=name)
     except ValueError as exc:
@@ -89,9 +101,11 @@ def check_k(k, n_candidates, what):
         if (not isinstance(value, numbers.Integral)) or isinstance(value, bool) or value < 1:
             raise ValueError(f"k must be a positive int or a list of them, got {value!r}.")
         if value > n_candidates:
+            fix = f"Use k <= {n_candidates}." if n_candidates else \
+                "A query needs at least one candidate: more samples are needed."
             raise ValueError(
                 f"k={value} is too large: each query has only {n_candidates} candidate "
-                f"neighbours ({what}). Use k <= {n_candidates}."
+                f"neighbours ({what}). {fix}"
             )
     return [int(v) for v in ks], single
 

@@ -161,8 +161,22 @@ def test_itml_takes_gamma_inf_the_hard_constraints_its_docstring_promises():
         return bool(np.all(d[y == 1] <= upper * (1 + 1e-6))
                     and np.all(d[y == -1] >= lower * (1 - 1e-6)))
 
-    assert holds(ITML(gamma=np.inf, max_iter=5000, tol=1e-9).fit(pairs, y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # feasible: no "not met" warning
+        assert holds(ITML(gamma=np.inf, max_iter=5000, tol=1e-9).fit(pairs, y))
     assert not holds(ITML(gamma=1.0, max_iter=5000, tol=1e-9).fit(pairs, y))
+
+
+def test_infeasible_hard_constraints_are_reported_not_called_converged():
+    # the same pairs with the similar ones' bound far below what any metric that keeps the
+    # dissimilar ones apart allows: the duals grow without end, their relative change falls,
+    # and the fit used to end "converged" with most constraints broken
+    rng = np.random.RandomState(0)
+    a = rng.randn(20, 3)
+    b, e = a + 0.5 * rng.randn(20, 3), a + 0.5 * rng.randn(20, 3)
+    pairs, y = np.r_[np.stack([a, b], 1), np.stack([a, e], 1)], np.r_[[1] * 20, [-1] * 20]
+    with pytest.warns(UserWarning, match="constraints are not met"):
+        ITML(gamma=np.inf, bounds=(0.01, 100.0)).fit(pairs, y)
 
 
 @pytest.mark.parametrize("make", [

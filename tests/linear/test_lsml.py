@@ -5,6 +5,7 @@ import pytest
 import torch
 from _classic_data import knn_score, noisy_classes
 from _metric_learn import needs_metric_learn, run_metric_learn
+from sklearn.datasets import load_iris
 
 from skdml.constraints import Constraints
 from skdml.linear import LSML, LSML_Supervised
@@ -103,3 +104,12 @@ out["M"] = metric_learn.LSML(max_iter=1000).fit(inp["quads"]).get_mahalanobis_ma
 def test_lsml_on_quadruplets_that_can_never_hold_says_so():
     with pytest.raises(ValueError, match="second pair is one sample twice"):
         LSML_Supervised(random_state=0).fit(np.ones((20, 3)), np.repeat([0, 1], 10))
+
+
+@pytest.mark.parametrize("scale", [1e80, 1e-100])
+def test_lsml_refuses_inputs_whose_distances_leave_float64(scale):
+    # L-BFGS-B stepped to NaN there and reported success; the eigendecomposition of the NaN
+    # metric then raised numpy's "Eigenvalues did not converge"
+    X, y = load_iris(return_X_y=True)
+    with pytest.raises(ValueError, match="scale the input"):
+        LSML_Supervised(random_state=0).fit(X * scale, y)

@@ -130,3 +130,10 @@ def test_mlkr_refuses_a_zero_start_and_runs_max_iter_quietly_with_tol_0():
         warnings.simplefilter("error", ConvergenceWarning)
         est = MLKR(tol=0.0, max_iter=3).fit(X, y)
     assert est.n_iter_ == 3
+
+
+def test_string_targets_are_refused_with_a_clear_message():
+    # scikit-learn's y_numeric converts object arrays only: "<U1" reached a numpy matmul error
+    X = np.random.RandomState(0).randn(12, 3)
+    with pytest.raises(ValueError, match="numeric targets"):
+        MLKR().fit(X, np.array(list("abc") * 4))

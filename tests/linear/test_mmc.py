@@ -98,6 +98,31 @@ def test_the_projection_is_the_nearest_feasible_point(seed):
     assert n_eigh == 1
 
 
+@pytest.mark.parametrize("scale", [1e-120, 1e8, 1e120])
+def test_the_projection_finds_its_multiplier_at_any_scale(scale):
+    # the multiplier scales as 1 / scale: an absolute bracket (from 1e-12) and tolerance
+    # (1e-14) missed it for large inputs (<W, X> / t = 0 at 1e8: the zero matrix)
+    rng = np.random.RandomState(0)
+    A, G = rng.randn(4, 4), rng.randn(6, 4) * np.sqrt(scale)
+    W = G.T @ G
+    t = 0.2 * np.trace(W)
+    X, _ = _project_constraints(A + A.T + 3 * np.eye(4), W, t)
+    assert np.vdot(W, X) == pytest.approx(t, rel=1e-9)
+    reference, _ = _project_constraints(A + A.T + 3 * np.eye(4), W / scale, t / scale)
+    np.testing.assert_allclose(X, reference, atol=1e-8)
+
+
+def test_mmc_gives_the_same_metric_for_large_inputs_and_refuses_extreme_ones():
+    X, y = noisy_classes(n=60, n_noise=3, seed=0)
+    unit = [M / np.linalg.norm(M) for M in (
+        MMC_Supervised(n_constraints=40, random_state=0).fit(X * s, y).get_mahalanobis_matrix()
+        for s in (1.0, 1e6))]
+    np.testing.assert_allclose(unit[1], unit[0], atol=1e-3)  # was 1.2 apart (iris, 1e6)
+    for s in (1e-100, 1e100):  # a ZeroDivisionError and a LinAlgError before
+        with pytest.raises(ValueError, match="scale the input"):
+            MMC_Supervised(n_constraints=40, random_state=0).fit(X * s, y)
+
+
 def test_mmc_meets_the_constraint_and_spreads_dissimilar_pairs():
     X, idx, labels = _pairs()
     est = MMC(preprocessor=X).fit(idx, labels)

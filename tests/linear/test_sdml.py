@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from _classic_data import knn_score, noisy_classes
 from _metric_learn import needs_metric_learn, run_metric_learn
+from sklearn.datasets import load_iris
 
 from skdml.constraints import Constraints
 from skdml.linear import SDML, SDML_Supervised
@@ -78,3 +79,13 @@ out["M"] = metric_learn.SDML(**kw).fit(inp["pairs"], inp["y"]).get_mahalanobis_m
     assert bool(out["broken"])
     mine = SDML(balance_param=1e-2, prior="covariance").fit(X[idx], labels)
     np.testing.assert_allclose(mine.get_mahalanobis_matrix(), out["M"], rtol=1e-6, atol=1e-9)
+
+
+def test_a_graphical_lasso_cut_short_is_named_as_the_cause():
+    # the advice used to be "lower balance_param or use prior='covariance'", the settings
+    # already in use, when max_iter=1 had stopped the graphical lasso before it converged
+    X, y = load_iris(return_X_y=True)
+    est = SDML_Supervised(balance_param=1e-4, prior="covariance", max_iter=1, random_state=0)
+    with pytest.raises(ValueError, match="stopped at max_iter=1 before converging"):
+        est.fit(X, y)
+    est.set_params(max_iter=3).fit(X, y)  # converged: the problem itself was fine

@@ -272,6 +272,15 @@ def test_stochastic_batches(digits):
     np.testing.assert_allclose(est.components_ @ est.components_.T, np.eye(4), atol=1e-5)
 
 
+def test_stochastic_suml_uses_every_sample_with_small_batches():
+    # batch_size=3 over 7 samples split 3, 2, 2 and dropped the batches of 2 (4 samples never
+    # used); over 4 samples, 2 and 2: nothing trained, the PCA start returned silently
+    X = np.random.RandomState(0).randn(7, 5)
+    est = SUML(n_components=2, batch_size=3, n_triplets=30, max_iter=3, random_state=0)
+    assert {h["batch"] for h in est.fit(X).history_} == {0, 1}  # batches of 4 and 3
+    assert est.fit(X[:4]).n_iter_ > 0
+
+
 def test_high_dimensional_input_is_one_linear_map():
     rng = np.random.RandomState(0)
     X = rng.rand(60, 500)
