@@ -9,11 +9,10 @@ Every case runs against the old code too.
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 
-from _robustness_cases import Case, Wrong, check, deep, linear  # noqa: F401
+from _robustness_cases import Case, Wrong, check, deep, linear, quiet  # noqa: F401
 
 
 def _pairs():
@@ -313,16 +312,8 @@ def lmnn_singletons():
     raise Wrong(f"every class a single sample: returned its start ({est.n_iter_} iterations)")
 
 
-def _quiet(fn):
-    def run():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return fn()
-    return run
-
-
 _y3 = np.repeat([0, 1, 2], 5)
-CASES = [Case(name, group, _quiet(fn), budget) for name, group, fn, budget in [
+CASES = [Case(name, group, quiet(fn), budget) for name, group, fn, budget in [
     ("MMC, zero init", "silent", mmc_init(np.zeros((2, 2))), 30),
     ("MMC_Supervised diagonal, zero init", "silent", mmc_init(np.zeros((2, 2)), True), 30),
     ("MMC diagonal, a zero weight in init", "silent", mmc_init(np.diag([0.0, 1.0]), True), 30),

@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from _robustness_cases import Case, Wrong, check, linear
+from _robustness_cases import Case, Wrong, check, linear, quiet
 
 
 def _iris():
@@ -146,15 +146,7 @@ def index_one_item():
         raise
 
 
-def _quiet(fn):
-    def run():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return fn()
-    return run
-
-
-CASES = [Case(name, group, fn if keep_warnings else _quiet(fn), budget)
+CASES = [Case(name, group, fn if keep_warnings else quiet(fn), budget)
          for name, group, fn, budget, keep_warnings in [
     ("pair predicted alone and in a batch", "silent", pair_prediction_by_batch, 30, False),
     ("calibrate max_tnr without positive pairs", "obscure", max_tnr_without_positives, 30,
