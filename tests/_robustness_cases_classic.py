@@ -9,7 +9,6 @@ Every case runs against the old code too.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from _robustness_cases import Case, Wrong, check, deep, linear, quiet  # noqa: F401
