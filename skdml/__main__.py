@@ -420,6 +420,19 @@ def _seed(text):
     return value
 
 
+def _n_components(text):
+    """``--n-components``: 1 to 64 (load_digits has 64 pixels), else an argparse error of the
+    ``demo`` command (its usage, exit code 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: not an integer") from None
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {value}: must be between 1 and 64 (load_digits has 64 pixels)")
+    return value
+
+
 def main(argv=None):
     """Run the ``skdml`` command line.
 
@@ -461,12 +474,10 @@ def main(argv=None):
                       help="random seed, an integer in [0, 2**32 - 1] (default 0)")
     demo.add_argument("--split", choices=["first-half", "random"], default="first-half",
                       help="digits 0-4 train (default) or 5 random training digits")
-    demo.add_argument("--n-components", type=int, default=16,
-                      help="embedding dimension of the learned rows (default 16)")
+    demo.add_argument("--n-components", type=_n_components, default=16,
+                      help="embedding dimension of the learned rows, 1 to 64 (default 16)")
     args = parser.parse_args(argv)
     if args.command == "demo":
-        if not 1 <= args.n_components <= 64:
-            parser.error("--n-components must be between 1 and 64 (load_digits has 64 pixels)")
         run_demo(quick=args.quick, seed=args.seed, split=args.split,
                  n_components=args.n_components, progress=True)
         run_knn_demo(quick=args.quick, seed=args.seed, n_components=args.n_components)

@@ -75,8 +75,11 @@ def show_versions():
         blas = []
     else:
         blas = threadpool_info()
+    # one line per pool, named by its library file: numpy's and scipy's OpenBLAS (or torch's
+    # and scikit-learn's OpenMP) are two pools of one API, and may be different builds
     sections["Thread pools"] = {
-        f"{pool.get('internal_api')} ({pool.get('user_api')})":
+        f"{pool.get('internal_api')} ({pool.get('user_api')}), "
+        f"{os.path.basename(str(pool.get('filepath')))}":
             f"{pool.get('version')}, {pool.get('num_threads')} threads"
         for pool in blas
     }

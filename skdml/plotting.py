@@ -140,7 +140,7 @@ def _check_queries(query_indices, n_samples, n_neighbors):
     if n_neighbors > n_samples - 1:
         raise ValueError(
             f"n_neighbors={n_neighbors} is more than the {n_samples - 1} other images.")
-    return queries % n_samples
+    return queries.astype(np.intp) % n_samples  # uint8 indices: 300 overflowed the modulo
 
 
 def _neighbors_of(name, Z, n_samples, queries, n_neighbors, metric):

@@ -293,6 +293,31 @@ def test_unreachable_url_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("option, value", [("timeout", None), ("timeout", 0),
+                                           ("deadline", -1), ("deadline", float("inf"))])
+def test_timeout_and_deadline_are_checked_before_any_download(tmp_path, option, value):
+    # None reached float() (a TypeError), -1 and 0 a download error from inside urllib
+    with pytest.raises(ValueError, match=f"{option} must be a positive, finite number"):
+        fetch_file("usps_16x16.mat", tmp_path, url="http://127.0.0.1:9/usps.mat",
+                   **{option: value})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_data_home_that_cannot_be_created_is_named_with_the_hint(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    home = blocker / "home"  # below a file: mkdir fails (was a bare NotADirectoryError)
+    with pytest.raises(OSError, match="Cannot write 'usps_16x16.mat' into the data home") as info:
+        fetch_file("usps_16x16.mat", home, url="http://127.0.0.1:9/usps.mat", timeout=5)
+    assert "SKDML_DATA" in str(info.value)
+
+
+def test_a_directory_where_the_file_goes_is_refused_before_downloading(tmp_path):
+    (tmp_path / "usps_16x16.mat").mkdir()  # was downloaded whole, then IsADirectoryError
+    with pytest.raises(OSError, match="exists but is not a file"):
+        fetch_file("usps_16x16.mat", tmp_path, url="http://127.0.0.1:9/usps.mat", timeout=5)
+
+
 def test_module_tables_agree():
     files = set(datasets.OMNIGLOT_SUBSETS.values()) | {
         "att_faces_64x64.mat", "coil20_32x32.mat", "usps_16x16.mat"}

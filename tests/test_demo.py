@@ -140,6 +140,14 @@ def test_bad_command_lines(argv, capsys):
     assert "usage: skdml" in capsys.readouterr().err
 
 
+def test_a_bad_demo_option_shows_the_demo_usage(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--n-components", "65"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert "usage: skdml demo" in err and "between 1 and 64" in err  # was the top-level usage
+
+
 def test_console_script_is_declared():
     from importlib.metadata import PackageNotFoundError, entry_points
 

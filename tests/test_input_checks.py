@@ -335,3 +335,16 @@ def test_per_query_slacks_contain_the_float64_distance(kind, metric):
         s_hi, s_lo = frame.slacks(v[:, 0], v[:, stop - 1], rows, b_max)
         assert np.all(exact[:, :stop] <= v[:, :stop] + s_hi[:, None])
         assert np.all(exact[:, :stop] >= v[:, :stop] - s_lo[:, None])
+
+
+@pytest.mark.parametrize("kwargs", [{"batch_size": -5}, {"batch_size": 0},
+                                    {"metric": "Cosine"}, {"metric": "l1"}])
+def test_distributed_retrieval_scores_checks_its_parameters(kwargs):
+    # it had no parameter check: batch_size=-5 scored 0.0 everywhere, "Cosine" and "l1" ran
+    # the Euclidean search
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from skdml.metrics import distributed_retrieval_scores
+    X, y = np.random.RandomState(0).randn(30, 3), np.repeat(np.arange(3), 10)
+    with pytest.raises(InvalidParameterError):
+        distributed_retrieval_scores(X, y, k=1, **kwargs)

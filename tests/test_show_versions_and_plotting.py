@@ -17,6 +17,9 @@ def test_show_versions_names_every_core_dependency(capsys):
                  "joblib", "cuda available", "Thread pools", "OMP_WAIT_POLICY", "passive waits"]:
         assert name in out
     assert f"skdml: {skdml.__version__}" in out
+    from threadpoolctl import threadpool_info
+    pools = out.split("Thread pools:")[1].strip().splitlines()
+    assert len(pools) == len(threadpool_info())  # one line each (two BLAS pools were one)
 
 
 def test_import_skdml_does_not_import_matplotlib():
@@ -76,6 +79,13 @@ def test_plot_retrieval_refuses_bad_input(digits, kwargs, match):
     args = {"query_indices": [0]} | kwargs
     with pytest.raises(ValueError, match=match):
         skdml.plotting.plot_retrieval(X, **args)
+
+
+def test_plot_retrieval_takes_small_unsigned_query_indices(digits):
+    import matplotlib.pyplot as plt
+    X, y = digits  # uint8 indices: "Python integer 300 out of bounds for uint8" in the modulo
+    fig = skdml.plotting.plot_retrieval(X[:300], np.array([5], dtype=np.uint8), y=y[:300])
+    plt.close(fig)
 
 
 def test_plot_retrieval_needs_square_or_given_shape(digits):

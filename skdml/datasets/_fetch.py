@@ -32,6 +32,7 @@ pooch was considered and not used; see ``doc/datasets.md`` for why.
 from __future__ import annotations
 
 import hashlib
+import numbers
 import os
 import secrets
 import threading
@@ -234,17 +235,21 @@ def fetch_file(filename, data_home=None, *, download_if_missing=True, url=None,
     if path.is_file():
         _verify_cached(path, filename, home)
         return path
+    if path.exists():  # not a file: a directory (say) would stop the download at its end
+        raise OSError(f"{str(path)!r} exists but is not a file: skdml keeps {filename!r} "
+                      "there. Move it away and load again. " + _by_hand(filename, home))
     if not download_if_missing:
         raise FileNotFoundError(
             f"Data file {filename!r} not found in {str(home)!r} and download_if_missing=False. "
             + _by_hand(filename, home))
+    timeout, deadline = _seconds(timeout, "timeout"), _seconds(deadline, "deadline")
     source = URLS[filename] if url is None else url
-    home.mkdir(parents=True, exist_ok=True)
     tmp = home / f".{filename}.{secrets.token_hex(6)}.part"
     try:
-        digest = _download(source, tmp, float(timeout), float(deadline), SIZES[filename])
+        home.mkdir(parents=True, exist_ok=True)
+        digest = _download(source, tmp, timeout, deadline, SIZES[filename])
         if digest != SHA256[filename]:
-            raise OSError(
+            raise _Reported(
                 f"The file {filename!r} downloaded from {source!r} is corrupted: its SHA-256 "
                 f"is {digest}, expected {SHA256[filename]}. Nothing was saved. "
                 + _by_hand(filename, home))
@@ -253,14 +258,32 @@ def fetch_file(filename, data_home=None, *, download_if_missing=True, url=None,
     except TimeoutError as exc:
         raise TimeoutError(f"Downloading {filename!r} from {source!r} failed: {exc}. "
                            + _by_hand(filename, home)) from None
+    except _Reported:
+        raise
     except OSError as exc:
-        if filename in str(exc):
-            raise
+        if exc.filename is not None and Path(exc.filename) in (home, tmp, path, *home.parents):
+            # the data home, not the download: a directory that cannot be created or written
+            raise OSError(f"Cannot write {filename!r} into the data home {str(home)!r} "
+                          f"({exc.strerror or exc}: {exc.filename!r}). "
+                          + _by_hand(filename, home)) from exc
         raise OSError(f"Downloading {filename!r} from {source!r} failed: {exc}. "
                       + _by_hand(filename, home)) from exc
     finally:
         _remove(tmp)
     return path
+
+
+class _Reported(OSError):
+    """A failure already explained (named file, hint): re-raised as it is."""
+
+
+def _seconds(value, name):
+    """A positive, finite number of seconds (``timeout``, ``deadline``), checked before any
+    network access."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+            not 0.0 < float(value) < float("inf"):
+        raise ValueError(f"{name} must be a positive, finite number of seconds; got {value!r}.")
+    return float(value)
 
 
 def _verify_cached(path, filename, home):
@@ -299,9 +322,10 @@ def _remember_verified(path, digest):
 
 
 def _remove(path):
+    """Remove a temporary file if it is there; a cleanup never masks the error it follows."""
     try:
         os.remove(path)
-    except FileNotFoundError:
+    except OSError:  # absent, or its directory is not one (the error being reported)
         pass
 
 

@@ -128,7 +128,8 @@ def load_att_faces(data_home=None, *, download_if_missing=True, return_X_y=False
     ----------
     data_home : str or path-like, default=None
         Directory holding (or receiving) the data file. ``None`` uses the
-        ``SKDML_DATA`` environment variable, else ``~/.cache/skdml``; see
+        ``SKDML_DATA`` environment variable, else ``$XDG_CACHE_HOME/skdml``, else
+        ``~/.cache/skdml``; see
         :func:`get_data_home`.
     download_if_missing : bool, default=True
         If False, raise :class:`FileNotFoundError` when the file is not in the
@@ -177,7 +178,8 @@ def load_coil20(data_home=None, *, download_if_missing=True, return_X_y=False, u
     ----------
     data_home : str or path-like, default=None
         Directory holding (or receiving) the data file. ``None`` uses the
-        ``SKDML_DATA`` environment variable, else ``~/.cache/skdml``; see
+        ``SKDML_DATA`` environment variable, else ``$XDG_CACHE_HOME/skdml``, else
+        ``~/.cache/skdml``; see
         :func:`get_data_home`.
     download_if_missing : bool, default=True
         If False, raise :class:`FileNotFoundError` when the file is not in the
@@ -228,7 +230,8 @@ def load_usps(data_home=None, *, download_if_missing=True, return_X_y=False, url
     ----------
     data_home : str or path-like, default=None
         Directory holding (or receiving) the data file. ``None`` uses the
-        ``SKDML_DATA`` environment variable, else ``~/.cache/skdml``; see
+        ``SKDML_DATA`` environment variable, else ``$XDG_CACHE_HOME/skdml``, else
+        ``~/.cache/skdml``; see
         :func:`get_data_home`.
     download_if_missing : bool, default=True
         If False, raise :class:`FileNotFoundError` when the file is not in the

@@ -89,14 +89,19 @@ def _check_tiling(parts, n_queries):
                          "a shard is missing or repeated.")
 
 
+#: The parameters both sharded scorers share with :func:`~skdml.metrics.retrieval_scores`.
+_SHARED_CONSTRAINTS = {
+    "X": ["array-like"], "y": ["array-like"],
+    "k": [Interval(Integral, 1, None, closed="left"), "array-like"],
+    "metric": [StrOptions({"euclidean", "cosine"})], "X_ref": ["array-like", None],
+    "y_ref": ["array-like", None],
+    "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+    "device": [str, torch.device, None]}
+
+
 @validate_params(
-    {"X": ["array-like"], "y": ["array-like"],
-     "k": [Interval(Integral, 1, None, closed="left"), "array-like"],
-     "n_shards": [Interval(Integral, 1, None, closed="left"), None],
-     "metric": [StrOptions({"euclidean", "cosine"})], "X_ref": ["array-like", None],
-     "y_ref": ["array-like", None],
-     "batch_size": [Interval(Integral, 1, None, closed="left"), None],
-     "device": [str, torch.device, None], "n_jobs": [Integral, None]},
+    {**_SHARED_CONSTRAINTS, "n_shards": [Interval(Integral, 1, None, closed="left"), None],
+     "n_jobs": [Integral, None]},
     prefer_skip_nested_validation=True,
 )
 def sharded_retrieval_scores(X, y, k=(1, 2, 4, 8), *, n_shards=None, metric="euclidean",
@@ -146,6 +151,7 @@ def sharded_retrieval_scores(X, y, k=(1, 2, 4, 8), *, n_shards=None, metric="euc
     return reduce_query_scores(parts)
 
 
+@validate_params(_SHARED_CONSTRAINTS, prefer_skip_nested_validation=True)
 def distributed_retrieval_scores(X, y, k=(1, 2, 4, 8), *, metric="euclidean", X_ref=None,
                                  y_ref=None, batch_size=None, device=None):
     """:func:`~skdml.metrics.retrieval_scores` inside a ``torch.distributed`` job.
