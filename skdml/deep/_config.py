@@ -363,6 +363,9 @@ class FitConfig:
     auto_loss: bool = False
     #: images augmented by ``augment="auto"`` (a collapsed fit may be refitted without)
     auto_augment: bool = False
+    #: the :data:`COLLAPSE_REFITS` entry this fit is (``None``: the usual choices); saved
+    #: with the run, so that resuming it keeps those choices
+    refit: dict | None = None
 
 
 def _early_stopping(est, n_classes):
@@ -541,4 +544,5 @@ def resolve_config(est, *, y_enc, input_shape, in_memory, device, rng, resume=No
         ema_epochs=float(opt["ema_epochs"] or 0.0),
         jrs_layers=_jrs_layers(est.regularizer),
         loader=LoaderConfig.of(loader, device), checkpoint_path=est.checkpoint_path,
-        verbose=int(est.verbose), train_idx=train_idx, val_idx=val_idx, validation_split=kind)
+        verbose=int(est.verbose), train_idx=train_idx, val_idx=val_idx, validation_split=kind,
+        refit=None if refit is None else dict(refit))

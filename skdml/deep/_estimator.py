@@ -414,12 +414,7 @@ callable, default="auto"
         with checkpoint_claim(self.checkpoint_path):
             resume = load_resume_state(self.checkpoint_path, self.warm_start,
                                        getattr(self, "_resume_state", None), classes,
-                                       input_shape)
-            if resume is not None and resume.epoch > self.max_iter:
-                raise ValueError(
-                    f"warm_start: the run to resume has trained {resume.epoch} epochs and "
-                    f"max_iter={self.max_iter} counts every epoch of the run, resumed ones "
-                    "too; raise max_iter to train further.")
+                                       input_shape, y_enc)
             seed = torch_seed(rng)
             fork_devices = [device.index or 0] if device.type == "cuda" else []
             rng_state = rng.get_state()
@@ -432,17 +427,25 @@ callable, default="auto"
                                             in_memory=isinstance(source, torch.Tensor),
                                             device=device, rng=rng, resume=resume,
                                             refit=refit)
+                    if resume is not None and resume.epoch > config.max_iter:  # "auto" known
+                        raise ValueError(
+                            f"warm_start: the run to resume has trained {resume.epoch} epochs "
+                            f"and max_iter={self.max_iter} ({config.max_iter} epochs) counts "
+                            "every epoch of the run, resumed ones too; raise max_iter to train "
+                            "further.")
                     objective = build_objective(config.objective, len(classes))
                     trainer = DeepTrainer(config, objective, source, y_enc, classes,
                                           input_shape, rng,
                                           [UserCallbacks(self, check_callbacks(self.callbacks))])
                     return config, trainer.fit(resume)
 
-            config, fitted = train()
+            # a resumed collapse refit keeps the settings it was refitted with
+            kept = None if resume is None or resume.refit is None else dict(resume.refit)
+            config, fitted = train(kept)
             # the fit left the training classes unseparated (collapsed): refit from the same
             # start with its "auto" settings changed, one at a time; keep the first refit
             # that separates them (COLLAPSE_REFITS)
-            tried, kept = [], None
+            tried = []
             for refit in collapse_refits(config, resume, fitted):
                 tried.append(refit)
                 config_r, fitted_r = train(refit)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import hashlib
 import os
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -51,6 +53,10 @@ class TrainingState:
     n_components: int | None = None
     world_size: int = 1
     initial_score: float | None = None
+    #: the collapse refit the run is (``FitConfig.refit``), kept when it is resumed
+    refit: dict | None = None
+    #: SHA-256 of the run's encoded labels, in order: a resumed fit must get the same data
+    labels_digest: str | None = None
     format: str = FORMAT
     #: where the state was read from, for messages (never saved)
     source: str = dataclasses.field(default="the checkpoint", compare=False)
@@ -117,7 +123,7 @@ def checkpoint_claim(path):
     return claim_checkpoint_path(path)
 
 
-def load_resume_state(path, warm_start, previous, classes, input_shape):
+def load_resume_state(path, warm_start, previous, classes, input_shape, y_enc):
     """The state a ``warm_start`` fit resumes from, or ``None`` to start afresh.
 
     From the checkpoint ``path`` when the file exists (its digest is checked),
@@ -145,12 +151,29 @@ def load_resume_state(path, warm_start, previous, classes, input_shape):
             state, source = saved, f"the checkpoint {os.fspath(path)!r}"
     if state is None:
         return None
+    if state is previous:  # a copy: training updates the optimiser's tensors in place, and
+        state = copy.deepcopy(previous)  # a failed resumed fit must leave the estimator's own
     state = TrainingState.from_dict(state, source)
     if len(state.classes) != len(classes) or any(a != b for a, b in zip(state.classes, classes)) \
             or tuple(state.input_shape) != tuple(input_shape):
         raise ValueError("warm_start: the checkpoint was trained on other classes or input "
                          "shapes than the data passed to fit.")
-    return state
+    train, val = state.split
+    n_run = len(train) + (0 if val is None else len(val))
+    if n_run != len(y_enc):
+        differs = f"was trained on {n_run} samples, and fit was given {len(y_enc)}"
+    elif state.labels_digest is not None and state.labels_digest != labels_digest(y_enc):
+        differs = "has other labels than y, in order (other samples, or shuffled)"
+    else:
+        return state
+    raise ValueError(f"warm_start: the run to resume (from {source}) {differs}. It indexes "
+                     "its samples by position: resume it with the same X and y, or fit with "
+                     "warm_start=False to start afresh.")
+
+
+def labels_digest(y_enc):
+    """SHA-256 of the encoded labels in their order (what a resumed fit must match)."""
+    return hashlib.sha256(np.ascontiguousarray(y_enc, dtype=np.int64).tobytes()).hexdigest()
 
 
 def _continues(state, saved):

@@ -24,7 +24,7 @@ from ._hooks import LayerCapture, match_modules
 from ._inputs import fit_standardize, resize_for
 from ._network import (EmbeddingNet, build_backbone, build_optimizer, identity_start, place,
                        probe_backbone)
-from ._state import TrainingState, check_resumable_network, to_cpu
+from ._state import TrainingState, check_resumable_network, labels_digest, to_cpu
 from ._trainable import DeepTrainable, embed
 
 __all__ = ["DeepTrainer", "embed_with"]
@@ -320,7 +320,8 @@ class DeepTrainer:
             epoch=epoch, history=list(history), stopper=self.stopper.state_dict(),
             stopped=stopped, classes=self.classes, input_shape=self.input_shape,
             n_components=cfg.n_components, split=(cfg.train_idx, cfg.val_idx),
-            world_size=self.ddp.world_size, initial_score=self.initial_score)
+            world_size=self.ddp.world_size, initial_score=self.initial_score,
+            refit=cfg.refit, labels_digest=labels_digest(self.y_enc))
 
     def restore(self, resume):
         """Load ``resume``; the optimiser takes the *current* learning rates (honoured)."""

@@ -134,3 +134,66 @@ def test_warm_start_below_the_epochs_run_is_refused(blobs):
         est.set_params(max_iter=2).fit(X, y)
     assert est.set_params(max_iter=4).fit(X, y).n_iter_ == 4
 
+
+
+def test_warm_start_with_max_iter_auto(blobs):
+    # "auto" was compared with the epochs run before it was resolved: a TypeError
+    X, y = blobs
+    est = make(max_iter=2, early_stopping=False).fit(X, y)
+    assert est.set_params(warm_start=True, max_iter="auto").fit(X, y).n_iter_ > 2
+
+
+def test_an_interrupted_warm_start_leaves_the_run_to_resume_as_it_was(blobs):
+    # Adam updated the in-memory resume state's tensors in place: after the rollback, the
+    # retried warm start no longer matched an uninterrupted fit (max |dZ| 0.006 on digits)
+    from skdml.callbacks import Callback
+
+    class Interrupt(Callback):
+        def on_epoch_end(self, estimator, info):
+            if info.epoch == 3:
+                raise KeyboardInterrupt
+
+    X, y = blobs
+    full = make(max_iter=4, early_stopping=False).fit(X, y)
+    est = make(max_iter=2, early_stopping=False).fit(X, y)
+    with pytest.raises(KeyboardInterrupt):
+        est.set_params(max_iter=4, warm_start=True, callbacks=[Interrupt()]).fit(X, y)
+    est.set_params(callbacks=None).fit(X, y)
+    np.testing.assert_array_equal(est.transform(X), full.transform(X))
+
+
+def test_warm_start_refuses_other_data_than_its_run(blobs):
+    # the run indexes its samples by position: more rows trained on its first ones only,
+    # fewer gave an IndexError, shuffled ones trained on other samples silently
+    X, y = blobs
+    est = make(max_iter=2, warm_start=True, early_stopping=False).fit(X, y)
+    est.set_params(max_iter=3)
+    with pytest.raises(ValueError, match="trained on 72 samples, and fit was given 36"):
+        est.fit(X[::2], y[::2])
+    order = np.random.RandomState(0).permutation(len(y))
+    with pytest.raises(ValueError, match="other labels than y"):
+        est.fit(X[order], y[order])
+    assert est.fit(X, y).n_iter_ == 3
+
+
+def test_a_resumed_collapse_refit_keeps_its_settings(monkeypatch):
+    # the resumed run rebuilt loss="auto" as the multi-similarity loss that had collapsed
+    import skdml.deep._trainer as trainer_module
+
+    real, calls = trainer_module.class_separation, []
+
+    def first_fit_collapsed(Z, y):
+        calls.append(1)
+        return (0.0, 0.9, 0.9) if len(calls) == 1 else real(Z, y)
+
+    monkeypatch.setattr(trainer_module, "class_separation", first_fit_collapsed)
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 10)
+    X = (rng.randn(4, 1, 4, 4)[y] + 0.3 * rng.randn(40, 1, 4, 4)).astype(np.float32)
+    backbone = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 8))
+    est = make(backbone=backbone, max_iter=10, augment=False, learning_rate=1e-2,
+               loss="auto", loader_params={"batches_per_epoch": 1}).fit(X, y)
+    assert est.collapse_refit_ == {"loss": "binomial"}
+    est.set_params(warm_start=True, max_iter=12).fit(X, y)
+    assert est.collapse_refit_ == {"loss": "binomial"}
+    assert type(est.loss_).__name__ == "BinomialDevianceLoss"
