@@ -114,8 +114,11 @@ def run_manopt(manifold, cost, euclidean_gradient, initial_point, *, euclidean_h
         "trust_regions": pymanopt.optimizers.TrustRegions,
     }[solver]
     # pymanopt's CG counts its starting point as iteration 1 (it checks the stopping
-    # criteria before stepping); SD and TR count steps taken.
+    # criteria before stepping); SD and TR count steps taken. CG and SD log each point
+    # before stepping from it (the start as iteration 1), so their logs are offset by one;
+    # SD's last step leaves a point its log never shows (added below).
     offset = 1 if solver == "conjugate_gradient" else 0
+    log_offset = 1 if solver in ("conjugate_gradient", "steepest_descent") else 0
     max_iterations = max_iter + offset
     optimizer = optimizer_cls(max_iterations=max_iterations, min_gradient_norm=tol,
                               min_step_size=min_step_size,
@@ -137,15 +140,25 @@ def run_manopt(manifold, cost, euclidean_gradient, initial_point, *, euclidean_h
         euclidean_hessian=None if euclidean_hessian is None else decorate(
             lambda *args: euclidean_hessian(*args)))
     try:
-        result = optimizer.run(problem, initial_point=initial_point)
+        # CG's Hestenes-Stiefel beta is 0/0 after a failed line search (pymanopt then restarts
+        # along the gradient): numpy's "invalid value" warning is noise to the user
+        with np.errstate(invalid="ignore", divide="ignore"):
+            result = optimizer.run(problem, initial_point=initial_point)
+            n_iter = max(int(result.iterations) - offset, 0)
+            logged = (result.log or {}).get("iterations") or {}
+            history = [{"iteration": int(i) - log_offset, "loss": float(c),
+                        "gradient_norm": float(g)}
+                       for i, c, g in zip(logged.get("iteration", []), logged.get("cost", []),
+                                          logged.get("gradient_norm", []))]
+            if solver == "steepest_descent" and history and history[-1]["iteration"] < n_iter:
+                point = result.point
+                history.append({"iteration": n_iter, "loss": float(problem.cost(point)),
+                                "gradient_norm": float(manifold.norm(
+                                    point, problem.riemannian_gradient(point)))})
     finally:
         if bar is not None:
             bar.close()
-    logged = (result.log or {}).get("iterations") or {}
-    history = [{"iteration": int(i) - offset, "loss": float(c), "gradient_norm": float(g)}
-               for i, c, g in zip(logged.get("iteration", []), logged.get("cost", []),
-                                  logged.get("gradient_norm", []))]
     reason = _stop_reason(result, max_iterations, tol, min_step_size)
-    return ManoptRun(point=result.point, n_iter=max(int(result.iterations) - offset, 0),
+    return ManoptRun(point=result.point, n_iter=n_iter,
                      history=history, stop_reason=reason,
                      converged=reason in ("gradient_norm", "step_size"))

@@ -64,7 +64,8 @@ def class_disjoint_holdout(y, fraction, rng, min_train_classes=2):
         raise ValueError(
             f"A class-disjoint validation split needs at least {min_train_classes} classes for "
             f"training and 2 for validation; {len(classes)} classes with "
-            f"validation_fraction={fraction} leave {len(classes) - n_val} for training.")
+            f"validation_fraction={fraction} leave {len(classes) - n_val} for training "
+            "(early_stopping=False trains on every class without a hold-out).")
     val_classes = rng.choice(classes, n_val, replace=False)
     is_val = np.isin(y, val_classes)
     return np.flatnonzero(~is_val), np.flatnonzero(is_val)

@@ -15,7 +15,8 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["BaseMahalanobis", "MahalanobisDistance", "check_init_array", "check_n_components"]
+__all__ = ["BaseMahalanobis", "MahalanobisDistance", "check_init_array", "check_n_components",
+           "warn_if_orthogonal_is_euclidean"]
 
 
 class MahalanobisDistance:
@@ -94,6 +95,18 @@ def check_n_components(n_components, n_features, n_samples=None):
             "learner cannot learn more independent directions than the input has."
         )
     return int(n_components)
+
+
+def warn_if_orthogonal_is_euclidean(name, manifold, n_components, dim):
+    """Warn that an orthonormal ``L`` of full width learns nothing: ``|Lx|`` is ``|x|``."""
+    from .._utils import warn_user
+
+    if manifold == "stiefel" and n_components >= dim:
+        warn_user(
+            f"{name}: with manifold='stiefel' and n_components={n_components} equal to the "
+            "input dimension, L is orthogonal and the learned distance is the Euclidean one "
+            "whatever the objective; choose n_components < n_features or "
+            "manifold='euclidean'.", UserWarning)
 
 
 def check_init_array(init, n_features, n_components=None):

@@ -126,7 +126,9 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
     init : {"pca", "lda", "identity", "random"} or ndarray, default="pca"
         Initial ``L``. ``"pca"``: leading principal axes; ``"lda"``: the
         discriminant directions completed by principal axes; ``"identity"``:
-        the first ``n_components`` input axes; ``"random"``: a random
+        the first ``n_components`` axes of the space it trains in (the input
+        axes, or with ``n_reduce`` the leading principal axes, where it is the
+        same start as ``"pca"``); ``"random"``: a random
         (orthonormalised on the Stiefel manifold) matrix; or an array of shape
         (n_components, n_features), projected on the manifold.
     manifold : {"euclidean", "stiefel"}, default="euclidean"

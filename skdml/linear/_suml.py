@@ -15,7 +15,7 @@ from sklearn.utils.validation import validate_data
 from .._training import SOLVERS, run_manopt
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
-from ._base import BaseMahalanobis, check_n_components
+from ._base import BaseMahalanobis, check_n_components, warn_if_orthogonal_is_euclidean
 from ._preprocessing import InputSpace
 from ._suml_objective import SUMLObjective, sample_triplets
 
@@ -351,6 +351,7 @@ class SUML(BaseMahalanobis):
             raise ValueError(
                 f"n_components={n_components} exceeds the {space.dim} dimensions the data span "
                 f"({n_samples} samples); lower n_components.")
+        warn_if_orthogonal_is_euclidean("SUML", self.manifold, n_components, space.dim)
         dtype = np.dtype(self.dtype)
         d = space.dim
         if self.init == "pca":
@@ -411,7 +412,7 @@ class SUML(BaseMahalanobis):
         point = [state["L"], state["S"]]
         # dense products of N_u x d x d per evaluation: the thread policy decides
         flops = 4.0 * objective.X_u.shape[0] * d * d
-        n_iter, history, converged, descended = 0, [], False, False
+        n_iter, history, converged, descended, windows = 0, [], False, False, 0
         cost = start_cost = float(objective.cost(*point))
         while n_iter < self.max_iter and not converged:
             with thread_limits(flops_per_step=flops):
@@ -425,7 +426,11 @@ class SUML(BaseMahalanobis):
                         if not (history and r["iteration"] == 0)]
             n_iter += max(run.n_iter, 1)
             fast = cost - new_cost > self.tol * abs(start_cost)
-            converged = run.converged or (descended and not fast)
+            # a slow window ends the run once the cost has descended fast (a slow start is
+            # not the end), or after two windows that never did (a tol larger than any
+            # window's fall: it ran to max_iter and warned, the larger tol the longer)
+            windows += 1
+            converged = run.converged or (not fast and (descended or windows >= 2))
             descended = descended or fast
             cost = new_cost
         run.converged, run.n_iter, run.history = converged, n_iter, history
@@ -446,6 +451,9 @@ class SUML(BaseMahalanobis):
     def _publish(self, state):
         """Set the fitted attributes from the state (only once a run has finished)."""
         space = state["space"]
+        # the training data are not kept (partial_fit transforms its own batches): a fitted
+        # SUML's size does not grow with n_samples, and a saved model holds no training data
+        state.pop("X", None)
         self._state = state
         self.components_ = space.fold(state["L"].astype(np.float64).T)
         self.synthesis_ = state["S"].astype(np.float64)

@@ -36,7 +36,8 @@ from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLoss
 from .._utils import thread_limits, torch_rng_scope, torch_seed, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
-from ._base import BaseMahalanobis, check_init_array, check_n_components
+from ._base import (BaseMahalanobis, check_init_array, check_n_components,
+                    warn_if_orthogonal_is_euclidean)
 from ._preprocessing import InputSpace, initial_components, polar, qr_retraction
 from ._validation import choose_run, improves, knn_purity, knn_score, unseen_query_scores
 
@@ -221,12 +222,8 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
             raise ValueError(
                 f"n_components={n_components} exceeds the {space.dim} dimensions left after the "
                 "PCA reduction (at most n_samples); lower n_components.")
-        if self.manifold == "stiefel" and n_components >= space.dim:
-            warn_user(
-                f"{type(self).__name__}: with manifold='stiefel' and n_components="
-                f"{n_components} equal to the input dimension, L is orthogonal and the learned "
-                "distance is the Euclidean one whatever the objective; choose n_components < "
-                "n_features or manifold='euclidean'.", UserWarning)
+        warn_if_orthogonal_is_euclidean(type(self).__name__, self.manifold, n_components,
+                                        space.dim)
         candidates = self._candidates(y)
         P, K = self._batch_plan(len(classes), candidates[0])
         flops = 6.0 * P * K * space.dim * n_components
@@ -301,10 +298,15 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         return True
 
     def _use_early_stopping(self, y):
-        """Minibatch only; ``"auto"``: on when some class has at least 3 samples."""
+        """Minibatch only; ``"auto"``: on when the hold-out is possible: some class has at
+        least 3 samples (stratified), or 2 classes stay for training beside the held-out ones
+        (class-disjoint; 3 classes cannot spare 2)."""
         if self.solver != "adam" or self.early_stopping is False:
             return False
         if self.early_stopping == "auto":
+            if self.validation_split == "class_disjoint":
+                n_classes = len(np.unique(y))
+                return n_classes - n_held_out_classes(n_classes, self.validation_fraction) >= 2
             return bool(np.bincount(y).max() >= 3)
         return True
 
@@ -501,7 +503,7 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
                          tol=self.tol, min_step_size=1e-12, verbose=self.verbose,
                          desc=type(self).__name__)
         evaluate(*(run.point if len(factors) > 1 else [run.point]))  # parameters at the optimum
-        return {"n_iter_": max(run.n_iter, 1), "history_": run.history}, run.converged
+        return {"n_iter_": run.n_iter, "history_": run.history}, run.converged
 
     # ---------------------------------------------------------------- hooks
     def _make_objective(self, n_classes, n_components, dim,

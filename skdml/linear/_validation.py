@@ -35,8 +35,10 @@ VALIDATION_PARAMS_DOC = """\
         refits from the same start on *all* the data for the best epoch
         count (the latest among equal scores), so that tiny classes (AT&T: 7
         faces a person) lose no training sample; class-disjoint validation
-        keeps the model of the best epoch. ``"auto"``: on when some class has
-        at least 3 samples. The objectives over-fit the training classes
+        keeps the model of the best epoch. ``"auto"``: on when the hold-out
+        is possible: some class has at least 3 samples (stratified), or at
+        least 2 classes are left for training (class-disjoint: not with 3
+        classes). The objectives over-fit the training classes
         (held-out accuracy falls with the epochs on USPS, unseen-class
         retrieval on AT&T faces); this guards against it.
     validation_fraction : float, default=None

@@ -385,3 +385,33 @@ def test_a_start_that_reads_constant_features_is_refused(learner):
         getattr(skdml, learner)(n_components=2, init=init, max_iter=2).fit(X, y)
     with pytest.raises(ValueError, match="init='identity' maps X onto 7 directions"):
         getattr(skdml, learner)(n_components=8, init="identity", max_iter=2).fit(X, y)
+
+
+@pytest.mark.parametrize("learner", ["ECAML", "JRD"])
+def test_the_unseen_class_setting_fits_three_classes(learner):
+    # early_stopping="auto" held 2 of 3 classes out and raised ("leave 1 for training"),
+    # naming validation_fraction, which the user never set; it now trains on all three
+    import skdml
+    from sklearn.datasets import load_iris
+    X, y = load_iris(return_X_y=True)
+    est = getattr(skdml, learner)(validation_split="class_disjoint", max_iter=5,
+                                  random_state=0).fit(X, y)
+    assert est.n_iter_ == 5 and not hasattr(est, "best_iteration_")
+    with pytest.raises(ValueError, match="early_stopping=False trains on every class"):
+        est.set_params(early_stopping=True).fit(X, y)
+
+
+def test_the_conjugate_gradient_solver_counts_what_it_ran_and_stays_quiet():
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    from skdml import JRD
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    est = ECAML(solver="conjugate_gradient", tol=1e6, random_state=0).fit(X, y)
+    assert est.n_iter_ == 0 and [r["iteration"] for r in est.history_] == [0]  # was n_iter_ 1
+    with warnings.catch_warnings():
+        # pymanopt's Hestenes-Stiefel beta is 0/0 after a failed line search: numpy's
+        # "invalid value encountered in scalar divide" reached the user
+        warnings.simplefilter("error", RuntimeWarning)
+        JRD(n_components=3, solver="conjugate_gradient", random_state=0).fit(X, y)

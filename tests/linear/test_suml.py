@@ -358,7 +358,7 @@ def test_synthesis_alone_saturates_the_objective_whatever_the_metric(digits):
 
     X, _ = digits
     fit = SUML(n_components=8, n_triplets=1000, random_state=0).fit(X)
-    X_w = fit._state["X"].astype(np.float64)
+    X_w = fit._state["space"].transform(X).astype(np.float64)  # the space it trained in
     d = X_w.shape[1]
     objective = SUMLObjective(X_w, sample_triplets(len(X_w), 1000, np.random.RandomState(1)),
                               angle=fit.angle, ortho_weight=fit.ortho_weight)
@@ -384,3 +384,42 @@ def test_fewer_than_three_triplets_are_refused_not_drawn_forever(n_triplets):
         SUML(n_components=2, n_triplets=n_triplets, max_iter=3, random_state=0).fit(X)
     with pytest.raises(ValueError, match="at least 3 rows"):
         sample_triplets(2, 5, np.random.RandomState(0))
+
+
+def test_a_fitted_suml_keeps_no_copy_of_its_training_data():
+    # the preprocessed training set stayed in the state: pickles grew with n_samples
+    import pickle
+    rng = np.random.RandomState(0)
+    sizes = [len(pickle.dumps(SUML(n_components=3, max_iter=0, random_state=0).fit(
+        rng.randn(n, 20)))) for n in (200, 4000)]
+    assert sizes[1] < 1.5 * sizes[0]
+
+
+def test_steepest_descent_history_counts_from_the_start_and_ends_at_the_result():
+    # pymanopt's steepest descent logs each point before stepping from it: the start was
+    # numbered 1 and the final point was missing
+    X = load_digits().data[:200]
+    for solver in ("conjugate_gradient", "steepest_descent"):
+        est = SUML(n_components=3, n_triplets=300, max_iter=3, solver=solver, random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est.fit(X)
+        assert [r["iteration"] for r in est.history_] == [0, 1, 2, 3], solver
+        losses = [r["loss"] for r in est.history_]
+        assert losses[-1] < losses[0]
+
+
+def test_a_tol_larger_than_any_fall_stops_early_without_a_warning():
+    # no 10-iteration window fell by tol=10 x the start's cost, so the stop never fired: the
+    # fit ran all 300 iterations and warned that the cost "still fell by more than tol"
+    X = load_digits().data[:200]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = SUML(n_components=3, n_triplets=300, tol=10.0, random_state=0).fit(X)
+    assert est.n_iter_ <= 20
+
+
+def test_an_orthogonal_map_of_full_width_is_warned_about():
+    X = load_digits().data[:100, :8]
+    with pytest.warns(UserWarning, match="the learned distance is the Euclidean one"):
+        SUML(n_components=8, manifold="stiefel", max_iter=1, random_state=0).fit(X)
