@@ -153,6 +153,8 @@ def _check_labels(y, n_samples, what):
             y = np.array(values, dtype=str)
         elif all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
             y = np.array(values, dtype=np.int64)
+        elif all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values):
+            y = np.array(values, dtype=np.float64)  # numbers in an object column (pandas)
     if y.dtype.kind not in "biufU":
         raise ValueError(
             f"y must hold numbers or strings (got dtype {y.dtype}): the index stores its labels "
@@ -314,7 +316,9 @@ class RetrievalIndex(BaseEstimator):
         """
         backend = self._resolve_backend()  # before embedding: fail fast without faiss
         Z = self._embed(X, "X")
-        if self.transformer is None:  # the index owns its gallery: later edits of X do not leak in
+        if self.transformer is None or (isinstance(X, np.ndarray) and np.may_share_memory(Z, X)):
+            # the index owns its gallery: later edits of X do not leak in (a transformer may
+            # return its input, or a view of it: an identity step)
             Z = np.array(Z, copy=True)
         labels = None if y is None else _check_labels(y, Z.shape[0], "X")
         self.backend_ = backend
@@ -426,12 +430,14 @@ class RetrievalIndex(BaseEstimator):
             return np.ascontiguousarray(normalise_rows(A) if self.metric == "cosine" else A,
                                         dtype=np.float32)
 
-        index = self.__dict__.get("_faiss_index")
-        if index is None:
+        # the faiss index is built for one metric: set_params(metric=...) after a query must
+        # not search the other metric's index (cosine distances came back negative)
+        metric, index = self.__dict__.get("_faiss_index", (None, None))
+        if index is None or metric != self.metric:
             d = self.embeddings_.shape[1]
             index = faiss.IndexFlatIP(d) if self.metric == "cosine" else faiss.IndexFlatL2(d)
             index.add(prepared(self.embeddings_))
-            self._faiss_index = index
+            self._faiss_index = (self.metric, index)
         D, indices = index.search(prepared(Q), k + int(exclude_self))
         if exclude_self:  # drop each item's own row (or the last, if a duplicate hid it)
             own = indices == np.arange(Q.shape[0])[:, None]
@@ -528,4 +534,8 @@ class RetrievalIndex(BaseEstimator):
         index.backend_ = index._resolve_backend()
         index.embeddings_ = embeddings
         index.labels_ = labels
+        if transformer is None:  # as fit sets it
+            index.n_features_in_ = embeddings.shape[1]
+        elif hasattr(transformer, "n_features_in_"):
+            index.n_features_in_ = transformer.n_features_in_
         return index

@@ -146,6 +146,20 @@ def index_one_item():
         raise
 
 
+def pair_distance_overflowing_difference():
+    from skdml.linear._base import MahalanobisDistance
+    d = MahalanobisDistance(np.array([[0.25]]))([1e308], [-1e308])
+    check(np.isfinite(d) and abs(d / 5e307 - 1) < 1e-12, f"distance {d}, expected 5e307")
+
+
+def lmnn_auto_more_components_than_samples():
+    X = np.random.RandomState(0).randn(6, 10)
+    try:
+        linear("LMNN", n_components=8, max_iter=3).fit(X, np.array([0, 0, 0, 1, 1, 1]))
+    except ValueError as exc:  # the default init, refused by scikit-learn's PCA
+        raise Wrong(f"the default init failed: {exc}") from exc
+
+
 CASES = [Case(name, group, fn if keep_warnings else quiet(fn), budget)
          for name, group, fn, budget, keep_warnings in [
     ("pair predicted alone and in a batch", "silent", pair_prediction_by_batch, 30, False),
@@ -174,4 +188,8 @@ CASES = [Case(name, group, fn if keep_warnings else quiet(fn), budget)
      False),
     ("SUML(batch_size=3) on 4 samples", "silent", suml_small_batches, 30, False),
     ("RetrievalIndex of one item, self-query", "obscure", index_one_item, 30, False),
+    ("pair distance where u - v overflows", "silent", pair_distance_overflowing_difference, 30,
+     False),
+    ("LMNN init='auto', n_components > n_samples", "obscure",
+     lmnn_auto_more_components_than_samples, 30, False),
 ]]

@@ -136,6 +136,33 @@ def plot_uint8_queries():
     plt.close(plot_retrieval(X, np.array([5], dtype=np.uint8)))
 
 
+def index_identity_transformer():
+    from sklearn.preprocessing import FunctionTransformer
+
+    from skdml.retrieval import RetrievalIndex
+    X = np.random.RandomState(0).rand(5, 3)
+    index = RetrievalIndex(FunctionTransformer()).fit(X)
+    X[:] = 0
+    check(index.embeddings_.any(), "the caller's edit of X changed the gallery")
+
+
+def index_loaded_width():
+    from skdml.retrieval import RetrievalIndex
+    with tempfile.TemporaryDirectory() as tmp:
+        RetrievalIndex().fit(np.ones((4, 3))).save(f"{tmp}/index.npz")
+        loaded = RetrievalIndex.load(f"{tmp}/index.npz")
+    check(getattr(loaded, "n_features_in_", None) == 3, "a loaded index lacks n_features_in_")
+
+
+def index_object_float_labels():
+    from skdml.retrieval import RetrievalIndex
+    labels = np.array([0.5, 1.0] * 5, dtype=object)
+    try:
+        RetrievalIndex().fit(np.random.RandomState(0).rand(10, 4), labels)
+    except ValueError as exc:
+        raise Wrong(f"numbers refused as labels: {exc}") from exc
+
+
 CASES = [Case(name, group, quiet(fn), budget) for name, group, fn, budget in [
     ("deep warm_start with max_iter='auto'", "obscure", warm_start_auto, 60),
     ("deep warm_start retried after an interrupt", "silent", warm_start_after_interrupt, 60),
@@ -148,4 +175,8 @@ CASES = [Case(name, group, quiet(fn), budget) for name, group, fn, budget in [
     ("fetch_file, a data home below a file", "obscure", loader_home_below_a_file, 30),
     ("fetch_file(timeout=None)", "obscure", loader_timeout_none, 30),
     ("plot_retrieval, uint8 query indices", "obscure", plot_uint8_queries, 30),
+    ("RetrievalIndex, a transformer returning X itself", "silent", index_identity_transformer,
+     30),
+    ("RetrievalIndex.load, n_features_in_", "silent", index_loaded_width, 30),
+    ("RetrievalIndex, float labels in an object array", "silent", index_object_float_labels, 30),
 ]]

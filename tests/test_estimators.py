@@ -65,7 +65,7 @@ FAST = {
     "MMC": [dict(max_iter=5), dict(max_iter=5, diagonal=True)],
     "SDML": [dict(balance_param=1e-3, prior="covariance")],
     "SCML": [dict(n_basis=8, max_iter=20, output_iter=10, random_state=0)],
-    "SCML_Supervised": [dict(basis="triplet_diffs", n_basis=6, max_iter=300, output_iter=100,
+    "SCML_Supervised": [dict(basis="triplet_diffs", n_basis=12, max_iter=300, output_iter=100,
                              random_state=0)],
     "SDML_Supervised": [dict(balance_param=1e-4, n_constraints=20, random_state=0)],
     "MMC_Supervised": [dict(max_iter=5, n_constraints=20, random_state=0),
@@ -79,8 +79,10 @@ EXPECTED_FAILURES = {
     # these checks' labels are random functions of uniform noise: no rank-one basis lowers
     # the triplet loss, every weight stays 0, and SCML raises a ValueError saying so rather
     # than return the zero metric (tests/linear/test_scml.py checks that error)
+    # (which of these checks' random draws leave every weight at 0 depends on the seed and
+    # the bases: with these settings, one)
     "SCML_Supervised": dict.fromkeys(
-        ["check_fit_score_takes_y", "check_dtype_object"],
+        ["check_dtype_object"],
         "random labels: every SCML weight is 0 and the fit refuses the zero metric"),
 }
 

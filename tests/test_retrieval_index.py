@@ -234,3 +234,56 @@ def test_add_refuses_labels_whose_common_type_would_change_some():
     assert len(index.embeddings_) == 3
     index.add(rng.randn(1, 2), np.array([7]))
     np.testing.assert_array_equal(index.labels_, np.r_[ids, 7])
+
+
+class _FlatStandIn:
+    """A numpy stand-in for faiss's flat indexes (faiss is not a test dependency)."""
+
+    def __init__(self, d, inner_product):
+        self.xb, self.inner_product = np.empty((0, d), np.float32), inner_product
+
+    def add(self, x):
+        self.xb = np.vstack([self.xb, x])
+
+    def search(self, q, k):
+        D = -(q @ self.xb.T) if self.inner_product else ((q[:, None] - self.xb[None]) ** 2).sum(-1)
+        order = np.argsort(D, axis=1, kind="stable")[:, :k]
+        D = np.take_along_axis(D, order, 1)
+        return (-D if self.inner_product else D).astype(np.float32), order
+
+
+def test_the_faiss_index_follows_a_metric_changed_after_a_query(monkeypatch):
+    # the index cached for the first metric answered the second: cosine distances came back
+    # negative, with the Euclidean neighbours
+    import types
+
+    import skdml.retrieval as retrieval
+    stand_in = types.SimpleNamespace(IndexFlatL2=lambda d: _FlatStandIn(d, False),
+                                     IndexFlatIP=lambda d: _FlatStandIn(d, True))
+    monkeypatch.setattr(retrieval, "_faiss", lambda: stand_in)
+    rng = np.random.RandomState(0)
+    G, Q = rng.randn(20, 5), rng.randn(3, 5)
+    index = RetrievalIndex(backend="faiss").fit(G)
+    index.query(Q, k=2)
+    index.set_params(metric="cosine")
+    got, exact = index.query(Q, k=3), RetrievalIndex(metric="cosine").fit(G).query(Q, k=3)
+    np.testing.assert_array_equal(got[1], exact[1])
+    np.testing.assert_allclose(got[0], exact[0], atol=1e-6)
+
+
+def test_the_gallery_is_the_index_own_copy_and_a_loaded_index_knows_its_width(tmp_path):
+    from sklearn.preprocessing import FunctionTransformer
+    X = np.random.RandomState(0).rand(5, 3)
+    index = RetrievalIndex(FunctionTransformer()).fit(X)  # an identity step returns X itself
+    X[:] = 0
+    assert index.embeddings_.any()  # the caller's edit leaked into the gallery
+    path = tmp_path / "index.npz"
+    RetrievalIndex().fit(np.ones((4, 3))).save(path)
+    assert RetrievalIndex.load(path).n_features_in_ == 3  # was missing after load
+
+
+def test_numeric_labels_in_an_object_column_are_kept():
+    pd = pytest.importorskip("pandas")
+    labels = pd.Series([0.5, 1.0] * 5, dtype=object)  # "must hold numbers" refused them
+    index = RetrievalIndex().fit(np.random.RandomState(0).rand(10, 4), labels)
+    assert index.labels_.dtype == np.float64

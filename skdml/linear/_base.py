@@ -45,7 +45,7 @@ class MahalanobisDistance:
             raise ValueError(
                 f"The metric compares two samples of {self.components.shape[1]} features; got "
                 f"shapes {np.shape(u)} and {np.shape(v)}.")
-        return float(_row_norms((self.components @ (u - v))[None, :])[0])
+        return float(mapped_distances(u[None, :], v[None, :], self.components)[0])
 
 
 def _row_norms(Z):
@@ -53,6 +53,24 @@ def _row_norms(Z):
     peak = np.max(np.abs(Z), axis=1, initial=0.0)
     safe = np.where(peak > 0, peak, 1.0)
     return peak * np.sqrt(np.einsum("ij,ij->i", Z / safe[:, None], Z / safe[:, None]))
+
+
+def mapped_distances(A, B, components):
+    """``||L (a - b)||`` for each row pair of ``A`` and ``B`` (``L`` = ``components``).
+
+    Finite whenever the answer is: where ``a - b`` overflows (1e308 and -1e308), that
+    pair is computed from ``a`` and ``b`` scaled by a power of two (exact), and scaled
+    back; other pairs are computed as they are.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # the overflowing pairs are redone
+        D = A - B
+        out = _row_norms(D @ components.T)
+    bad = ~np.all(np.isfinite(D), axis=1)
+    if bad.any():
+        peak = np.maximum(np.abs(A[bad]).max(axis=1), np.abs(B[bad]).max(axis=1))
+        scale = np.exp2(np.floor(np.log2(peak)))[:, None]
+        out[bad] = _row_norms((A[bad] / scale - B[bad] / scale) @ components.T) * scale[:, 0]
+    return out
 
 
 #: The largest embedding dimension ``n_components=None`` gives a linear learner.
@@ -233,7 +251,7 @@ class BaseMahalanobis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         distances : ndarray of shape (n_pairs,)
         """
         pairs = self._check_pairs(pairs)
-        return _row_norms((pairs[:, 0] - pairs[:, 1]) @ self.components_.T)
+        return mapped_distances(pairs[:, 0], pairs[:, 1], self.components_)
 
     def pair_score(self, pairs):
         """Similarity score of each pair: minus :meth:`pair_distance` (higher is more similar)."""

@@ -127,7 +127,8 @@ def prior_metric(prior, X, name="prior", random_state=None, strict_pd=True):
 def initial_map(init, X, dim, rng, y=None):
     """The start ``L`` (``(dim, n_features)``, float64) of LMNN and MLKR, from ``init``.
 
-    ``"auto"``: the identity at full dimension, PCA below (metric-learn's rule);
+    ``"auto"``: the identity at full dimension, PCA below where PCA has that many
+    directions (``dim < n_samples``; metric-learn's rule), else the identity's first rows;
     ``"identity"``, ``"pca"``, ``"random"`` (Gaussian rows of norm about 1) and,
     with ``y``, ``"lda"``; an array is checked by :func:`check_init_array`.
 
@@ -142,7 +143,7 @@ def initial_map(init, X, dim, rng, y=None):
     if isinstance(init, np.ndarray):
         return check_init_array(init, d, dim)
     if init == "auto":
-        init = "identity" if dim == d else "pca"
+        init = "pca" if dim < min(d, X.shape[0]) else "identity"
     if init == "identity":
         return np.eye(dim, d)
     if init == "random":

@@ -55,7 +55,9 @@ class LMNN(BaseMahalanobis):
         term alone is least for the zero map.
     init : {"auto", "identity", "pca", "lda", "random"} or ndarray, default="auto"
         The start ``L``: ``"auto"`` is the identity when ``n_components``
-        equals ``n_features`` (the paper's Euclidean start), PCA otherwise;
+        equals ``n_features`` (the paper's Euclidean start), PCA below (the
+        identity's first rows when PCA has fewer directions: ``n_components
+        >= n_samples``);
         an array of shape (n_components, n_features), finite and of full
         row rank, is used as given.
     max_iter : int, default=200

@@ -47,7 +47,8 @@ class MLKR(BaseMahalanobis):
         Embedding dimension; ``None``: ``n_features``.
     init : {"auto", "identity", "pca", "random"} or ndarray, default="auto"
         The start: ``"auto"`` is the identity when ``n_components`` equals
-        ``n_features``, PCA otherwise; or an array of shape
+        ``n_features``, PCA below (the identity's first rows when PCA has
+        fewer directions: ``n_components >= n_samples``); or an array of shape
         (n_components, n_features), finite and of full row rank. The kernel
         width is that of ``L``: scale the input (e.g. ``StandardScaler``) so
         that the start is sensible.

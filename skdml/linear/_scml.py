@@ -440,7 +440,9 @@ class SCML(_SCMLMixin, BaseTripletsLearner):
         else:
             basis = self._array_basis(d)
         points, index = np.unique(triplets.reshape(-1, d), axis=0, return_inverse=True)
-        self._scml(points, index.reshape(-1, 3), basis, rng)
+        # the dual averaging starts from the seed afresh, as metric-learn's does (an integer
+        # seed; a RandomState is drawn on in turn)
+        self._scml(points, index.reshape(-1, 3), basis, check_random_state(self.random_state))
 
 
 class SCML_Supervised(SupervisedMixin, _SCMLMixin, BaseMahalanobis):
@@ -515,6 +517,7 @@ class SCML_Supervised(SupervisedMixin, _SCMLMixin, BaseMahalanobis):
             basis = lda_basis(X, y, self.n_basis or min(20 * d, 2 * n * num_eig - 1), seed)
         elif isinstance(self.basis, str):
             basis = triplet_diff_basis(X[triplets], self.n_basis or 80 * d, rng)
+            rng = check_random_state(self.random_state)  # afresh, as after the lda basis
         else:
             basis = self._array_basis(d)
         self._scml(X, triplets, basis, rng)

@@ -30,7 +30,7 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import _get_feature_names, check_is_fitted
 
 from .._utils import transactional_fit
-from ._base import BaseMahalanobis, _row_norms
+from ._base import BaseMahalanobis, mapped_distances
 
 __all__ = [
     "CALIBRATION_STRATEGIES",
@@ -146,7 +146,7 @@ class _TupleLearner(BaseMahalanobis):
         return self._validate_tuples(pairs, reset=False, size=2)
 
     def _distances(self, tuples, i, j):
-        return _row_norms((tuples[:, i] - tuples[:, j]) @ self.components_.T)
+        return mapped_distances(tuples[:, i], tuples[:, j], self.components_)
 
     @abstractmethod
     def _fit_tuples(self, tuples, y):

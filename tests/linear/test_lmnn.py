@@ -144,3 +144,13 @@ def test_lmnn_with_every_class_a_single_sample_says_so():
     X = np.random.RandomState(0).randn(6, 3)
     with pytest.raises(ValueError, match="at least 2 samples"):  # returned its start silently
         LMNN().fit(X, np.arange(6))
+
+
+def test_init_auto_with_more_components_than_samples():
+    # "auto" chose PCA, which has at most n_samples directions: scikit-learn's PCA error
+    # about an svd_solver the user never set; now the identity's first rows, as metric-learn
+    from skdml.linear import MLKR
+    X = np.random.RandomState(0).randn(6, 10)
+    y = np.array([0, 0, 0, 1, 1, 1])
+    assert LMNN(n_components=8, max_iter=3).fit(X, y).components_.shape == (8, 10)
+    assert MLKR(n_components=8, max_iter=3).fit(X, y * 1.0).components_.shape == (8, 10)

@@ -1,4 +1,5 @@
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -96,3 +97,18 @@ def test_check_n_components_and_reduction():
     np.testing.assert_allclose(Xr, (X - X.mean(0)) @ P.T, atol=1e-10)
 
 
+
+
+def test_distances_stay_finite_where_the_difference_overflows():
+    # u - v = inf for 1e308 and -1e308: the norm's inf / inf gave NaN, though the true
+    # distance, 0.25 x 2e308 = 5e307, is finite
+    from skdml.linear._base import MahalanobisDistance, mapped_distances
+    metric = MahalanobisDistance(np.array([[0.25]]))
+    assert metric([1e308], [-1e308]) == pytest.approx(5e307, rel=1e-12)
+    assert metric([1.0], [3.0]) == 0.5
+    A, B = np.array([[1e308, 0.0], [1.0, 2.0]]), np.array([[-1e308, 0.0], [0.0, 0.0]])
+    L = np.array([[0.25, 0.0], [0.0, 1.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = mapped_distances(A, B, L)
+    np.testing.assert_allclose(got, [5e307, np.hypot(0.25, 2.0)], rtol=1e-12)

@@ -226,3 +226,23 @@ def test_scml_refuses_triplets_without_a_direction_instead_of_drawing_forever():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # k-means on one distinct point
             SCML_Supervised(random_state=0).fit(np.ones((20, 3)), np.repeat([0, 1], 10))
+
+
+def test_triplet_diff_bases_then_the_dual_averaging_from_the_seed_afresh():
+    # as documented (and as the lda path does): with basis="triplet_diffs" the dual averaging
+    # went on drawing from the generator the bases had used (a metric 134 away on iris)
+    from skdml.linear._scml import triplet_diff_basis
+
+    X, y = noisy_classes(n=90, n_classes=3, n_noise=4, seed=5)
+    triplets = Constraints(y, unknown_label=None).generate_knntriplets(X, 3, 10)
+    kw = dict(n_basis=24, max_iter=2000, output_iter=500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        drawn = SCML_Supervised(basis="triplet_diffs", random_state=3, **kw).fit(X, y)
+        given = SCML_Supervised(basis=triplet_diff_basis(X[triplets], 24,
+                                                         np.random.RandomState(3)),
+                                random_state=3, **kw).fit(X, y)
+        on_triplets = SCML(random_state=3, **kw).fit(X[triplets])
+    np.testing.assert_array_equal(drawn.get_mahalanobis_matrix(), given.get_mahalanobis_matrix())
+    np.testing.assert_allclose(on_triplets.get_mahalanobis_matrix(),
+                               drawn.get_mahalanobis_matrix(), rtol=1e-10, atol=1e-10)
