@@ -48,6 +48,15 @@ class DeepTrainable(Trainable):
                  capture=None, augment=None, forward=None, preserve_input=0.0, average=None,
                  prepared=False):
         self.net, self.objective, self.labels = net, objective, labels
+        if objective.regularized and isinstance(objective.regularizer, EnergyConfusion) and \
+                not any(p.requires_grad for p in net.head.parameters()):
+            # EC's gradient reaches the embedding layer only (the ECAML paper's choice): a
+            # backbone that provides its own embedding (DeML) leaves it no parameter, so the
+            # term was computed, logged and added to the loss, and changed nothing
+            raise ValueError(
+                "regularizer='ec' acts through the embedding layer only, and this network has "
+                "no trainable one (the backbone provides its own embedding, as DeML does): it "
+                "would change nothing. Use regularizer='jrs', or none.")
         self.prepared = bool(prepared)  # batches already went through net.prepare
         self.forward = forward if forward is not None else net  # DDP wrapper (distributed fit)
         self.input_shape, self.device, self.amp = input_shape, device, amp

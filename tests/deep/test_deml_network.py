@@ -124,6 +124,10 @@ def test_scales_do_not_share_weights():
     (dict(n_scales=0), "n_scales"),
     (dict(crop_threshold=2.0), "crop_threshold"),
     (dict(adversary_weight=-1.0), "adversary_weight"),
+    (dict(adversary_weight=float("inf")), "adversary_weight"),  # was NonFiniteLossError at fit
+    (dict(adversary_hidden=0), "adversary_hidden"),  # was a constant adversary, its term 0
+    (dict(adversary_hidden=2.5), "adversary_hidden"),  # was cut to 2
+    (dict(adversary_hidden=-1), "adversary_hidden"),  # was a torch error at fit
 ])
 def test_bad_configurations_name_the_parameter(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -206,6 +210,15 @@ def fast_deml(**kw):
                   learning_rate=1e-3, early_stopping=False)
     params.update(kw)
     return make_deml(**params)
+
+
+def test_energy_confusion_is_refused_where_it_cannot_act(patterns):
+    # EC's gradient reaches the embedding layer only; DeML's learners are its embedding, so
+    # the term was computed, logged, added to the loss (+91 at weight 100) and changed nothing
+    X, y = patterns
+    with pytest.raises(ValueError, match="regularizer='ec' acts through the embedding layer"):
+        fast_deml(n_scales=1, n_cams=2, regularizer="ec", regularizer_weight=1.0).fit(X[:64],
+                                                                                     y[:64])
 
 
 def test_preset_fits_transforms_pickles_and_clones(patterns):

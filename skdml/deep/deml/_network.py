@@ -203,11 +203,18 @@ class DeML(nn.Module):
                                  ("walk_steps", walk_steps, 0), ("crop_min_size", crop_min_size, 1)):
             if not isinstance(value, Integral) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
+        if adversary_hidden is not None and (not isinstance(adversary_hidden, Integral)
+                                             or isinstance(adversary_hidden, bool)
+                                             or adversary_hidden < 1):
+            # 0 made the adversary a constant (its Eq. 4 term 0), 2.5 was cut to 2, -1 a torch
+            # error at fit
+            raise ValueError(f"adversary_hidden must be an integer >= 1 or None, got "
+                             f"{adversary_hidden!r}.")
         for name, value in (("adversary_weight", adversary_weight),
                             ("activation_decay", activation_decay),
                             ("anti_trivial_weight", anti_trivial_weight)):
-            if not float(value) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {value!r}.")
+            if not 0 <= float(value) < float("inf"):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
         if not 0.0 <= float(crop_threshold) <= 1.0:
             raise ValueError(f"crop_threshold must be in [0, 1], got {crop_threshold!r}.")
         if len(input_shape) != 3:
