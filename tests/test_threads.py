@@ -152,6 +152,46 @@ def test_override_wins_over_everything(clean_thread_env, monkeypatch):
         thread_budget()
 
 
+@pytest.mark.parametrize("value", ["2_0", "\u0661", "1.5", "0", "-1"])
+def test_override_takes_plain_ascii_integers_only(clean_thread_env, monkeypatch, value):
+    # int() also reads "2_0" as 20 and Arabic-Indic digits: they were taken as counts
+    monkeypatch.setenv(ENV_OVERRIDE, value)
+    with pytest.raises(ValueError, match="not a positive integer"):
+        thread_budget()
+
+
+def test_overlapping_sections_give_each_thread_back_its_own_torch_size(clean_thread_env):
+    # torch's size is per thread under OpenMP: a section that ended while another thread's
+    # still ran left its thread at the reduced size (and every later fit in that pooled
+    # thread, its budget being capped by torch's size)
+    import threading
+    if not _threads._torch_threads_per_thread():
+        pytest.skip("torch's thread count is process-wide in this build")
+    inside, first_out, sizes = threading.Event(), threading.Event(), {}
+
+    def first():
+        sizes["first before"] = torch.get_num_threads()
+        with thread_limits(1):
+            inside.wait()
+        sizes["first after"] = torch.get_num_threads()
+        first_out.set()
+
+    def second():
+        sizes["second before"] = torch.get_num_threads()
+        with thread_limits(1):
+            inside.set()
+            first_out.wait()
+        sizes["second after"] = torch.get_num_threads()
+
+    workers = [threading.Thread(target=f) for f in (first, second)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sizes["first after"] == sizes["first before"], sizes
+    assert sizes["second after"] == sizes["second before"], sizes
+
+
 def test_small_steps_run_on_one_thread(clean_thread_env):
     torch.set_num_threads(N_CPUS)
     assert choose_n_threads(SMALL_STEP_FLOPS / 10) == 1

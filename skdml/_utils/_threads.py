@@ -46,6 +46,7 @@ the BLAS pools (through threadpoolctl, a scikit-learn dependency):
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -75,6 +76,13 @@ _LOCAL = threading.local()
 SMALL_STEP_FLOPS = 1e9
 
 
+@functools.lru_cache(maxsize=1)
+def _torch_threads_per_thread():
+    """Whether ``torch.set_num_threads`` sets the calling thread's size only (OpenMP: each
+    thread has its own ``omp_set_num_threads``), not the process's."""
+    return "parallel backend: OpenMP" in torch.__config__.parallel_info()
+
+
 def _positive_int(value):
     try:
         return max(int(value), 1)
@@ -97,10 +105,9 @@ def _override():
     value = os.environ.get(ENV_OVERRIDE)
     if value is None or not value.strip():
         return None
-    try:
-        n = int(value.strip())
-    except ValueError:
-        n = None
+    text = value.strip().lstrip("+")
+    # plain ASCII digits only: int() also reads "2_0" as 20 and other scripts' digits
+    n = int(text) if text.isascii() and text.isdigit() else None
     if n is None or n < 1:
         raise ValueError(
             f"{ENV_OVERRIDE}={value!r} is not a positive integer: set it to the number of "
@@ -310,14 +317,18 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
         torch_wanted = choose_n_threads(flops_per_step, independent=_openmp.PASSIVE_WAITS)
     else:
         wanted = torch_wanted = min(max(int(n_threads), 1), machine_cpus())
-    # torch's and the BLAS pools' sizes are process-wide. Sections running at once in
-    # threads (a Dask worker's task slots) must not restore the size under each other:
-    # the original sizes come back when the last section of the process ends; a nested
-    # section gives its thread back the enclosing section's size.
+    # The BLAS pools' sizes are process-wide: sections running at once in threads (a Dask
+    # worker's task slots) must not restore them under each other, so the original sizes
+    # come back when the last section of the process ends, and a nested section gives its
+    # thread back the enclosing section's size. torch's size is per thread under its OpenMP
+    # backend (the wheels'): each section gives its own thread back the size it found (a
+    # thread whose section ended while another thread's ran kept the reduced size, and with
+    # it every later fit in that pooled thread); under a process-wide backend, as the BLAS.
     stack = _LOCAL.__dict__.setdefault("stack", [])
+    torch_before = torch.get_num_threads()
     with _SHARED_LOCK:
         if _SHARED["active"] == 0:
-            _SHARED["torch"] = torch.get_num_threads()
+            _SHARED["torch"] = torch_before
             _SHARED["blas"] = threadpool_limits(limits=wanted, user_api="blas")
         else:
             threadpool_limits(limits=wanted, user_api="blas")
@@ -338,5 +349,7 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
                 restore, restore_blas = stack[-1] if stack else (None, None)
                 if restore_blas is not None:
                     threadpool_limits(limits=restore_blas, user_api="blas")
+            if _torch_threads_per_thread():
+                restore = torch_before
             if restore is not None and torch.get_num_threads() != restore:
                 torch.set_num_threads(restore)
