@@ -163,6 +163,62 @@ def index_object_float_labels():
         raise Wrong(f"numbers refused as labels: {exc}") from exc
 
 
+def threads_overlapping_sections():
+    import threading
+
+    import torch
+
+    from skdml._utils import thread_limits
+    inside, first_out, sizes = threading.Event(), threading.Event(), {}
+
+    def first():
+        sizes["before"] = torch.get_num_threads()
+        with thread_limits(1):
+            inside.wait()
+        sizes["after"] = torch.get_num_threads()
+        first_out.set()
+
+    def second():
+        with thread_limits(1):
+            inside.set()
+            first_out.wait()
+
+    workers = [threading.Thread(target=f) for f in (first, second)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    check(sizes["after"] == sizes["before"], f"the thread kept {sizes['after']} torch threads "
+          f"(had {sizes['before']})")
+
+
+def threads_override_underscore():
+    import os
+
+    from skdml._utils import thread_budget
+    old = os.environ.get("SKDML_NUM_THREADS")
+    os.environ["SKDML_NUM_THREADS"] = "2_0"
+    try:
+        n = thread_budget()
+    finally:
+        if old is None:
+            del os.environ["SKDML_NUM_THREADS"]
+        else:
+            os.environ["SKDML_NUM_THREADS"] = old
+    raise Wrong(f"SKDML_NUM_THREADS='2_0' read as a count ({n})")
+
+
+def deml_energy_confusion():
+    from skdml.deep import make_deml
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 16)
+    X = (rng.rand(4, 1, 16, 16)[y] + 0.2 * rng.rand(64, 1, 16, 16)).astype(np.float32)
+    make_deml(1, 2, n_components=16, widths=(8, 16, 16), deml_params={"crop_min_size": 8},
+              max_iter=1, loader_params={"batches_per_epoch": 2}, device="cpu", random_state=0,
+              early_stopping=False, regularizer="ec", regularizer_weight=1.0).fit(X, y)
+    raise Wrong("regularizer='ec' accepted where it changes nothing")
+
+
 CASES = [Case(name, group, quiet(fn), budget) for name, group, fn, budget in [
     ("deep warm_start with max_iter='auto'", "obscure", warm_start_auto, 60),
     ("deep warm_start retried after an interrupt", "silent", warm_start_after_interrupt, 60),
@@ -179,4 +235,8 @@ CASES = [Case(name, group, quiet(fn), budget) for name, group, fn, budget in [
      30),
     ("RetrievalIndex.load, n_features_in_", "silent", index_loaded_width, 30),
     ("RetrievalIndex, float labels in an object array", "silent", index_object_float_labels, 30),
+    ("thread_limits sections overlapping in two threads", "silent",
+     threads_overlapping_sections, 30),
+    ("SKDML_NUM_THREADS='2_0'", "silent", threads_override_underscore, 30),
+    ("DeML with regularizer='ec'", "silent", deml_energy_confusion, 60),
 ]]
