@@ -349,7 +349,6 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
                 restore, restore_blas = stack[-1] if stack else (None, None)
                 if restore_blas is not None:
                     threadpool_limits(limits=restore_blas, user_api="blas")
-            if _torch_threads_per_thread():
-                restore = torch_before
+            restore = torch_before if _torch_threads_per_thread() else restore
             if restore is not None and torch.get_num_threads() != restore:
                 torch.set_num_threads(restore)

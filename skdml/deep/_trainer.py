@@ -193,6 +193,7 @@ class DeepTrainer:
                  callbacks=()):
         self.config, self.objective = config, objective
         self.source, self.y_enc, self.classes = source, y_enc, classes
+        self.labels_digest = labels_digest(y_enc)  # saved with every epoch's state
         self.input_shape, self.rng = tuple(input_shape), rng
         self.device = config.device
         self.ddp = distributed_context(self.device)  # world size 1 unless launched by torchrun
@@ -321,7 +322,7 @@ class DeepTrainer:
             stopped=stopped, classes=self.classes, input_shape=self.input_shape,
             n_components=cfg.n_components, split=(cfg.train_idx, cfg.val_idx),
             world_size=self.ddp.world_size, initial_score=self.initial_score,
-            refit=cfg.refit, labels_digest=labels_digest(self.y_enc))
+            refit=cfg.refit, labels_digest=self.labels_digest)
 
     def restore(self, resume):
         """Load ``resume``; the optimiser takes the *current* learning rates (honoured)."""

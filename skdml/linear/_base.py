@@ -15,6 +15,8 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._utils import warn_user
+
 __all__ = ["BaseMahalanobis", "MahalanobisDistance", "check_init_array", "check_n_components",
            "warn_if_orthogonal_is_euclidean"]
 
@@ -117,8 +119,6 @@ def check_n_components(n_components, n_features, n_samples=None):
 
 def warn_if_orthogonal_is_euclidean(name, manifold, n_components, dim):
     """Warn that an orthonormal ``L`` of full width learns nothing: ``|Lx|`` is ``|x|``."""
-    from .._utils import warn_user
-
     if manifold == "stiefel" and n_components >= dim:
         warn_user(
             f"{name}: with manifold='stiefel' and n_components={n_components} equal to the "

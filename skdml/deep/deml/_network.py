@@ -198,18 +198,16 @@ class DeML(nn.Module):
                  attention_layers=None, walk_steps=10, crop_threshold=0.5, crop_min_size=8):
         super().__init__()
         input_shape = tuple(int(s) for s in input_shape)
+        # adversary_hidden (None: the default width): 0 made the adversary a constant (its
+        # Eq. 4 term 0), 2.5 was cut to 2, -1 a torch error at fit
         for name, value, low in (("n_scales", n_scales, 1), ("n_cams", n_cams, 1),
                                  ("n_components", n_components, 1), ("cam_hidden", cam_hidden, 1),
-                                 ("walk_steps", walk_steps, 0), ("crop_min_size", crop_min_size, 1)):
+                                 ("walk_steps", walk_steps, 0), ("crop_min_size", crop_min_size, 1),
+                                 ("adversary_hidden", adversary_hidden, 1)):
+            if value is None and name == "adversary_hidden":
+                continue
             if not isinstance(value, Integral) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
-        if adversary_hidden is not None and (not isinstance(adversary_hidden, Integral)
-                                             or isinstance(adversary_hidden, bool)
-                                             or adversary_hidden < 1):
-            # 0 made the adversary a constant (its Eq. 4 term 0), 2.5 was cut to 2, -1 a torch
-            # error at fit
-            raise ValueError(f"adversary_hidden must be an integer >= 1 or None, got "
-                             f"{adversary_hidden!r}.")
         for name, value in (("adversary_weight", adversary_weight),
                             ("activation_decay", activation_decay),
                             ("anti_trivial_weight", anti_trivial_weight)):
