@@ -110,7 +110,8 @@ _TUPLE_CHECKS = [
     "check_methods_sample_order_invariance", "check_methods_subset_invariance",
     "check_fit2d_1sample", "check_fit2d_1feature", "check_dict_unchanged",
     "check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in",
-    "check_fit2d_predict1d", "check_requires_y_none", "check_supervised_y_2d"]
+    "check_fit2d_predict1d", "check_requires_y_none", "check_supervised_y_2d",
+    "check_classifier_not_supporting_multiclass"]  # pair classifiers: binary-only tag
 
 
 def _expected_failures(estimator):

@@ -971,3 +971,23 @@ def test_labels_mixing_numbers_and_strings_are_refused_clearly(score):
     X = np.random.RandomState(0).randn(12, 2)
     with pytest.raises(ValueError, match="mixes label types"):
         score(X, np.array(["a", 1, "b"] * 4, dtype=object))
+
+
+def test_labels_that_numpy_would_join_as_float_stay_apart():
+    # int64 labels joined with uint64 (or float64) ones became float64, where 2**62 and
+    # 2**62 + 1 are one label: each query was scored against its own class's references
+    base = 2**62
+    X = np.array([[0.0], [1.0], [10.0], [11.0], [20.0], [21.0]])
+    y_ref = np.array([base, base, base + 1, base + 1, 7, 7], dtype=np.int64)
+    Xq, yq = np.array([[0.1], [10.1]]), np.array([base + 1, base], dtype=np.int64)
+    unsigned = y_ref.astype(np.uint64)  # the same labels: each query meets the other class
+    assert knn_accuracy(Xq, yq, X, unsigned, k=1)[0] == 0.0
+    assert recall_at_k(Xq, yq, X_ref=X, y_ref=unsigned, k=1) == 0.0
+    assert map_at_r(Xq, yq, X_ref=X, y_ref=unsigned) == 0.0
+    # as float64, 2**62 + 1 becomes 2**62: query 2**62 + 1 has no reference of its label
+    # (a miss for k-NN, left out of Recall@K), query 2**62 meets its own
+    floats = y_ref.astype(np.float64)
+    assert knn_accuracy(Xq, yq, X, floats, k=1)[0] == 0.5
+    assert recall_at_k(Xq, yq, X_ref=X, y_ref=floats, k=1) == 1.0
+    # ordinary mixes still join: 1 and 1.0 are one label
+    assert knn_accuracy(Xq, np.array([1, 0]), X, np.array([0.0, 0, 1, 1, 2, 2]), k=1)[0] == 0.0

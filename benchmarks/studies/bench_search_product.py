@@ -15,6 +15,7 @@ Usage::
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -40,6 +41,9 @@ def _best_ms(fn, reps=30):
 
 
 def main():
+    # no options, but --help must print the usage, not rerun the study over its results
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     torch.set_num_threads(1)
     rows, data = [], []
     with threadpool_limits(1):

@@ -25,6 +25,7 @@ Usage::
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -128,6 +129,9 @@ def plot(diffs_gpu, diffs_cpu):
 
 
 def main():
+    # no options, but --help must print the usage, not rerun the study over its results
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     g_rows, g_data = gpu_rows()
     c_rows = cpu_rows()
     g_table, g_diffs = summary(g_rows, paired=False)

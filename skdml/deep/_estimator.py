@@ -173,7 +173,8 @@ callable, default="auto"
         (images, ``Dataset`` inputs, your backbone; see the user guide).
     tol : float, default=1e-4
         Minimum improvement of the monitored value (validation score with
-        early stopping, else the epoch's mean loss).
+        early stopping, else the epoch's mean metric loss, ``metric_loss`` in
+        ``history_``, without the regulariser and auxiliary terms).
     n_classes_per_batch : int or "auto", default="auto"
         P, classes per batch. ``"auto"`` uses ``min(16, n_training_classes)``.
         An explicit value larger than the number of training classes raises.
@@ -269,8 +270,9 @@ callable, default="auto"
     n_components_ : int
         Dimension of the fitted embedding (``transform``'s columns).
     history_ : list of dict
-        One dict per epoch: ``epoch``, ``loss`` (total objective),
-        ``metric_loss``, ``regularizer``, auxiliary losses,
+        One dict per epoch: ``epoch``, ``learning_rate`` (at the end of the
+        epoch), ``loss`` (total objective), ``metric_loss``, ``regularizer`` (with
+        a regulariser), ``preserve_input`` and other auxiliary losses,
         ``validation_score`` (MAP@R of the held-out set, when validating),
         ``seconds`` (wall time, the only non-deterministic entry).
     n_iter_ : int
@@ -285,7 +287,9 @@ callable, default="auto"
     device_ : torch.device
         Device of ``module_``.
     n_features_in_ : int
-        Number of columns (or channels) of array inputs.
+        ``X.shape[1]`` of the training input: its columns for ``(n, d)`` vectors, its
+        channels for ``(n, C, H, W)`` images, its height for ``(n, H, W)`` grey
+        images (``input_shape_`` holds the whole sample shape).
 
     See Also
     --------
@@ -350,6 +354,7 @@ callable, default="auto"
         tags.target_tags.required = True
         tags.input_tags.allow_nan = False
         tags.transformer_tags.preserves_dtype = ["float32"]  # embeddings are always float32
+        tags.input_tags.three_d_array = True  # (n, H, W) grey images
         return tags
 
     @property

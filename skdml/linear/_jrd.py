@@ -47,11 +47,17 @@ class _JRDObjective(LinearObjective):
         return [self.L, self.bias, self.am.proxies]
 
     def init_extras(self, X, y):
-        # proxies start at the normalised class means of the initial embedding
+        # proxies start at the normalised class means of the initial embedding; a class with
+        # no sample here (held out of a class-disjoint validation run) at a random direction,
+        # which tells the run nothing of the held-out samples
         with torch.no_grad():
             E = self.embed(X)
             one_hot = F.one_hot(y, self.am.n_classes).to(E.dtype)
-            means = (one_hot.T @ E) / one_hot.sum(dim=0)[:, None]
+            counts = one_hot.sum(dim=0)
+            means = (one_hot.T @ E) / counts.clamp(min=1)[:, None]
+            absent = counts == 0
+            if absent.any():
+                means[absent] = torch.randn(int(absent.sum()), E.shape[1], dtype=E.dtype)
             self.am.proxies.copy_(F.normalize(means, dim=1))
 
     def embed(self, X):

@@ -199,6 +199,11 @@ class LMNN(BaseMahalanobis):
         self.target_neighbors_ = targets
         return self
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True  # fit(X, None): scikit-learn's "requires y" error
+        return tags
+
 
 def target_neighbors(X, y, n_neighbors):
     """Each sample's ``n_neighbors`` nearest same-class samples (Euclidean); -1 pads small classes.

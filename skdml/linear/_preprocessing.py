@@ -91,10 +91,19 @@ class InputSpace:
         Raises
         ------
         ValueError
-            When ``X`` is constant (every sample equal): there is no distance to learn.
+            When ``X`` is constant (every sample equal): there is no distance to learn;
+            or when its features lie so many orders of magnitude apart that the spread
+            vanishes in float64 once divided by the largest value.
         """
         dtype = np.float32 if np.asarray(X).dtype == np.float32 else np.float64
         X = np.asarray(X, dtype=dtype)
+        # constant: every column's samples equal, bit for bit. Not a threshold on the spread
+        # relative to the largest value: a constant column of 1e13 beside iris's features left
+        # them a relative spread of 1e-13, a real one that float64 holds exactly enough
+        if X.size == 0 or not np.any(np.ptp(X, axis=0) > 0):
+            raise ValueError(
+                "X is constant (all samples are equal): there is no distance between samples "
+                "to learn.")
         peak = float(max(np.max(X), -np.min(X))) if X.size else 0.0
         peak = peak if np.isfinite(peak) and peak > 0 else 1.0
         X = X / dtype(peak)
@@ -106,10 +115,12 @@ class InputSpace:
         else:
             X_c = np.asarray(X_red, dtype=dtype)
         scale = float(np.sqrt(np.mean(np.einsum("ij,ij->i", X_c, X_c), dtype=np.float64)))
-        if not np.isfinite(scale) or scale <= 1e-12:
+        if not np.isfinite(scale) or scale == 0:
+            # the spread underflows once divided by the largest value (features 1e300 apart)
             raise ValueError(
-                "X is constant (all samples are equal, or differ only below float64 "
-                "precision): there is no distance between samples to learn.")
+                "X's features lie on scales too far apart for float64 once divided by the "
+                f"largest absolute value ({peak:.3g}): the spread of the others vanishes. "
+                "Standardise X (e.g. StandardScaler) before fitting.")
         X_c /= dtype(scale)
         return cls(peak, mean, projection, scale), X_c
 

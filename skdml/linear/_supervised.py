@@ -235,13 +235,32 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
             X_tensor = torch.as_tensor(X_t, dtype=DTYPE)
             y_tensor = torch.as_tensor(y, dtype=torch.int64)
 
-            def fresh_objective(candidate):
-                """A new objective of ``candidate`` at the initial point ``L0``."""
+            label_starts = {}  # init="lda" fitted on a validation run's training rows
+
+            def fresh_objective(candidate, rows=None):
+                """A new objective of ``candidate`` at its start, read from ``rows`` only.
+
+                ``rows``: a validation run's training rows (``None``: all). Whatever of the
+                start reads labels (an ``"lda"`` start, JRD's class proxies) reads theirs
+                only: the held-out labels would make the start's held-out score, and the
+                choice to keep it, optimistic.
+                """
+                start = L0
+                if rows is not None and isinstance(self.init, str) and self.init == "lda":
+                    if not label_starts:
+                        label_starts["lda"] = initial_components(
+                            self.init, X_t[rows], y[rows], n_components, space, self.manifold,
+                            rng)
+                    start = label_starts["lda"]
                 objective = self._make_objective(len(classes), n_components, space.dim,
                                                  candidate)
                 with torch.no_grad():
-                    objective.L.copy_(torch.as_tensor(L0, dtype=DTYPE))
-                objective.init_extras(X_tensor, y_tensor)
+                    objective.L.copy_(torch.as_tensor(start, dtype=DTYPE))
+                if rows is None:
+                    objective.init_extras(X_tensor, y_tensor)
+                else:
+                    rows_t = torch.as_tensor(rows, dtype=torch.int64)
+                    objective.init_extras(X_tensor[rows_t], y_tensor[rows_t])
                 return objective
 
             candidate = candidates[0]
@@ -351,7 +370,8 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
     def _solve_minibatch(self, fresh_objective, candidates, X, y, n_classes, rng):
         """Adam over class-balanced batches (+ early stopping and refit).
 
-        ``fresh_objective(candidate)`` returns a new objective at the initial point. With
+        ``fresh_objective(candidate, rows)`` returns a new objective at the initial point,
+        what of it reads labels read from ``rows`` (the hold-out's training rows). With
         early stopping, every candidate trains on the same hold-out from the same
         start; the one with the best held-out score that beats the start is
         refitted (stratified) or kept (class-disjoint), else the start itself.
@@ -377,8 +397,8 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         refit_seed = rng.randint(np.iinfo(np.int32).max)  # drawn first: reproducible
         train, val, split = validation_holdout(y, self.validation_fraction,
                                                self.validation_split, rng)
-        runs = [self._validation_run(fresh_objective(candidate), candidate, X, y, train, val,
-                                     split, n_classes, rng) for candidate in candidates]
+        runs = [self._validation_run(fresh_objective(candidate, train), candidate, X, y, train,
+                                     val, split, n_classes, rng) for candidate in candidates]
         run = choose_run(runs)
         objective, candidate, best = run["objective"], run["candidate"], run["best"]
         # class-disjoint: keep the validated model (the best epoch of its run), not a refit on

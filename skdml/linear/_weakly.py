@@ -152,6 +152,24 @@ class _TupleLearner(BaseMahalanobis):
     def _fit_tuples(self, tuples, y):
         """Set ``components_`` (and fitted extras) from validated tuples."""
 
+    def fit_transform(self, X, y=None, **fit_params):
+        """Not available: ``fit`` takes tuples of samples, ``transform`` takes samples.
+
+        scikit-learn's ``fit_transform(X, y)`` is ``fit(X, y).transform(X)`` on the
+        same ``X``, which has no meaning here (with a preprocessor, rows of indices
+        would be embedded as if they were samples). Fit on the tuples, then
+        transform the samples: ``learner.fit(tuples, y).transform(X)``.
+
+        Raises
+        ------
+        TypeError
+            Always.
+        """
+        raise TypeError(
+            f"{type(self).__name__}.fit_transform is not available: fit takes "
+            f"{_WHAT[self._tuple_size]} (tuples of samples) and transform takes samples. "
+            f"Use {type(self).__name__}(...).fit({_WHAT[self._tuple_size]}, y).transform(X).")
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.three_d_array = True  # 2-D: indices into the preprocessor
@@ -340,6 +358,11 @@ class BasePairsLearner(ClassifierMixin, _TupleLearner):
         self.threshold_ = calibrated_threshold(self._distances(pairs, 0, 1), y, strategy,
                                                min_rate, beta)
         return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # pair labels are -1 and +1 only
+        return tags
 
 
 def _check_calibration(strategy="accuracy", min_rate=None, beta=1.0):

@@ -9,6 +9,7 @@ candidates.
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import torch
@@ -134,11 +135,42 @@ def encode_labels(y, y_ref):
     if len(kinds) == 2:  # concatenated, 1 and "1" would become one label
         raise ValueError("y and y_ref mix label types: one holds numbers, the other strings; "
                          "use one type for both.")
+    joined = np.concatenate([y, y_ref])
+    if not _joins_exactly(y, y_ref, joined.dtype):
+        # e.g. int64 with uint64, or int64 above 2**53 with floats: numpy joins them as
+        # float64, where 2**62 and 2**62 + 1 are one label. Python's numbers compare exactly
+        joined = np.array(y.tolist() + y_ref.tolist(), dtype=object)
     try:
-        codes, inverse = np.unique(np.concatenate([y, y_ref]), return_inverse=True)
+        codes, inverse = np.unique(joined, return_inverse=True)
     except TypeError as exc:
         raise ValueError(f"y and y_ref hold labels that cannot be compared: {exc}") from exc
     return codes, inverse[: y.shape[0]], inverse[y.shape[0]:]
+
+
+def _joins_exactly(y, y_ref, dtype):
+    """Whether both label arrays convert to ``dtype`` (their join's) and back unchanged.
+
+    Then the conversion is one-to-one on their labels, so joining them merges no two
+    labels. Only numbers of different dtypes are checked (strings and objects join as they
+    are).
+
+    Examples
+    --------
+    >>> big = np.array([2**62, 2**62 + 1])
+    >>> _joins_exactly(big, big.astype(np.uint64), np.result_type(big, big.astype(np.uint64)))
+    False
+    >>> _joins_exactly(np.array([1, 2]), np.array([1.0, 2.5]), np.dtype(np.float64))
+    True
+    """
+    for labels in (y, y_ref):
+        if labels.dtype == dtype or labels.dtype.kind not in "biuf":
+            continue
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a float beyond the integer range: checked below
+            back = labels.astype(dtype).astype(labels.dtype)
+        if not np.array_equal(back, labels):
+            return False
+    return True
 
 
 def check_pair(X, X_ref, *, x_name="X", ref_name="X_ref"):

@@ -214,3 +214,14 @@ def test_informative_and_noise_features_of_one_unit_keep_their_geometry():
     own = fit_standardize(torch.as_tensor(wide, dtype=torch.float32), np.arange(400), (4,),
                           scale="auto")
     np.testing.assert_allclose(own.scale.numpy()[0], wide.std(0), rtol=1e-4)
+
+
+def test_grey_images_without_a_channel_axis_are_declared_in_the_tags():
+    from sklearn.utils import get_tags
+    rng = np.random.RandomState(0)
+    X, y = rng.rand(40, 8, 8).astype(np.float32), np.repeat(np.arange(4), 10)
+    est = DeepMetricTransformer(n_components=4, max_iter=1, random_state=0, device="cpu")
+    assert get_tags(est).input_tags.three_d_array is True  # fit takes (n, H, W): was False
+    est.fit(X, y)
+    assert est.transform(X).shape == (40, 4)
+    assert est.input_shape_ == (1, 8, 8) and est.n_features_in_ == 8  # X.shape[1], documented

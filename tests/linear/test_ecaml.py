@@ -415,3 +415,57 @@ def test_the_conjugate_gradient_solver_counts_what_it_ran_and_stays_quiet():
         # "invalid value encountered in scalar divide" reached the user
         warnings.simplefilter("error", RuntimeWarning)
         JRD(n_components=3, solver="conjugate_gradient", random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("learner", ["ECAML", "JRD"])
+def test_an_lda_start_is_scored_on_samples_whose_labels_it_did_not_read(learner):
+    # The "lda" start was fitted on every label, the hold-out's too, before the hold-out
+    # was drawn: on pure noise its held-out k-NN accuracy read 0.63-0.88 (chance: 0.25), so
+    # keeping the start looked right and best_validation_score_ overstated it
+    import skdml
+    scores = []
+    for seed in range(3):
+        rng = np.random.RandomState(seed)
+        X, y = rng.randn(120, 60), np.repeat(np.arange(4), 30)
+        est = getattr(skdml, learner)(init="lda", n_components=3, max_iter=1, tol=10.0,
+                                      early_stopping=True, random_state=seed).fit(X, y)
+        assert est.best_iteration_ == 0  # tol=10: the start is kept, and scored
+        scores.append(est.best_validation_score_)
+    assert np.mean(scores) < 0.4
+
+
+def test_a_stratified_validation_run_starts_from_its_training_rows(monkeypatch):
+    from skdml.linear import _jrd
+    seen = []
+    init_extras = _jrd._JRDObjective.init_extras
+    monkeypatch.setattr(_jrd._JRDObjective, "init_extras",
+                        lambda self, X, y: (seen.append(len(y)), init_extras(self, X, y))[1])
+    X, y = _data(n_samples=120)
+    _jrd.JRD(max_iter=2, early_stopping=True, random_state=0).fit(X, y)
+    n_val = 120 - seen[0]
+    assert n_val > 0  # the proxies (class means) of the validation runs omit the hold-out
+    assert seen[:2] == [120 - n_val] * 2  # one run per neighbour-weight candidate
+
+
+def test_held_out_classes_start_with_uninformed_proxies(monkeypatch):
+    # class-disjoint: a held-out class has no training sample; its proxy started at its
+    # held-out samples' mean, a negative the validation run trained against
+    from skdml.linear import _jrd
+    seen = []
+    init_extras = _jrd._JRDObjective.init_extras
+
+    def record(self, X, y):
+        init_extras(self, X, y)
+        seen.append((np.unique(y.numpy()), self.am.proxies.detach().numpy().copy()))
+
+    monkeypatch.setattr(_jrd._JRDObjective, "init_extras", record)
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(200, 10), np.repeat(np.arange(20), 10)
+    est = _jrd.JRD(validation_split="class_disjoint", max_iter=2, early_stopping=True,
+                   random_state=0).fit(X, y)
+    classes, proxies = seen[0]
+    held_out = np.setdiff1d(np.arange(20), classes)
+    assert held_out.size >= 2  # the validation run read its training classes only
+    assert np.isfinite(proxies).all()  # a class without samples: a random unit direction
+    np.testing.assert_allclose(np.linalg.norm(proxies, axis=1), 1.0, rtol=1e-5)
+    assert np.isfinite(est.proxies_).all()

@@ -154,3 +154,11 @@ def test_init_auto_with_more_components_than_samples():
     y = np.array([0, 0, 0, 1, 1, 1])
     assert LMNN(n_components=8, max_iter=3).fit(X, y).components_.shape == (8, 10)
     assert MLKR(n_components=8, max_iter=3).fit(X, y * 1.0).components_.shape == (8, 10)
+
+
+def test_lmnn_requires_y_like_scikit_learns_estimators():
+    from sklearn.utils import get_tags
+    X = np.random.RandomState(0).randn(20, 3)
+    assert get_tags(LMNN()).target_tags.required is True
+    with pytest.raises(ValueError, match="requires y to be passed"):  # was "too many values
+        LMNN().fit(X, None)                                             # to unpack"

@@ -346,3 +346,23 @@ def test_a_dataframe_preprocessor_names_the_features():
         est.transform(frame)
     est.set_params(preprocessor=None).fit(X[idx], y)
     assert not hasattr(est, "feature_names_in_")  # a refit on arrays forgets them
+
+
+@pytest.mark.parametrize("with_preprocessor", [False, True])
+def test_fit_transform_is_refused_where_fit_takes_tuples(with_preprocessor):
+    # scikit-learn's fit_transform is fit(X).transform(X): with a preprocessor, the rows of
+    # indices were embedded as if they were samples (2 features = the pair's 2 indices)
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(30, 2), np.repeat([0, 1, 2], 10)
+    idx, labels = Constraints(y).labeled_pairs(20, random_state=0)
+    learner = ITML(max_iter=5, preprocessor=X if with_preprocessor else None)
+    pairs = idx if with_preprocessor else X[idx]
+    with pytest.raises(TypeError, match=r"fit takes pairs .* transform takes samples"):
+        learner.fit_transform(pairs, labels)
+    assert learner.fit(pairs, labels).transform(X).shape == (30, 2)  # the route it names
+
+
+def test_pair_classifiers_are_binary_in_their_tags():
+    from sklearn.utils import get_tags
+    assert get_tags(ITML()).classifier_tags.multi_class is False  # labels are -1 and +1 only
+    assert get_tags(_Diagonal()).classifier_tags.multi_class is False
