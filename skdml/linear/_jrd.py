@@ -162,7 +162,10 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         ``"adam"``: Adam on fresh class-balanced ``P x K`` batches each
         epoch with a QR retraction; ``"conjugate_gradient"``: pymanopt's Riemannian
         conjugate gradient over a fixed set of class-balanced batches drawn
-        once. Proxies and bias are learned by both.
+        once; its line search needs the cost's own gradient, so there the
+        JRS bandwidths :math:`\tau_l` are differentiated too (Adam holds
+        them constant, as the paper does). Proxies and bias are learned by
+        both.
     max_iter : int, default=300
         Epochs (Adam) or conjugate-gradient iterations. With
         early stopping, the most epochs of the validation run. ``0`` returns
@@ -355,7 +358,11 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         """The :class:`~skdml.losses.MetricObjective`: AM-Softmax plus weighted JRS."""
         loss = build_loss("amsoftmax", {"scale": float(self.scale), "margin": float(self.margin)},
                           n_classes=n_classes, embedding_dim=n_components)
-        return MetricObjective(loss, get_regularizer("jrs"), float(self.regularizer_weight))
+        # the conjugate gradient's line search compares costs along its gradient, which must
+        # then be the cost's own: the bandwidth tau is differentiated too (the paper, and
+        # the Adam steps, hold it constant)
+        jrs = get_regularizer("jrs", detach_tau=self.solver != "conjugate_gradient")
+        return MetricObjective(loss, jrs, float(self.regularizer_weight))
 
     def _store_extras(self, objective, space):
         # trained embedding: normalize(L P (x / m - mu) / s + b), proportional to

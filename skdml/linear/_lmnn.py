@@ -160,10 +160,14 @@ class LMNN(BaseMahalanobis):
                              "single sample there is no target neighbour to pull.")
         n, d = X.shape
         dim = check_n_components(self.n_components, d)
+        # the loss and the target neighbours read differences of samples only: centred, the
+        # distances' expansion |z_i|^2 - 2 z_i.z_j + |z_j|^2 does not cancel an offset (at
+        # 1e6, errors of 5e-5 in the loss and 7e-5 in its gradient; at 1e7, 1e-2)
+        X = X - X.mean(axis=0)
         L0 = initial_map(self.init, X, dim, check_random_state(self.random_state), y)
         targets = target_neighbors(X, y, self.n_neighbors)
         with thread_limits(flops_per_step=4.0 * n * n * (dim + self.n_neighbors)):
-            Xt = torch.tensor(X, dtype=torch.float64)  # a copy: X may be read-only
+            Xt = torch.as_tensor(X, dtype=torch.float64)  # centred above: our own copy
             yt = torch.as_tensor(y)
             tt = torch.as_tensor(targets)
             history = []

@@ -469,3 +469,39 @@ def test_held_out_classes_start_with_uninformed_proxies(monkeypatch):
     assert np.isfinite(proxies).all()  # a class without samples: a random unit direction
     np.testing.assert_allclose(np.linalg.norm(proxies, axis=1), 1.0, rtol=1e-5)
     assert np.isfinite(est.proxies_).all()
+
+
+@pytest.mark.parametrize("learner, params", [
+    ("ECAML", {}), ("ECAML", {"loss": "lmnn"}),
+    ("JRD", {"neighbor_weight": 0.0}), ("JRD", {"neighbor_weight": 1.0}),
+])
+def test_the_batch_solver_gets_the_gradient_of_its_cost(learner, params, monkeypatch):
+    # JRD's regulariser held its bandwidth tau constant in the gradient but not in the cost:
+    # the conjugate gradient's line search then stopped early (13 of 200 iterations, at
+    # a cost 20 % above the one it reached with the true gradient) and called it converged
+    import skdml
+    from skdml.linear import _jrd, _supervised
+    monkeypatch.setattr(_supervised, "DTYPE", torch.float64)  # finite differences in float64
+    monkeypatch.setattr(_jrd, "DTYPE", torch.float64)
+    errors = []
+
+    def checked(manifold, cost, gradient, start, **kwargs):
+        rng = np.random.RandomState(1)
+        point = start if isinstance(start, list) else [start]
+        point = [p + 0.1 * rng.randn(*p.shape) for p in point]  # off the start's symmetries
+        direction = [rng.randn(*p.shape) for p in point]
+        grads = gradient(*point)
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        slope = sum(float(np.sum(g * d)) for g, d in zip(grads, direction))
+        h = 1e-6
+        up = cost(*[p + h * d for p, d in zip(point, direction)])
+        down = cost(*[p - h * d for p, d in zip(point, direction)])
+        errors.append(abs((up - down) / (2 * h) - slope) / abs(slope))
+        return run_manopt(manifold, cost, gradient, start, **kwargs)
+
+    run_manopt = _supervised.run_manopt
+    monkeypatch.setattr(_supervised, "run_manopt", checked)
+    X, y = _data(n_samples=48, n_features=5)
+    getattr(skdml, learner)(n_components=3, solver="conjugate_gradient", max_iter=2,
+                            random_state=0, **params).fit(X, y)
+    assert errors and errors[0] < 1e-6

@@ -137,3 +137,15 @@ def test_string_targets_are_refused_with_a_clear_message():
     X = np.random.RandomState(0).randn(12, 3)
     with pytest.raises(ValueError, match="numeric targets"):
         MLKR().fit(X, np.array(list("abc") * 4))
+
+
+def test_an_offset_changes_nothing():
+    # at an offset of 1e8 the uncentred distances' expansion stopped L-BFGS after 1 iteration
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 4)
+    t = X[:, 0] + 0.1 * rng.randn(60)
+    plain = MLKR(max_iter=30).fit(X, t)
+    shifted = MLKR(max_iter=30).fit(X + 1e8, t)
+    assert shifted.n_iter_ == plain.n_iter_
+    # X + 1e8 itself is rounded to 1.5e-8: the same map to about that, amplified by L-BFGS
+    np.testing.assert_allclose(shifted.components_, plain.components_, rtol=0, atol=1e-5)

@@ -423,3 +423,42 @@ def test_an_orthogonal_map_of_full_width_is_warned_about():
     X = load_digits().data[:100, :8]
     with pytest.warns(UserWarning, match="the learned distance is the Euclidean one"):
         SUML(n_components=8, manifold="stiefel", max_iter=1, random_state=0).fit(X)
+
+
+def test_the_trust_region_hessian_is_the_gradients_derivative(digits, monkeypatch):
+    # trust_regions gets the Euclidean Hessian as a forward difference of the analytic
+    # gradient (whose own finite-difference and autograd tests are above): checked against
+    # a central difference, its symmetry and its linearity, at the start and one step on
+    from skdml.linear import _suml
+    X, _ = digits
+    captured = []
+    real = _suml.run_manopt
+
+    def capture(manifold, cost, gradient, point, **kwargs):
+        captured.append((gradient, kwargs["euclidean_hessian"], [p.copy() for p in point]))
+        return real(manifold, cost, gradient, point, **kwargs)
+
+    monkeypatch.setattr(_suml, "run_manopt", capture)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        SUML(n_components=4, solver="trust_regions", n_triplets=200, max_iter=2,
+             random_state=0).fit(X)
+    gradient, hessian, (L, S) = captured[0]
+    assert hessian is not None
+    rng = np.random.RandomState(0)
+    d1 = (rng.randn(*L.shape), rng.randn(*S.shape))
+    d2 = (rng.randn(*L.shape), rng.randn(*S.shape))
+    t = 1e-4
+    plus, minus = gradient(L + t * d1[0], S + t * d1[1]), gradient(L - t * d1[0], S - t * d1[1])
+    central = [(p - m) / (2 * t) for p, m in zip(plus, minus)]
+    H1 = hessian(L, S, *d1)
+    scale = max(np.abs(c).max() for c in central)
+    # a forward difference at sqrt(eps): about 1e-3 of the scale in float32 (SUML's default)
+    tol = 1e-5 if L.dtype == np.float64 else 1e-2
+    for h, c in zip(H1, central):
+        np.testing.assert_allclose(h, c, rtol=0, atol=tol * scale)
+    H2 = hessian(L, S, *d2)
+    inner = lambda a, b: sum(float(np.sum(x * y)) for x, y in zip(a, b))  # noqa: E731
+    assert inner(d2, H1) == pytest.approx(inner(d1, H2), rel=tol)
+    for h, h2 in zip(hessian(L, S, 2 * d1[0], 2 * d1[1]), H1):
+        np.testing.assert_allclose(h, 2 * h2, rtol=0, atol=tol * scale)

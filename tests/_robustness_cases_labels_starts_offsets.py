@@ -1,5 +1,6 @@
 """The fifth audit's cases: labels numpy would join as floats, starts that read the hold-out,
-spreads small beside a large value, and scikit-learn's conventions for tuple learners.
+spreads small beside a large value, offsets and gradients of the classic and batch solvers,
+and scikit-learn's conventions for tuple learners.
 
 See tests/_robustness_cases.py for Case, check and classify. Every case runs against the
 old code too (``benchmarks/studies/audit_robustness.py --checkout``); a case whose old
@@ -81,6 +82,25 @@ def lmnn_without_y():
         raise
 
 
+def lmnn_offset():
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(60, 4), np.repeat(np.arange(3), 20)
+    plain = linear("LMNN", max_iter=30).fit(X, y)
+    shifted = linear("LMNN", max_iter=30).fit(X + 1e8, y)
+    check(abs(shifted.loss_ / plain.loss_ - 1) < 1e-6,
+          f"loss {shifted.loss_:.6g} at an offset of 1e8, {plain.loss_:.6g} without")
+
+
+def jrd_batch_solver_stops_early():
+    from sklearn.datasets import make_classification
+    X, y = make_classification(n_samples=48, n_features=5, n_informative=4, n_redundant=0,
+                               n_classes=4, n_clusters_per_class=1, class_sep=2.0,
+                               random_state=0)
+    est = linear("JRD", n_components=3, solver="conjugate_gradient", max_iter=200,
+                 neighbor_weight=0).fit(X, y)
+    check(est.n_iter_ > 60, f"stopped after {est.n_iter_} of 200 iterations, as converged")
+
+
 CASES = [Case(name, group, quiet(fn), budget) for name, group, fn, budget in [
     ("knn_accuracy, int64 queries and uint64 references above 2**53", "silent",
      labels_signed_and_unsigned, 30),
@@ -92,4 +112,7 @@ CASES = [Case(name, group, quiet(fn), budget) for name, group, fn, budget in [
      30),
     ("ITML(preprocessor=X).fit_transform(pairs)", "silent", tuple_fit_transform, 30),
     ("LMNN().fit(X, None)", "obscure", lmnn_without_y, 30),
+    ("LMNN at an offset of 1e8", "silent", lmnn_offset, 30),
+    ("JRD(solver='conjugate_gradient'): the line search's gradient", "silent",
+     jrd_batch_solver_stops_early, 60),
 ]]
