@@ -104,7 +104,7 @@ class InputSpace:
             raise ValueError(
                 "X is constant (all samples are equal): there is no distance between samples "
                 "to learn.")
-        peak = float(max(np.max(X), -np.min(X))) if X.size else 0.0
+        peak = float(max(np.max(X), -np.min(X)))
         peak = peak if np.isfinite(peak) and peak > 0 else 1.0
         X = X / dtype(peak)
         mean = X.mean(axis=0, dtype=np.float64)
