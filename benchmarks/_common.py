@@ -164,7 +164,8 @@ def save(name, markdown, data, figures=(), *, quick=None, threads=None):
     suffix = "_quick" if quick else ""
 
     def tag(n):
-        return n if not quick or n.endswith("_quick") else n + suffix
+        # a figure named after a quick run's name ("x_quick_gaps") is tagged already
+        return n if not quick or "_quick" in n else n + suffix
 
     name = tag(name)
     figures = [(tag(fig_name), fig) for fig_name, fig in figures]

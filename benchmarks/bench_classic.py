@@ -239,7 +239,7 @@ def main(argv=None):
                 f"{ml_versions}\n\n" + table(results, args) + "\n\nFit CPU s: the median over the "
                 "splits" + "".join(f"; {k.upper()}, on each split the median of {n} fits (both "
                                    "sides)" for k, n in REPEATS.items() if k in args.learners)
-                + f".\n\nPlot: `{args.name}.png`.\n")
+                + f".\n\n![accuracy and fit time, skdml and metric-learn]({args.name}.png)\n")
     save(args.name, markdown, {"results": results, "args": vars(args),
                                "metric_learn_versions": ml_versions},
          figures=[(args.name, plot(results, args))],

@@ -129,14 +129,15 @@ def short(params):
     return ", ".join(text)
 
 
-def best_rivals(path, name):
-    """``{k: (mean accuracy, method)}``: the best rival per k, and PCA's reused numbers."""
+def best_rivals(path, name, n_splits):
+    """``{k: (mean accuracy, method)}``: the best rival per k, and PCA's reused numbers, over
+    the first ``n_splits`` splits (the ones this run uses: a quick run has one)."""
     data = json.loads(Path(path).read_text())["results"].get(name, {})
     best, pca = {}, None
     for method, r in data.items():
         if not r["acc"]["1"]:
             continue  # timed out
-        means = {k: float(np.mean(r["acc"][str(k)])) for k in KS}
+        means = {k: float(np.mean(r["acc"][str(k)][:n_splits])) for k in KS}
         if method.startswith("PCA"):
             pca = means
             continue
@@ -266,7 +267,7 @@ def main(argv=None):
         for name in args.datasets:
             print(f"{NAMES[name]} ...", flush=True)
             results[name] = run_dataset(name, args)
-            rivals[name] = best_rivals(args.rivals, name)
+            rivals[name] = best_rivals(args.rivals, name, args.n_splits)
     total = time.perf_counter() - t0
 
     grid = QUICK_GRID if args.quick else GRID

@@ -341,7 +341,8 @@ def _diagnosis(args):
                 differ[k] += [np.sum(right_pca & ~right_suml), np.sum(~right_pca & right_suml)]
             # the working space, the start and the learned map of the seed-0 fit
             state = fits[seeds[0]]._state
-            X_w = state["X"]
+            # a fitted SUML keeps no training data: its working space maps them again
+            X_w = state["space"].transform(X_tr).astype(state["dtype"])
             X_te_w = state["space"].transform(X_te).astype(X_w.dtype)
             start = SUML(n_comp, random_state=seeds[0], max_iter=0).fit(X_tr)._state
             L0, S0, L1 = start["L"], start["S"], state["L"]
