@@ -1,6 +1,6 @@
 """The fifth audit's cases: labels numpy would join as floats, starts that read the hold-out,
 spreads small beside a large value, offsets and gradients of the classic and batch solvers,
-and scikit-learn's conventions for tuple learners.
+the deep learner's subsamples and offsets, and scikit-learn's conventions for tuple learners.
 
 See tests/_robustness_cases.py for Case, check and classify. Every case runs against the
 old code too (``benchmarks/studies/audit_robustness.py --checkout``); a case whose old
@@ -101,6 +101,42 @@ def jrd_batch_solver_stops_early():
     check(est.n_iter_ > 60, f"stopped after {est.n_iter_} of 200 iterations, as converged")
 
 
+def deep_axes_of_sorted_data():
+    import torch
+    from skdml.deep._inputs import fit_standardize
+    rng = np.random.RandomState(0)
+    y = np.r_[np.zeros(1100, int), np.ones(947, int)]
+    X = rng.randn(len(y), 300).astype(np.float32)
+    X[:, 0] = np.where(y == 0, 0.0, 5.0)
+    layer = fit_standardize(torch.from_numpy(X), np.arange(len(y)), (300,), n_axes=256)
+    kept = float(np.linalg.norm(layer.components.numpy()[0]))
+    check(kept > 0.9, f"the separating feature kept {kept:.2f} of its norm in the projection")
+
+
+def deep_offset_features():
+    from skdml import DeepMetricTransformer
+    rng = np.random.RandomState(1)
+    y = np.repeat(np.arange(4), 30)
+    X = 1e6 + 0.4 * (rng.randn(120, 3) + 2.0 * y[:, None])
+    try:
+        DeepMetricTransformer(max_iter=1, random_state=0, device="cpu").fit(X, y)
+    except (ValueError, RuntimeError) as exc:
+        raise Wrong(f"valid input refused: {exc}") from exc
+
+
+def deep_mixed_labels():
+    from skdml import DeepMetricTransformer
+    X = np.random.RandomState(0).randn(40, 5).astype(np.float32)
+    y = np.array(["x", "y", 1, 2], dtype=object)[np.repeat(np.arange(4), 10)]
+    try:
+        DeepMetricTransformer(max_iter=1, device="cpu").fit(X, y)
+    except ValueError as exc:
+        check("mixes label types" in str(exc), f"unclear: {exc}")
+        raise
+    except TypeError as exc:
+        raise Wrong(f"numpy's error: {exc}") from exc
+
+
 CASES = [Case(name, group, quiet(fn), budget) for name, group, fn, budget in [
     ("knn_accuracy, int64 queries and uint64 references above 2**53", "silent",
      labels_signed_and_unsigned, 30),
@@ -115,4 +151,8 @@ CASES = [Case(name, group, quiet(fn), budget) for name, group, fn, budget in [
     ("LMNN at an offset of 1e8", "silent", lmnn_offset, 30),
     ("JRD(solver='conjugate_gradient'): the line search's gradient", "silent",
      jrd_batch_solver_stops_early, 60),
+    ("deep principal axes of 2047 rows sorted by class", "silent", deep_axes_of_sorted_data,
+     60),
+    ("deep fit of features at 1e6 + N(0, 0.4)", "obscure", deep_offset_features, 60),
+    ("deep fit, labels mixing strings and ints", "obscure", deep_mixed_labels, 30),
 ]]

@@ -2,6 +2,7 @@
 and the file helpers of every writer (``_files``)."""
 
 from ._files import atomic_write_bytes, check_output_file
+from ._labels import check_orderable_labels
 from ._memory import keep_freed_buffers
 from ._threads import (ENV_OVERRIDE, SMALL_STEP_FLOPS, _THREAD_VARS, choose_n_threads,
                        thread_budget, thread_limits)
@@ -10,6 +11,7 @@ from ._transactional import transactional_fit
 from ._warnings import warn_user
 
 __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "_THREAD_VARS", "as_float_tensor",
-           "atomic_write_bytes", "check_output_file", "choose_n_threads", "cuda_syncs",
+           "atomic_write_bytes", "check_orderable_labels", "check_output_file",
+           "choose_n_threads", "cuda_syncs",
            "keep_freed_buffers", "resolve_device", "thread_budget", "thread_limits",
            "torch_rng_scope", "torch_seed", "transactional_fit", "warn_user"]

@@ -483,6 +483,20 @@ def _warn_if_one_dimensional(normalize, n_components):
             UserWarning)
 
 
+def _warn_if_regularizer_unused(regularizer, weight):
+    """Warn where ``regularizer`` and ``regularizer_weight`` leave the term out: a regulariser
+    at the default weight 0 (ECAML's and JRD's defaults are positive) or a weight with no
+    regulariser."""
+    if regularizer is not None and weight == 0:
+        warn_user(
+            f"regularizer={regularizer!r} with regularizer_weight=0 (the default) adds nothing "
+            "to the loss: set regularizer_weight > 0 (e.g. 1.0) to train with it.", UserWarning)
+    elif regularizer is None and weight > 0:
+        warn_user(
+            f"regularizer_weight={weight} has no effect without a regularizer: set "
+            "regularizer='ec' or 'jrs' (or drop the weight).", UserWarning)
+
+
 def resolve_config(est, *, y_enc, input_shape, in_memory, device, rng, resume=None,
                    refit=None):
     """The :class:`FitConfig` of a fit of ``est`` on labels ``y_enc`` (one call per fit).
@@ -493,6 +507,7 @@ def resolve_config(est, *, y_enc, input_shape, in_memory, device, rng, resume=No
     the loss that ``loss="auto"`` stands for, or ``augment="auto"`` turned off.
     """
     _warn_if_one_dimensional(est.normalize, est.n_components)
+    _warn_if_regularizer_unused(est.regularizer, est.regularizer_weight)
     n_classes = len(np.unique(y_enc))
     early_stopping = _early_stopping(est, n_classes)
     train_idx, val_idx, kind = _split(est, y_enc, early_stopping, rng, resume)

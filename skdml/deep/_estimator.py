@@ -11,8 +11,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._utils import (resolve_device, thread_limits, torch_rng_scope, torch_seed,
-                      transactional_fit, warn_user)
+from .._utils import (check_orderable_labels, resolve_device, thread_limits, torch_rng_scope,
+                      torch_seed, transactional_fit, warn_user)
 from .._utils._params import NestedParamsMixin
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
 from ._config import (NESTED_PARAMS, PARAMETER_CONSTRAINTS,
@@ -120,8 +120,10 @@ callable, default="auto"
         ``set_params(regularizer__log=False)`` builds the named (or the
         instance's) regulariser with that option.
     regularizer_weight : float, default=0.0
-        Weight of the regulariser (0 disables it); the same name and meaning
-        in :class:`~skdml.ECAML` and :class:`~skdml.JRD`.
+        Weight of the regulariser (0 leaves it out: a regulariser set at the
+        default weight 0 warns, as does a weight without a regulariser); the
+        same name and meaning as in :class:`~skdml.ECAML` and
+        :class:`~skdml.JRD`, whose defaults are positive.
     preserve_input : float or "auto", default="auto"
         Weight of :class:`~skdml.losses.DistancePreservation` between each
         training batch's embeddings and the network's (standardised) input: it
@@ -194,9 +196,10 @@ callable, default="auto"
         Fraction held out for validation, drawn as by every skdml learner
         (see the :doc:`user guide </deep>`): whole classes from 5
         classes up (what zero-shot retrieval needs), samples of each class
-        below. ``None``: no validation set unless ``early_stopping=True``,
-        which then holds out 0.2 of the classes (or 0.1 of each class). The
-        score is logged in ``history_``.
+        below, always leaving 2 training samples of each class (so a large
+        fraction of few samples holds out less). ``None``: no validation set
+        unless ``early_stopping=True``, which then holds out 0.2 of the
+        classes (or 0.1 of each class). The score is logged in ``history_``.
     n_iter_no_change : int, default=10
         Epochs without an improvement larger than ``tol`` before stopping.
     checkpoint_path : str or path-like, default=None
@@ -408,7 +411,7 @@ callable, default="auto"
             The fitted estimator.
         """
         source, y, input_shape = validate_fit_input(self, X, y)
-        classes, y_enc = np.unique(y, return_inverse=True)
+        classes, y_enc = np.unique(check_orderable_labels(y), return_inverse=True)
         if len(classes) < 2:
             raise ValueError(f"Metric learning needs at least 2 classes; the labels hold "
                              f"{len(classes)} class (1 class).")

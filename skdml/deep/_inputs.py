@@ -153,9 +153,9 @@ def _moments(source, indices, input_shape):
     """Float64 mean and standard deviation of each channel / feature, two chunked passes."""
     axes = (0,) if len(input_shape) == 1 else (0, 2, 3)
     if not isinstance(source, torch.Tensor):
-        from ._data import first_items
+        from ._data import evenly_spaced, first_items
 
-        picked = indices[::max(1, len(indices) // DATASET_SAMPLE)][:DATASET_SAMPLE]
+        picked = evenly_spaced(indices, DATASET_SAMPLE)
         source, indices = first_items(_Subset(source, picked), len(picked)), np.arange(
             len(picked))
 
@@ -243,13 +243,24 @@ def fit_standardize(source, indices, input_shape, *, scale="feature", n_axes=Non
                          "overflows float64); rescale X.")
     if top == 0.0:
         raise ValueError(
-            "Every feature of the training inputs is constant (after conversion to float32: "
-            "values below about 1e-45 become 0), so nothing can be learned from them. Check "
-            "the data, or rescale X.")
-    # a feature constant up to float32 rounding (relative to its own size) is centred and
-    # divided by the largest scale, so that its rounding noise is not blown up to unit size
-    constant = std <= 1e-6 * mean.abs()
+            "Every feature of the training inputs is constant after conversion to float32 "
+            "(values below about 1e-45 become 0, and a variation below float32's resolution "
+            "of a large offset is lost), so nothing can be learned from them. Check the data, "
+            "subtract the offset, or rescale X.")
+    # a feature constant up to float32 rounding is centred and divided by the largest scale,
+    # so that its rounding noise is not blown up to unit size. Rounding noise: float64
+    # values on either side of a float32 rounding boundary, a spread of at most one unit in
+    # the last place (2**-23 of the value), so a standard deviation below 2 of them; 1e-6
+    # of the value (17 of them) also caught real features (1e6 + N(0, 0.4): 20-50 float32
+    # values), whose information was then divided by another feature's scale
+    constant = std <= 2.0 ** -22 * mean.abs()
     varying = std[~(constant | (std == 0))]
+    if varying.numel() == 0:
+        raise ValueError(
+            "Every feature of the training inputs is constant up to float32 rounding (their "
+            "spread is below 2 units in the last place of their values, e.g. a large offset "
+            "with a tiny variation), so nothing can be learned from them. Subtract the "
+            "offset, or rescale X.")
     if scale == "auto" and len(input_shape) == 1 and \
             float(varying.max()) <= COMMON_UNIT_RATIO * float(varying.quantile(0.5)):
         std = torch.full_like(std, float(varying.pow(2).sum().div(std.numel()).sqrt()))
@@ -269,7 +280,9 @@ def _principal_axes(layer, source, indices, n_axes):
     eigendecomposition of at most :data:`PROJECTION_ROWS` squared); axes of a zero
     variance are dropped, so ``m <= min(n_axes, d, rows - 1)``.
     """
-    picked = indices[::max(1, len(indices) // PROJECTION_ROWS)][:PROJECTION_ROWS]
+    from ._data import evenly_spaced
+
+    picked = evenly_spaced(indices, PROJECTION_ROWS)
     x = layer(source[picked].detach().cpu().float()).double()
     x = x - x.mean(dim=0, keepdim=True)
     wide = x.shape[1] > x.shape[0]

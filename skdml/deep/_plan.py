@@ -18,6 +18,7 @@ from sklearn.utils.validation import validate_data
 from torch import nn
 from torch.utils.data import Dataset
 
+from .._utils import check_orderable_labels
 from ..losses import MetricObjective, build_loss, get_regularizer
 from ._data import as_source, dataset_labels, dataset_shape, input_shape_of
 
@@ -25,8 +26,14 @@ __all__ = ["build_objective", "validate_fit_input", "validate_transform_input"]
 
 
 def _host(X):
-    """A torch tensor as a host array (detached: one that requires grad included)."""
-    return X.detach().cpu().numpy() if isinstance(X, torch.Tensor) else X
+    """A torch tensor as a host array (detached: one that requires grad included).
+
+    bfloat16, which numpy lacks, comes back as float32 (every bfloat16 value exactly).
+    """
+    if not isinstance(X, torch.Tensor):
+        return X
+    X = X.detach().cpu()
+    return (X.float() if X.dtype == torch.bfloat16 else X).numpy()
 
 
 def validate_fit_input(est, X, y):
@@ -42,7 +49,7 @@ def validate_fit_input(est, X, y):
         raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y "
                          "is None: labels are missing.")
     X, y = validate_data(est, X, y, allow_nd=True, dtype=np.float32)
-    check_classification_targets(y)
+    check_classification_targets(check_orderable_labels(y))
     source = as_source(X)
     return source, y, tuple(source.shape[1:])
 

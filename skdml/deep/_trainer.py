@@ -19,7 +19,8 @@ from .._training._distributed import distributed_context
 from .._utils import keep_freed_buffers, thread_limits
 from ._config import (AUTO_LOSS, COLLAPSE_REFITS, DECAYING_SCHEDULES, VECTOR_MAX_FEATURES,
                       standardizes)
-from ._data import MappedSampler, first_items, make_loader, prepare_source, to_model_input
+from ._data import (MappedSampler, evenly_spaced, first_items, make_loader, prepare_source,
+                    to_model_input)
 from ._hooks import LayerCapture, match_modules
 from ._inputs import fit_standardize, resize_for
 from ._network import (EmbeddingNet, build_backbone, build_optimizer, identity_start, place,
@@ -261,8 +262,14 @@ class DeepTrainer:
             preserve_input=cfg.preserve_input, average=average)
 
     def _check_positive_pairs(self, K, y_train):
-        """Refuse a batch plan without positive pairs, unless the loss learns from proxies."""
-        if K >= 2 or isinstance(getattr(self.objective.loss, "proxies", None), torch.Tensor):
+        """Refuse a batch plan without positive pairs, unless the loss learns from proxies.
+
+        A loss with trainable parameters (class proxies or weights: skdml's and
+        pytorch-metric-learning's ``proxies``, ``W``...) learns from single samples.
+        """
+        loss = self.objective.loss
+        if K >= 2 or (isinstance(loss, torch.nn.Module)
+                      and any(p.requires_grad for p in loss.parameters())):
             return
         if np.bincount(y_train).max() < 2:
             why = "every training class has a single sample" + (
@@ -403,8 +410,7 @@ class DeepTrainer:
         # the eval-mode network, checked once before it is called fitted (non-finite
         # embeddings fail the fit), and its separation of the training classes: cosine, the
         # geometry of a normalised embedding (unnormalised ones, e.g. 1-d, are not judged)
-        picked = cfg.train_idx[::max(1, len(cfg.train_idx) // SEPARATION_SAMPLES)][
-            :SEPARATION_SAMPLES]
+        picked = evenly_spaced(cfg.train_idx, SEPARATION_SAMPLES)
         Z = self.embed(self.trainable.eval_net, picked)
         separation = class_separation(Z, self.y_enc[picked]) if cfg.normalize else \
             (float("nan"),) * 3

@@ -33,7 +33,8 @@ from sklearn.utils.validation import validate_data
 from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLossError, Progress,
                          Trainable, Validation, n_held_out_classes, run_manopt, train_epochs,
                          validation_holdout)
-from .._utils import thread_limits, torch_rng_scope, torch_seed, transactional_fit, warn_user
+from .._utils import (check_orderable_labels, thread_limits, torch_rng_scope, torch_seed,
+                      transactional_fit, warn_user)
 from .._utils._params import StrictInterval
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
 from ._base import (BaseMahalanobis, check_init_array, check_n_components,
@@ -67,7 +68,7 @@ def check_supervised_input(estimator, X, y):
     """
     X, y = validate_data(estimator, X, y, dtype=[np.float64, np.float32], ensure_min_samples=2,
                          y_numeric=False)
-    check_classification_targets(y)
+    check_classification_targets(check_orderable_labels(y))
     encoder = LabelEncoder()
     y_enc = encoder.fit_transform(y)
     classes = encoder.classes_

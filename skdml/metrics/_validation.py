@@ -17,7 +17,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils import check_array
 from sklearn.utils.multiclass import type_of_target
 
-from .._utils import warn_user
+from .._utils import check_orderable_labels, warn_user
 
 __all__ = ["as_host_array", "check_embeddings", "check_labels", "check_k", "check_pair",
            "encode_labels", "label_kind", "prepare_retrieval"]
@@ -66,13 +66,7 @@ def check_labels(y, n_samples, name, x_name):
             f"{x_name} and {name} have inconsistent lengths: {n_samples} samples "
             f"but {y.shape[0]} labels."
         )
-    if y.dtype.kind == "O":  # numbers beside strings cannot be sorted
-        try:
-            np.unique(y)
-        except TypeError as exc:
-            kinds = sorted({type(v).__name__ for v in y.tolist()})
-            raise ValueError(f"{name} mixes label types {kinds} that cannot be ordered "
-                             f"({exc}); use one type (all strings, or all numbers).") from exc
+    check_orderable_labels(y, name)
     try:
         kind = type_of_target(y, input_name=name)
     except ValueError as exc:

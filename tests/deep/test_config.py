@@ -269,3 +269,35 @@ def test_the_estimator_parameters_are_read_by_the_config_module_only():
         reads = {m.group(2) for m in re.finditer(r"\b(est|estimator)\.(\w+)\b",
                                                  path.read_text())}
         assert not reads & params, (path.name, reads & params)
+
+
+@pytest.mark.parametrize("params, warns", [
+    ({"regularizer": "ec"}, "adds nothing"),  # the default weight 0: silently left out
+    ({"regularizer_weight": 1.0}, "no effect without a regularizer"),
+])
+def test_a_regularizer_left_out_by_its_weight_warns(params, warns):
+    X, y = np.random.RandomState(0).randn(40, 5).astype(np.float32), np.repeat(np.arange(4), 10)
+    with pytest.warns(UserWarning, match=warns):
+        DeepMetricTransformer(max_iter=1, random_state=0, device="cpu", **params).fit(X, y)
+
+
+def test_a_loss_with_class_weights_learns_from_single_samples():
+    # only a loss with a tensor named "proxies" was exempt from the positive-pair check:
+    # pytorch-metric-learning's ArcFace / NormalizedSoftmax (weights "W") were refused
+    import torch.nn.functional as F
+
+    class ClassWeights(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.W = torch.nn.Parameter(torch.randn(4, 3))
+
+        def forward(self, z, y):
+            return F.cross_entropy(10 * F.normalize(z) @ F.normalize(self.W).T, y)
+
+    X, y = np.random.RandomState(0).randn(40, 5).astype(np.float32), np.repeat(np.arange(4), 10)
+    est = DeepMetricTransformer(n_components=3, loss=ClassWeights(), n_samples_per_class=1,
+                                max_iter=1, random_state=0, device="cpu").fit(X, y)
+    assert est.transform(X).shape == (40, 3)
+    with pytest.raises(ValueError, match="positive pair"):  # a pair loss still is refused
+        DeepMetricTransformer(n_components=3, loss="triplet", n_samples_per_class=1,
+                              max_iter=1, device="cpu").fit(X, y)

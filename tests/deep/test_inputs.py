@@ -225,3 +225,50 @@ def test_grey_images_without_a_channel_axis_are_declared_in_the_tags():
     est.fit(X, y)
     assert est.transform(X).shape == (40, 4)
     assert est.input_shape_ == (1, 8, 8) and est.n_features_in_ == 8  # X.shape[1], documented
+
+
+def test_principal_axes_read_every_part_of_data_sorted_by_class():
+    # 1024 < n < 2048 rows: "every (n // 1024)-th row" read the first 1024, class 0 only, and
+    # the one feature that separates the classes (constant within each) was projected out
+    rng = np.random.RandomState(0)
+    y = np.r_[np.zeros(1100, int), np.ones(947, int)]  # sorted by class
+    X = rng.randn(len(y), 300).astype(np.float32)
+    X[:, 0] = np.where(y == 0, 0.0, 5.0)
+    layer = fit_standardize(torch.from_numpy(X), np.arange(len(y)), (300,), n_axes=256)
+    assert np.linalg.norm(layer.components.numpy()[0]) > 0.9  # was 0.0
+
+
+def test_a_large_offset_leaves_features_their_own_scale():
+    # a feature was "constant up to float32 rounding" when its spread was below 1e-6 of its
+    # value: 1e6 + N(0, 0.4) (20-50 float32 values, real information) was divided by another
+    # feature's scale, and with every feature so, the fit crashed (max() of an empty tensor)
+    rng = np.random.RandomState(1)
+    y = np.repeat(np.arange(4), 30)
+    informative = 0.4 * (rng.randn(120, 3) + 2.0 * y[:, None])
+    X = np.c_[informative, 1000 * rng.randn(120, 1), rng.randn(120, 2)]
+    shifted = X.copy()
+    shifted[:, :3] += 1e6
+    scales = [fit_standardize(torch.from_numpy(data.astype(np.float32)), np.arange(120),
+                              (6,)).scale.numpy().ravel() for data in (X, shifted)]
+    np.testing.assert_allclose(scales[1][:3], scales[0][:3], rtol=0.05)  # own scale, ~0.9
+    assert np.all(scales[1][:3] < 2.0)  # was 1057, the noise feature's
+    DeepMetricTransformer(max_iter=1, random_state=0, device="cpu").fit(
+        informative + 1e6, y)  # every feature offset: was a RuntimeError
+    for lost in (1e-3, 2.0):  # below float32's resolution at 1e7 (1): one value, or a few
+        with pytest.raises(ValueError, match="constant .*float32"):
+            DeepMetricTransformer(max_iter=1, device="cpu").fit(1e7 + lost * rng.rand(120, 3), y)
+
+
+def test_bfloat16_tensors_are_read_as_float32():
+    rng = np.random.RandomState(0)
+    X, y = torch.from_numpy(rng.randn(40, 5).astype(np.float32)), np.repeat(np.arange(4), 10)
+    est = DeepMetricTransformer(max_iter=1, random_state=0, device="cpu")
+    Z = est.fit(X.bfloat16(), y).transform(X.bfloat16())  # was "unsupported ScalarType"
+    np.testing.assert_array_equal(Z, est.transform(X.bfloat16().float()))
+
+
+def test_labels_mixing_numbers_and_strings_are_refused_clearly():
+    X = np.random.RandomState(0).randn(40, 5).astype(np.float32)
+    y = np.array(["x", "y", 1, 2], dtype=object)[np.repeat(np.arange(4), 10)]
+    with pytest.raises(ValueError, match="mixes label types"):  # was numpy's "'<' not
+        DeepMetricTransformer(max_iter=1, device="cpu").fit(X, y)   # supported"
