@@ -11,8 +11,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._utils import (check_orderable_labels, resolve_device, thread_limits, torch_rng_scope,
-                      torch_seed, transactional_fit, warn_user)
+from .._utils import (resolve_device, thread_limits, torch_rng_scope, torch_seed,
+                      transactional_fit, warn_user)
 from .._utils._params import NestedParamsMixin
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
 from ._config import (NESTED_PARAMS, PARAMETER_CONSTRAINTS,
@@ -411,7 +411,7 @@ callable, default="auto"
             The fitted estimator.
         """
         source, y, input_shape = validate_fit_input(self, X, y)
-        classes, y_enc = np.unique(check_orderable_labels(y), return_inverse=True)
+        classes, y_enc = np.unique(y, return_inverse=True)
         if len(classes) < 2:
             raise ValueError(f"Metric learning needs at least 2 classes; the labels hold "
                              f"{len(classes)} class (1 class).")

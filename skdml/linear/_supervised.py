@@ -257,11 +257,8 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
                                                  candidate)
                 with torch.no_grad():
                     objective.L.copy_(torch.as_tensor(start, dtype=DTYPE))
-                if rows is None:
-                    objective.init_extras(X_tensor, y_tensor)
-                else:
-                    rows_t = torch.as_tensor(rows, dtype=torch.int64)
-                    objective.init_extras(X_tensor[rows_t], y_tensor[rows_t])
+                read = slice(None) if rows is None else torch.as_tensor(rows, dtype=torch.int64)
+                objective.init_extras(X_tensor[read], y_tensor[read])
                 return objective
 
             candidate = candidates[0]
