@@ -6,6 +6,8 @@ float64 frame; clustering with many classes seeds k-means with skdml's greedy
 k-means++. Each must give what the plain computation gives.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -67,6 +69,41 @@ def test_long_lists_from_a_sampled_threshold_are_sorted_by_rounding_then_column(
     expected = np.array([np.lexsort((np.arange(3000), row))[:200] for row in rounded])
     np.testing.assert_array_equal(idx, expected)
     np.testing.assert_array_equal(vals, np.take_along_axis(rounded, expected, axis=1))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_lists_are_exact_whatever_their_values_16_bit_buckets(dtype):
+    # long lists are put nearly in order by 16-bit buckets of their values, then sorted
+    # exactly: values the buckets cannot spread (infinite, spanning float32's range,
+    # subnormal, all in one bucket) change the time, never the order
+    rng = np.random.RandomState(4)
+    part = rng.rand(24, 3000).astype(dtype)
+    part[2, rng.permutation(3000)[:350]] = -np.inf  # listed non-finite: sorted directly
+    part[3] = 3.4e38  # listed values -3e38 and 3e38: their float32 spread overflows
+    part[3, rng.permutation(3000)[:450]] = np.repeat([-3e38, 3e38], [150, 300])
+    part[5] = rng.rand(3000) * 2.0 ** -140  # subnormal spread
+    part[6] = 1.0 + rng.randint(0, 3, 3000) * 2.0 ** -23  # three values, many ties
+    part[7, ::2] = 0.5  # half the row in one bucket
+    rounded = part.astype(np.float32)
+    for block in ([2], np.delete(np.arange(24), 2)):  # one non-finite value: its block
+        vals = np.empty((len(block), 300), dtype=np.float32)
+        idx = np.empty((len(block), 300), dtype=np.int64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no overflow, no invalid cast
+            _select._sorted_candidates(part[block], 300, False, vals, idx)
+        expected = np.array([np.lexsort((np.arange(3000), row))[:300] for row in rounded[block]])
+        np.testing.assert_array_equal(idx, expected)
+        np.testing.assert_array_equal(vals, np.take_along_axis(rounded[block], expected, axis=1))
+
+
+def test_sixteen_bit_buckets_are_monotone_and_in_range():
+    values = np.array([3.0, 1.0, 2.0, 1.0, -1e30, 5.0, 5.0, 7.0], dtype=np.float32)
+    counts = np.array([4, 0, 1, 3])
+    got = _select._buckets(values, counts)
+    np.testing.assert_array_equal(got[:4], [65519, 0, 32759, 0])  # (v - 1) / 2 * 65519
+    assert got[4] == 0  # a row of one value: every bucket 0
+    np.testing.assert_array_equal(got[5:], [0, 0, 65519])
+    assert _select._buckets(np.array([1.0, np.nan]), np.array([2])) is None
 
 
 def test_blocks_ranked_by_workers_give_the_sequential_result(monkeypatch):

@@ -4,7 +4,9 @@ A block's search values (float32, or float64 in a wide frame) go in; the ``L``
 smallest of each row come out with their columns, sorted by (value, index). On
 the CPU in numpy: one comparison of each row with a threshold drawn from a sample
 of it (or from column-group minima for short lists), then one sort of int64 keys,
-the float32 bits of the value made monotone above the column; float64 values are
+the float32 bits of the value made monotone above the column (long lists are first
+put nearly in order by a radix pass over 16-bit buckets of their values, which the
+sort then runs through quickly); float64 values are
 listed, and returned, as their float32 roundings (the certificate allows for the
 rounding). On an accelerator, ``torch.topk`` then a stable sort. See
 :mod:`skdml.metrics._neighbors` for how the lists are certified.
@@ -99,6 +101,31 @@ def _sorted_candidates(part, L, full, vals, idx):
     vals[...] = (high ^ ((high >> 31) & np.int32(0x7FFFFFFF))).view(np.float32)
 
 
+def _buckets(values, counts):
+    """Each value's bucket (uint16), linear in ``[min, max]`` of its row's run, or None.
+
+    ``values``: the candidates of consecutive rows, ``counts`` of each (rows with
+    none are allowed). In float32 (a bucket's rounding only moves work between the
+    two sorts). None where a value is not a finite float32 (the caller sorts directly).
+    """
+    values = values.astype(np.float32, copy=False)
+    if not np.isfinite(values).all():
+        return None
+    filled = counts[counts > 0]
+    starts = np.cumsum(filled) - filled
+    lo = np.minimum.reduceat(values, starts)
+    with np.errstate(over="ignore"):
+        spread = np.maximum.reduceat(values, starts) - lo
+    spreads = np.isfinite(spread) & (spread > 2.0 ** -100)
+    lo[~spreads] = 0.0  # a row whose spread overflows or vanishes: every bucket 0
+    # below 65535 by more than float32's rounding of the product: no bucket overflows
+    scale = np.divide(np.float32(65535 * (1 - 2.0 ** -12)), spread,
+                      out=np.zeros_like(spread), where=spreads)
+    buckets = values - np.repeat(lo, filled)
+    buckets *= np.repeat(scale, filled)
+    return buckets.astype(np.uint16)
+
+
 def _sorted_keys(part, L, full):
     """The ``(rounded value, index)`` keys of the ``L`` smallest values of each row, sorted."""
     n_rows, n_ref = part.shape
@@ -131,12 +158,24 @@ def _sorted_keys(part, L, full):
         if good.any():
             # keys above the flat index: within a row it orders as the column does, and the
             # row's offset is taken off the L kept keys (no borrow: flat >= offset)
-            keys = _order_keys(np.take(part.ravel(), flat), flat)
+            listed = np.take(part.ravel(), flat)
+            keys = _order_keys(listed, flat)
             ends = np.cumsum(counts)
             if stride >= 2:  # long lists: one sort per row
+                # The keys put nearly in order by one stable radix pass over their values'
+                # 16-bit buckets (a bucket keeps column order), then sorted exactly by a
+                # stable sort (timsort: about one comparison per key through ordered
+                # stretches): half the time of sorting the keys directly on the CPU. Only
+                # the time depends on the buckets, never the result.
+                buckets = _buckets(listed, counts)
                 for r in np.flatnonzero(good):
-                    row_keys = keys[ends[r] - counts[r]:ends[r]]
-                    row_keys.sort()
+                    run = slice(ends[r] - counts[r], ends[r])
+                    if buckets is None:
+                        row_keys = keys[run]
+                        row_keys.sort()
+                    else:
+                        row_keys = keys[run][np.argsort(buckets[run], kind="stable")]
+                        row_keys.sort(kind="stable")
                     np.subtract(row_keys[:L], r * n_ref, out=out[r])  # the row's offset
             else:  # short lists: one sort of a padded (rows, longest) table
                 owner = np.repeat(np.arange(n_rows), counts)
