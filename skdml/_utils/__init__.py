@@ -4,6 +4,7 @@ and the file helpers of every writer (``_files``)."""
 from ._files import atomic_write_bytes, check_output_file
 from ._labels import check_orderable_labels
 from ._memory import keep_freed_buffers
+from ._sampling import evenly_spaced
 from ._threads import (ENV_OVERRIDE, SMALL_STEP_FLOPS, _THREAD_VARS, choose_n_threads,
                        thread_budget, thread_limits)
 from ._torch import as_float_tensor, cuda_syncs, resolve_device, torch_rng_scope, torch_seed
@@ -12,6 +13,6 @@ from ._warnings import warn_user
 
 __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "_THREAD_VARS", "as_float_tensor",
            "atomic_write_bytes", "check_orderable_labels", "check_output_file",
-           "choose_n_threads", "cuda_syncs",
+           "choose_n_threads", "cuda_syncs", "evenly_spaced",
            "keep_freed_buffers", "resolve_device", "thread_budget", "thread_limits",
            "torch_rng_scope", "torch_seed", "transactional_fit", "warn_user"]

@@ -7,7 +7,7 @@ import torch
 from sklearn.utils.multiclass import check_classification_targets
 from torch.utils.data import DataLoader, Dataset
 
-__all__ = ["as_source", "dataset_labels", "evenly_spaced", "first_items", "input_shape_of",
+__all__ = ["as_source", "dataset_labels", "first_items", "input_shape_of",
            "make_loader", "prepare_source", "to_model_input"]
 
 #: Rows sent through the fixed input layers at a time by :func:`prepare_source`.
@@ -141,27 +141,6 @@ def as_source(X):
     shape = input_shape_of(X.shape[1:])
     return torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32)).reshape(
         (X.shape[0],) + shape)
-
-
-def evenly_spaced(indices, k):
-    """At most ``k`` of ``indices``, spread evenly from the first to the last.
-
-    The fixed estimates read on a subsample (standardisation statistics, principal
-    axes, the classes' separation) see every part of the data, whatever their order:
-    ``indices[::n // k][:k]`` read the first ``k`` rows whenever ``k < n < 2k`` (the
-    first classes only, for data sorted by class).
-
-    Examples
-    --------
-    >>> evenly_spaced(np.arange(10), 4)
-    array([0, 3, 6, 9])
-    >>> evenly_spaced(np.arange(3), 4)
-    array([0, 1, 2])
-    """
-    indices = np.asarray(indices)
-    if len(indices) <= k:
-        return indices
-    return indices[np.linspace(0, len(indices) - 1, k).round().astype(np.int64)]
 
 
 def first_items(source, n=2):

@@ -153,7 +153,8 @@ def _moments(source, indices, input_shape):
     """Float64 mean and standard deviation of each channel / feature, two chunked passes."""
     axes = (0,) if len(input_shape) == 1 else (0, 2, 3)
     if not isinstance(source, torch.Tensor):
-        from ._data import evenly_spaced, first_items
+        from .._utils import evenly_spaced
+        from ._data import first_items
 
         picked = evenly_spaced(indices, DATASET_SAMPLE)
         source, indices = first_items(_Subset(source, picked), len(picked)), np.arange(
@@ -280,7 +281,7 @@ def _principal_axes(layer, source, indices, n_axes):
     eigendecomposition of at most :data:`PROJECTION_ROWS` squared); axes of a zero
     variance are dropped, so ``m <= min(n_axes, d, rows - 1)``.
     """
-    from ._data import evenly_spaced
+    from .._utils import evenly_spaced
 
     picked = evenly_spaced(indices, PROJECTION_ROWS)
     x = layer(source[picked].detach().cpu().float()).double()

@@ -16,10 +16,10 @@ from .._training import (Checkpoint, CheckpointError, EarlyStopping, LRSchedule,
                          Validation, WeightAverage, train_epochs, warmup_cosine,
                          warmup_stable_decay)
 from .._training._distributed import distributed_context
-from .._utils import keep_freed_buffers, thread_limits
+from .._utils import evenly_spaced, keep_freed_buffers, thread_limits
 from ._config import (AUTO_LOSS, COLLAPSE_REFITS, DECAYING_SCHEDULES, VECTOR_MAX_FEATURES,
                       standardizes)
-from ._data import (MappedSampler, evenly_spaced, first_items, make_loader, prepare_source,
+from ._data import (MappedSampler, first_items, make_loader, prepare_source,
                     to_model_input)
 from ._hooks import LayerCapture, match_modules
 from ._inputs import fit_standardize, resize_for

@@ -64,7 +64,7 @@ import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from .._utils import choose_n_threads, resolve_device, thread_limits
+from .._utils import choose_n_threads, evenly_spaced, resolve_device, thread_limits
 from ._exact import Frame, ieee_float32
 from ._select import order_segments, pair_runs, segment_cells, smallest
 from ._validation import check_k, check_labels, check_pair, encode_labels
@@ -271,7 +271,7 @@ def _wide_pays(frame, depth, order_depth, keys, n_probe):
     n_ref = frame.n_ref
     if searched.size * n_ref < _PROBE_MIN_PAIRS:
         return False
-    rows = searched[np.unique(np.linspace(0, searched.size - 1, n_probe).astype(np.int64))]
+    rows = evenly_spaced(searched, n_probe)
     cuts, ref_keys, query_keys = keys
     repaired = []
     _rank_block(frame.distances(rows, frame.exclude_self), rows, depth[rows],
