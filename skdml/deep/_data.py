@@ -7,6 +7,8 @@ import torch
 from sklearn.utils.multiclass import check_classification_targets
 from torch.utils.data import DataLoader, Dataset
 
+from .._utils import check_orderable_labels
+
 __all__ = ["as_source", "dataset_labels", "first_items", "input_shape_of",
            "make_loader", "prepare_source", "to_model_input"]
 
@@ -103,13 +105,26 @@ def input_shape_of(sample_shape, what="X"):
         f"samples of shape {shape} (array rank {len(shape) + 1}).")
 
 
+def _label_array(labels):
+    """``labels`` as an array; numbers mixed with strings stay numbers (an object array).
+
+    ``np.asarray([1, "1"])`` makes both the string ``"1"``: one class where there are
+    two. Kept apart, the mixed types reach the label check, which refuses them.
+    """
+    y = np.asarray(labels)
+    if y.dtype.kind in "US" and not all(isinstance(lab, (str, bytes)) for lab in labels):
+        y = np.empty(len(labels), dtype=object)
+        y[:] = list(labels)
+    return y
+
+
 def dataset_labels(dataset, y):
     """Labels of a ``Dataset``: ``y``, else its ``targets``, else one pass over its items."""
     n = len(dataset)
     if y is None:
         targets = getattr(dataset, "targets", None)
         if targets is not None:
-            y = np.asarray(targets.cpu() if isinstance(targets, torch.Tensor) else targets)
+            y = _label_array(targets.cpu() if isinstance(targets, torch.Tensor) else targets)
         else:
             labels = []
             for i in range(n):
@@ -120,11 +135,11 @@ def dataset_labels(dataset, y):
                         "or make it yield (x, y) pairs.")
                 lab = item[1]
                 labels.append(lab.item() if isinstance(lab, torch.Tensor) else lab)
-            y = np.asarray(labels)
+            y = _label_array(labels)
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != n:
         raise ValueError(f"Expected {n} labels for the Dataset, got shape {y.shape}.")
-    check_classification_targets(y)
+    check_classification_targets(check_orderable_labels(y, "y (the Dataset's labels)"))
     return y
 
 

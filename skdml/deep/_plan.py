@@ -44,7 +44,7 @@ def validate_fit_input(est, X, y):
         for stale in ("n_features_in_", "feature_names_in_"):  # a Dataset has neither
             if hasattr(est, stale):
                 delattr(est, stale)
-        return X, check_orderable_labels(dataset_labels(X, y)), input_shape
+        return X, dataset_labels(X, y), input_shape
     if y is None:
         raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y "
                          "is None: labels are missing.")

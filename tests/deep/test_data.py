@@ -61,6 +61,32 @@ def test_dataset_without_labels_raises(blobs):
         make().fit(XOnlyDataset(X))
 
 
+class MixedLabels(Dataset):
+    """Items ``(x, label)`` whose labels mix numbers and strings: 1 and "1" are two classes."""
+
+    def __init__(self, X, labels, with_targets):
+        self.X, self.labels = torch.as_tensor(X, dtype=torch.float32), labels
+        if with_targets:
+            self.targets = labels
+
+    def __len__(self):
+        return len(self.X)
+
+    def __getitem__(self, i):
+        return self.X[i], self.labels[i]
+
+
+@pytest.mark.parametrize("with_targets", [True, False])
+def test_a_dataset_mixing_numbers_and_strings_is_refused_not_merged(blobs, with_targets):
+    # numpy made 1 and "1" one string label: one class where the data have two
+    X, _ = blobs
+    labels = [1, "1"] * (len(X) // 2)
+    with pytest.raises(ValueError, match=r"mixes label types \['int', 'str'\]"):
+        make().fit(MixedLabels(X[:len(labels)], labels, with_targets))
+    assert tmod.dataset_labels(MixedLabels(X[:4], ["1", "2", "1", "3"], with_targets),
+                               None).dtype.kind == "U"  # strings alone stay strings
+
+
 def test_dataloader_gets_pin_memory_and_workers(blobs, monkeypatch):
     X, y = blobs
     seen = []
