@@ -57,6 +57,9 @@ class TrainingState:
     refit: dict | None = None
     #: SHA-256 of the run's encoded labels, in order: a resumed fit must get the same data
     labels_digest: str | None = None
+    #: the network (and loss, average) before training, when a hold-out scores the run: the
+    #: start returned if no epoch beats it, by a resumed fit as by an uninterrupted one
+    start: dict | None = None
     format: str = FORMAT
     #: where the state was read from, for messages (never saved)
     source: str = dataclasses.field(default="the checkpoint", compare=False)

@@ -206,6 +206,7 @@ class DeepTrainer:
         self._optimisation()
         self.extra_callbacks = list(callbacks)
         self.initial_score = None
+        self._start_state = None  # the network before training, when a hold-out scores it
 
     # ------------------------------------------------------------------ set-up
     def _network(self):
@@ -329,7 +330,8 @@ class DeepTrainer:
             stopped=stopped, classes=self.classes, input_shape=self.input_shape,
             n_components=cfg.n_components, split=(cfg.train_idx, cfg.val_idx),
             world_size=self.ddp.world_size, initial_score=self.initial_score,
-            refit=cfg.refit, labels_digest=self.labels_digest)
+            refit=cfg.refit, labels_digest=self.labels_digest,
+            start=self._start_state)
 
     def restore(self, resume):
         """Load ``resume``; the optimiser takes the *current* learning rates (honoured)."""
@@ -394,10 +396,13 @@ class DeepTrainer:
             keep_freed_buffers()  # CPU memory policy: no page faults for each step's buffers
         with thread_limits(flops_per_step=3.0 * self.flops * P * K if cpu else None), \
                 self.capture:
-            start_state = None
+            start_state = None  # the start, returned if never beaten (saved to resume)
             if validating and resume is None:
                 self.initial_score = self.validation_score()
-                start_state = self.trainable.state_dict()  # the start, kept if never beaten
+                start_state = self.trainable.state_dict()
+            elif validating:
+                start_state = resume.start  # None from a run saved before the start was
+            self._start_state = start_state
             result = train_epochs(self.trainable, self.optimizer, lambda epoch: self.loader,
                                   max_iter=max_iter, callbacks=callbacks,
                                   start_epoch=start_epoch, history=history,

@@ -107,6 +107,37 @@ def test_interrupted_scheduled_fit_resumes_exactly(blobs, tmp_path, schedule):
     assert_same_params(params_of(full), params_of(resumed))
 
 
+def test_a_resumed_fit_keeps_the_untrained_start_as_the_uninterrupted_one_does(tmp_path):
+    # a run whose hold-out never beats its start returns the start (best_iteration_ = 0);
+    # resumed after Ctrl-C, the start was lost (not saved) and epoch 1's network came back
+    from skdml.callbacks import Callback
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(6), 12)
+    X = (rng.randn(72, 6) + 2 * y[:, None] * rng.randn(1, 6)).astype(np.float32)
+    kw = dict(n_components=3, max_iter=5, validation_fraction=0.34, early_stopping=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = fast(checkpoint_path=tmp_path / "a.ckpt", **kw).fit(X, y)
+        assert ref.best_iteration_ == 0  # the start, unbeaten
+
+        class CtrlC(Callback):
+            def on_epoch_end(self, estimator, info):
+                if info.epoch == 2:
+                    raise KeyboardInterrupt
+
+        est = fast(checkpoint_path=tmp_path / "b.ckpt", callbacks=[CtrlC()], **kw)
+        with pytest.raises(KeyboardInterrupt):
+            est.fit(X, y)
+        est.set_params(warm_start=True, callbacks=None).fit(X, y)
+        assert est.best_iteration_ == 0
+        np.testing.assert_array_equal(est.transform(X), ref.transform(X))
+        before = ref.transform(X)
+        ref.set_params(warm_start=True).fit(X, y)  # nothing left to train: nothing changes
+        assert ref.best_iteration_ == 0
+        np.testing.assert_array_equal(ref.transform(X), before)
+
+
 def test_early_stopping_restores_best_weights(blobs):
     X, _ = blobs
     # noise labels: the validation score wanders (with seed 3 an epoch beats the untrained
