@@ -417,6 +417,9 @@ callable, default="auto"
                              f"{len(classes)} class (1 class).")
         device = resolve_device(self.device)
         rng = check_random_state(self.random_state)
+        if rng is np.random.mtrand._rand:  # None: one draw of numpy's global generator seeds
+            # the fit's own, which refits rewind and a resumed run sets (never the global one)
+            rng = np.random.RandomState(rng.randint(np.iinfo(np.int32).max))
         # the checkpoint is checked writable and locked before any training; the state to
         # resume from fixes the validation split, so it is read before the configuration
         with checkpoint_claim(self.checkpoint_path):

@@ -138,6 +138,24 @@ def test_a_resumed_fit_keeps_the_untrained_start_as_the_uninterrupted_one_does(t
         np.testing.assert_array_equal(ref.transform(X), before)
 
 
+def test_a_warm_start_without_a_seed_leaves_numpy_global_generator_alone(blobs, tmp_path):
+    # random_state=None: the fit's generator was numpy's global one, which a resumed run
+    # set to the state read from the file (the same draws after every warm start)
+    X, y = blobs
+    path = tmp_path / "run.ckpt"
+    make(max_iter=1, random_state=None, checkpoint_path=path).fit(X, y)
+    draws = []
+    for user_seed in (1, 2):
+        np.random.seed(user_seed)
+        expected = np.random.RandomState(user_seed)
+        expected.randint(np.iinfo(np.int32).max)  # the one draw that seeds the fit's own
+        make(max_iter=1 + user_seed, random_state=None, checkpoint_path=path,
+             warm_start=True).fit(X, y)
+        draws.append(np.random.rand(3))
+        np.testing.assert_array_equal(draws[-1], expected.rand(3))
+    assert not np.array_equal(*draws)
+
+
 def test_early_stopping_restores_best_weights(blobs):
     X, _ = blobs
     # noise labels: the validation score wanders (with seed 3 an epoch beats the untrained
