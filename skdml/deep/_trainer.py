@@ -342,6 +342,14 @@ class DeepTrainer:
                    for group in self.optimizer.param_groups]
         try:
             self.trainable.load_state_dict(resume.to_dict())  # network, loss, weight average
+            # torch loads one optimiser's state into another (Adam's into SGD) and fails at
+            # the first step: the settings each group holds must be this optimiser's
+            # (a schedule adds "initial_lr" to the groups once it is built, after this)
+            saved = set().union(*resume.optimizer["param_groups"]) - {"params", "initial_lr"}
+            wanted = set().union(*self.optimizer.param_groups) - {"params", "initial_lr"}
+            if saved != wanted:
+                raise ValueError(f"another optimiser wrote it: settings {sorted(saved - wanted)} "
+                                 f"there, {sorted(wanted - saved)} here")
             self.optimizer.load_state_dict(resume.optimizer)
             if resume.scaler:
                 self.scaler.load_state_dict(resume.scaler)

@@ -156,6 +156,17 @@ def test_a_warm_start_without_a_seed_leaves_numpy_global_generator_alone(blobs, 
     assert not np.array_equal(*draws)
 
 
+def test_resuming_with_another_optimiser_is_a_checkpoint_error(blobs, tmp_path):
+    # torch loaded Adam's state into SGD; the first step failed with KeyError: 'momentum'
+    from skdml._training import CheckpointError
+
+    X, y = blobs
+    path = tmp_path / "run.ckpt"
+    make(max_iter=1, checkpoint_path=path).fit(X, y)
+    with pytest.raises(CheckpointError, match=r"another optimiser wrote it.*'momentum'"):
+        make(max_iter=2, checkpoint_path=path, warm_start=True, optimizer="sgd").fit(X, y)
+
+
 def test_early_stopping_restores_best_weights(blobs):
     X, _ = blobs
     # noise labels: the validation score wanders (with seed 3 an epoch beats the untrained
