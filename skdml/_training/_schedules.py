@@ -110,14 +110,16 @@ class LRSchedule(Callback):
     """Step a torch learning-rate scheduler after every optimiser step.
 
     Adds ``learning_rate`` (of the first parameter group, at the end of the
-    epoch) to each epoch's record.
+    epoch) to each epoch's record; with ``scheduler=None`` (a constant rate)
+    only records it.
     """
 
-    def __init__(self, scheduler):
+    def __init__(self, scheduler=None):
         self.scheduler = scheduler
 
     def on_step_end(self, loop):
-        self.scheduler.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
 
     def on_epoch_end(self, loop, record):
         record["learning_rate"] = float(loop.optimizer.param_groups[0]["lr"])

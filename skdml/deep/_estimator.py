@@ -159,7 +159,8 @@ callable, default="auto"
           early stopping ends sooner trained at the full rate throughout);
           ``"cosine"`` decays from the warm-up on (the earlier default);
           ``"constant"`` keeps ``learning_rate``, so reaching ``max_iter``
-          while still improving is a ``ConvergenceWarning``;
+          while still improving (the last epoch improved by more than ``tol``,
+          once learning started) is a ``ConvergenceWarning``;
         - ``"ema_epochs"`` (5.0): the fitted network is an exponential moving
           average of the weights and batch-norm statistics with a horizon of
           this many epochs (validation scores the average too); ``None`` or 0

@@ -393,6 +393,8 @@ class DeepTrainer:
                 schedule = warmup_stable_decay(self.optimizer, n_steps, n_warmup,
                                                max(1, int(DECAY_FRACTION * n_steps)), steps_done)
             callbacks.append(LRSchedule(schedule))
+        else:  # a constant rate: recorded in every epoch's row all the same
+            callbacks.append(LRSchedule())
         callbacks.extend(self.extra_callbacks)
         if cfg.checkpoint_path is not None and self.ddp.is_main:
             callbacks.append(Checkpoint(cfg.checkpoint_path, lambda loop: self.state(
@@ -431,8 +433,11 @@ class DeepTrainer:
                   "classes_": self.classes, "input_shape_": self.input_shape,
                   "device_": self.device, "history_": result.history, "n_iter_": result.n_iter,
                   "_resume_state": to_cpu(final.to_dict()),
-                  # a finished decaying schedule (rate 0) is a planned end, not a cut-short run
-                  "_converged": stopped is not None or cfg.lr_schedule in DECAYING_SCHEDULES,
+                  # a finished decaying schedule (rate 0) is a planned end, not a cut-short
+                  # run; nor is a run whose last epoch did not improve by more than tol (or
+                  # that never started learning: the no-gain warning says so)
+                  "_converged": stopped is not None or cfg.lr_schedule in DECAYING_SCHEDULES
+                  or not (self.stopper.started and self.stopper.no_change == 0),
                   "_no_gain": no_gain(result.history, self.initial_score, validating),
                   "_separation": separation, "_separation_samples": len(picked)}
         if validating:

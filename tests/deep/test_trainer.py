@@ -282,7 +282,8 @@ def test_cosine_schedule_and_constant():
     assert rates[0] <= 2e-3 and rates == sorted(rates, reverse=True) and rates[-1] == 0.0
     const = fast(max_iter=3, early_stopping=False, learning_rate=2e-3,
                  optimizer_params={"lr_schedule": "constant"}).fit(X, y)
-    assert all("learning_rate" not in r for r in const.history_)
+    # recorded at every rate, as history_'s docstring says (it was left out when constant)
+    assert [r["learning_rate"] for r in const.history_] == pytest.approx([2e-3] * 3)
     groups = const._resume_state["optimizer"]["param_groups"]
     assert all(g["lr"] == pytest.approx(2e-3) for g in groups)
 
@@ -351,3 +352,17 @@ def test_reaching_max_iter_warns_only_where_the_rate_never_decayed(blobs, schedu
     cut_short = [w for w in caught if issubclass(w.category, ConvergenceWarning)
                  and "reached max_iter" in str(w.message)]
     assert bool(cut_short) == warns
+
+
+def test_a_constant_rate_that_learns_nothing_is_not_called_cut_short(blobs):
+    # "reached max_iter while still improving" was raised beside "did not lower the metric
+    # loss": the two contradicted each other; only the second is true
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = blobs
+    est = make(max_iter=3, learning_rate=1e-12, optimizer_params={"lr_schedule": "constant"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(X, y)
+    assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert [w for w in caught if "did not lower the metric loss" in str(w.message)]
