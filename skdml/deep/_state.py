@@ -50,6 +50,9 @@ class TrainingState:
     average: dict | None = None
     cuda_rng: object = None
     stopped: bool = False
+    #: why the run stopped before max_iter: "no_improvement" (early stopping: the run is
+    #: finished) or a callback's reason (a warm start trains on); None in older states
+    stop_reason: str | None = None
     n_components: int | None = None
     world_size: int = 1
     initial_score: float | None = None

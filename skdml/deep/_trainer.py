@@ -16,7 +16,7 @@ from .._training import (Checkpoint, CheckpointError, EarlyStopping, LRSchedule,
                          Validation, WeightAverage, train_epochs, warmup_cosine,
                          warmup_stable_decay)
 from .._training._distributed import distributed_context
-from .._utils import evenly_spaced, keep_freed_buffers, thread_limits
+from .._utils import evenly_spaced, keep_freed_buffers, thread_limits, warn_user
 from ._config import (AUTO_LOSS, COLLAPSE_REFITS, DECAYING_SCHEDULES, VECTOR_MAX_FEATURES,
                       standardizes)
 from ._data import (MappedSampler, first_items, make_loader, prepare_source,
@@ -171,6 +171,12 @@ def collapse_refits(config, resume, fitted):
     return [refit for refit in COLLAPSE_REFITS if all(applies[key] for key in refit)]
 
 
+def _finished(resume):
+    """Whether the run to resume ended for good: stopped by early stopping (or by a callback
+    in a state saved before the reason was, which cannot tell them apart)."""
+    return resume.stopped and resume.stop_reason in (None, "no_improvement")
+
+
 class DeepTrainer:
     """Train one network from a :class:`~skdml.deep._config.FitConfig`.
 
@@ -317,7 +323,7 @@ class DeepTrainer:
         val_idx = self.config.val_idx
         return map_at_r(self.embed(self.trainable.eval_net, val_idx), self.y_enc[val_idx])
 
-    def state(self, epoch, history, stopped):
+    def state(self, epoch, history, stop_reason):
         """The :class:`TrainingState` after ``epoch`` epochs."""
         cfg = self.config
         return TrainingState(
@@ -327,7 +333,7 @@ class DeepTrainer:
             cuda_rng=torch.cuda.get_rng_state(self.device) if self.device.type == "cuda"
             else None,
             epoch=epoch, history=list(history), stopper=self.stopper.state_dict(),
-            stopped=stopped, classes=self.classes, input_shape=self.input_shape,
+            stopped=stop_reason is not None, stop_reason=stop_reason, classes=self.classes, input_shape=self.input_shape,
             n_components=cfg.n_components, split=(cfg.train_idx, cfg.val_idx),
             world_size=self.ddp.world_size, initial_score=self.initial_score,
             refit=cfg.refit, labels_digest=self.labels_digest,
@@ -380,7 +386,13 @@ class DeepTrainer:
         if resume is not None:
             self.restore(resume)
             history, start_epoch = list(resume.history), int(resume.epoch)
-            if resume.stopped:  # an early-stopped run stays finished
+            if _finished(resume):  # an early-stopped run stays finished
+                if max_iter > start_epoch:
+                    warn_user(
+                        f"warm_start: the run to resume was stopped by early stopping after "
+                        f"{start_epoch} epochs (its hold-out score stopped improving); it trains "
+                        f"no further towards max_iter={max_iter}. Fit with warm_start=False "
+                        "to train afresh.", UserWarning)
                 max_iter = start_epoch
             max_iter = max(max_iter, start_epoch)
         if cfg.lr_schedule in DECAYING_SCHEDULES:
@@ -398,7 +410,7 @@ class DeepTrainer:
         callbacks.extend(self.extra_callbacks)
         if cfg.checkpoint_path is not None and self.ddp.is_main:
             callbacks.append(Checkpoint(cfg.checkpoint_path, lambda loop: self.state(
-                loop.epoch, loop.history, loop.stop_reason is not None).to_dict()))
+                loop.epoch, loop.history, loop.stop_reason).to_dict()))
         callbacks.append(Progress(cfg.verbose if self.ddp.is_main else 0, cfg.name))
         P, K = cfg.n_classes_per_batch, cfg.n_samples_per_class
         cpu = self.device.type == "cpu"
@@ -418,9 +430,9 @@ class DeepTrainer:
                                   start_epoch=start_epoch, history=history,
                                   grad_scaler=self.scaler, device=self.device)
         stopped = result.stop_reason if result.stop_reason != "max_iter" else None
-        if resume is not None and resume.stopped:
+        if resume is not None and _finished(resume):
             stopped = "no_improvement"
-        final = self.state(result.n_iter, result.history, stopped is not None)
+        final = self.state(result.n_iter, result.history, stopped)
         kept_start = start_state is not None and self._keep_start(result.history, start_state)
         # the eval-mode network, checked once before it is called fitted (non-finite
         # embeddings fail the fit), and its separation of the training classes: cosine, the

@@ -366,3 +366,27 @@ def test_a_constant_rate_that_learns_nothing_is_not_called_cut_short(blobs):
         est.fit(X, y)
     assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
     assert [w for w in caught if "did not lower the metric loss" in str(w.message)]
+
+
+def test_a_warm_start_trains_on_after_a_callback_stop_and_says_when_it_cannot(blobs):
+    # a run stopped by a callback (a time budget) was treated as finished: warm_start
+    # trained nothing towards the new max_iter, and said nothing
+    from skdml.callbacks import Callback
+
+    class Budget(Callback):
+        def on_epoch_end(self, estimator, info):
+            if info.epoch == 2:
+                info.stop("time budget")
+
+    X, y = blobs
+    est = make(max_iter=5, callbacks=[Budget()]).fit(X, y)
+    assert est.n_iter_ == 2
+    est.set_params(warm_start=True, callbacks=None, max_iter=4).fit(X, y)
+    assert est.n_iter_ == 4 and len(est.history_) == 4
+    # early stopping ends a run for good: a warm start says it trains no further
+    early = make(max_iter=30, validation_fraction=0.34, early_stopping=True,
+                 n_iter_no_change=1, learning_rate=1e-9).fit(X, y)
+    assert early.n_iter_ < 30
+    with pytest.warns(UserWarning, match="stopped by early stopping.*trains no further"):
+        early.set_params(warm_start=True, max_iter=40).fit(X, y)
+    assert early.n_iter_ < 30
