@@ -6,6 +6,14 @@ trains in epochs of minibatches (:class:`~skdml.DeepMetricTransformer`,
 being fitted and a :class:`TrainingInfo`, a live view of the training loop:
 the epoch, the step, the history so far, the network, and :meth:`TrainingInfo.stop`.
 
+One ``fit`` may train more than once, and the hooks see every training:
+``on_train_begin`` and ``on_train_end`` bracket each, and ``info.run`` names it.
+ECAML and JRD with a hold-out train each candidate on it (``"candidate 'lmnn' on
+the hold-out"``; the refit on all the data runs without the callbacks); the deep
+learner trains again from the same start when a fit leaves the training classes
+unseparated (``"collapse refit (...)"``, see ``collapse_refit_``). The fitted
+model's record is the estimator's ``history_``.
+
 Hooks run in the training process, between optimiser steps: keep
 ``on_batch_end`` cheap (``info.batch_loss`` is a tensor still on the training
 device; ``float()`` on it waits for the device). A callback is called on every
@@ -135,6 +143,9 @@ class TrainingInfo:
     stop_reason : str or None
         Why training stopped, once it has (``"no_improvement"`` for early
         stopping, or the reason a callback gave).
+    run : str
+        Which training of the fit this is: ``"fit"``, a candidate on the
+        hold-out, or a collapse refit (see the module's notes).
 
     Examples
     --------
@@ -143,8 +154,12 @@ class TrainingInfo:
     'End training after the current epoch.'
     """
 
-    def __init__(self, loop):
-        self._loop = loop
+    def __init__(self, loop, run="fit"):
+        self._loop, self._run = loop, run
+
+    @property
+    def run(self):
+        return self._run
 
     @property
     def epoch(self):
@@ -201,12 +216,12 @@ class TrainingInfo:
 class UserCallbacks(_LoopCallback):
     """Adapts the user's :class:`Callback` list to the training loop's hooks (internal)."""
 
-    def __init__(self, estimator, callbacks):
-        self.estimator, self.callbacks = estimator, list(callbacks or ())
+    def __init__(self, estimator, callbacks, run="fit"):
+        self.estimator, self.callbacks, self.run = estimator, list(callbacks or ()), run
         self.info = None
 
     def on_train_begin(self, loop):
-        self.info = TrainingInfo(loop)
+        self.info = TrainingInfo(loop, self.run)
         for cb in self.callbacks:
             cb.on_train_begin(self.estimator, self.info)
 

@@ -1,7 +1,10 @@
 """Public training callbacks: a user callback sees every epoch and step, and can stop training."""
 
+import warnings
+
 import numpy as np
 import pytest
+import torch
 from sklearn.datasets import load_digits
 
 from skdml import ECAML, JRD, DeepMetricTransformer
@@ -186,3 +189,39 @@ def test_a_hook_with_the_wrong_signature_is_refused_before_training():
     X, y = load_digits(return_X_y=True)
     with pytest.raises(TypeError, match=r"OneArgument.on_epoch_end must take \(estimator, info\)"):
         ECAML(n_components=4, max_iter=2, callbacks=[OneArgument()]).fit(X[:200], y[:200])
+
+
+class _Runs(Callback):
+    """Records which training each on_train_begin opens (``info.run``)."""
+
+    def __init__(self):
+        self.runs = []
+
+    def on_train_begin(self, estimator, info):
+        self.runs.append(info.run)
+
+
+def test_each_training_of_a_fit_is_named_to_the_callbacks(digits):
+    # a fit may train more than once (candidates on a hold-out, a collapse refit): the
+    # hooks saw two trainings and could not tell them apart
+    X, y = digits
+    runs = _Runs()
+    ECAML(n_components=8, max_iter=2, callbacks=[runs], random_state=0).fit(X, y)
+    assert runs.runs == ["candidate 'lmnn' on the hold-out",
+                         "candidate 'binomial' on the hold-out"]
+    runs = _Runs()
+    ECAML(n_components=8, max_iter=2, early_stopping=False, callbacks=[runs],
+          random_state=0).fit(X, y)
+    assert runs.runs == ["fit"]
+    # labels unrelated to the data, a rate too small to learn: the fit collapses and is
+    # refitted from the same start with its "auto" settings changed
+    rng = np.random.RandomState(0)
+    runs = _Runs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        DeepMetricTransformer(backbone=lambda shape: torch.nn.Linear(shape[0], 8),
+                              n_components=4, max_iter=10, learning_rate=1e-9, device="cpu",
+                              random_state=0, callbacks=[runs]).fit(
+            rng.randn(60, 5).astype(np.float32), np.repeat(np.arange(4), 15))
+    assert runs.runs[0] == "fit" and len(runs.runs) >= 2
+    assert all(run.startswith("collapse refit (") for run in runs.runs[1:])

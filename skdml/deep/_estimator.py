@@ -37,6 +37,13 @@ def _fill_choices(cls):
 
 
 @_fill_choices
+def _run_name(refit):
+    """What ``info.run`` calls a training of the fit: ``"fit"`` or its collapse refit."""
+    if refit is None:
+        return "fit"
+    return "collapse refit (" + ", ".join(f"{k}={v!r}" for k, v in refit.items()) + ")"
+
+
 class DeepMetricTransformer(ModuleStateMixin, SavedWithoutCallbacksMixin, NestedParamsMixin,
                             ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Deep metric learning with any torch backbone, as a scikit-learn transformer.
@@ -448,7 +455,8 @@ callable, default="auto"
                     objective = build_objective(config.objective, len(classes))
                     trainer = DeepTrainer(config, objective, source, y_enc, classes,
                                           input_shape, rng,
-                                          [UserCallbacks(self, check_callbacks(self.callbacks))])
+                                          [UserCallbacks(self, check_callbacks(self.callbacks),
+                                                         _run_name(refit))])
                     return config, trainer.fit(resume)
 
             # a resumed collapse refit keeps the settings it was refitted with

@@ -343,9 +343,9 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
     def _optimizer(self, objective, n_batches):
         return torch.optim.Adam(objective.parameters, lr=self._learning_rate(n_batches))
 
-    def _user_callbacks(self):
-        """The user's ``callbacks``, as one callback of the training loop."""
-        return UserCallbacks(self, check_callbacks(self.callbacks))
+    def _user_callbacks(self, run="fit"):
+        """The user's ``callbacks``, as one callback of the training loop (``run``: its name)."""
+        return UserCallbacks(self, check_callbacks(self.callbacks), run)
 
     #: ``n_classes_per_batch="auto"`` and ``n_samples_per_class="auto"`` (set by subclasses).
     _auto_batch_plan = (16, 8)
@@ -454,7 +454,10 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
                               self._optimizer(objective, len(sampler)), lambda epoch: sampler,
                               max_iter=self.max_iter,
                               callbacks=[Validation(score_fn), stopper,
-                                         Progress(self.verbose, name), self._user_callbacks()])
+                                         Progress(self.verbose, name),
+                                         self._user_callbacks(
+                                             "on the hold-out" if candidate is None else
+                                             f"candidate {candidate!r} on the hold-out")])
         best = stopper.best_epoch or result.n_iter
         if not improves(stopper.best_value, start_score, self.tol,
                          per_query[best][:, 0] - per_query[0][:, 0] if per_query else None):
