@@ -512,6 +512,12 @@ def resolve_config(est, *, y_enc, input_shape, in_memory, device, rng, resume=No
     early_stopping = _early_stopping(est, n_classes)
     train_idx, val_idx, kind = _split(est, y_enc, early_stopping, rng, resume)
     if early_stopping and val_idx is None:
+        if resume is not None:  # the run keeps its own split: it was trained without one
+            raise ValueError(
+                f"early_stopping needs a validation set, and the run warm_start resumes from "
+                f"{resume.source} was trained without one (a resumed fit keeps the run's "
+                "split): resume with early_stopping=False and validation_fraction=None, or "
+                "fit with warm_start=False to start afresh with a validation set.")
         raise ValueError("early_stopping needs a validation set: set validation_fraction.")
     y_train = y_enc[train_idx]
     P, K = _batch_plan(est, y_train, input_shape)

@@ -129,6 +129,12 @@ def checkpoint_claim(path):
     return claim_checkpoint_path(path)
 
 
+def _few(classes, n=5):
+    """The first ``n`` classes, for a message."""
+    shown = ", ".join(repr(c) for c in np.asarray(classes)[:n].tolist())
+    return shown + (", ..." if len(classes) > n else "")
+
+
 def load_resume_state(path, warm_start, previous, classes, input_shape, y_enc):
     """The state a ``warm_start`` fit resumes from, or ``None`` to start afresh.
 
@@ -160,10 +166,14 @@ def load_resume_state(path, warm_start, previous, classes, input_shape, y_enc):
     if state is previous:  # a copy: training updates the optimiser's tensors in place, and
         state = copy.deepcopy(previous)  # a failed resumed fit must leave the estimator's own
     state = TrainingState.from_dict(state, source)
-    if len(state.classes) != len(classes) or any(a != b for a, b in zip(state.classes, classes)) \
-            or tuple(state.input_shape) != tuple(input_shape):
-        raise ValueError("warm_start: the checkpoint was trained on other classes or input "
-                         "shapes than the data passed to fit.")
+    if len(state.classes) != len(classes) or any(a != b for a, b in zip(state.classes, classes)):
+        raise ValueError(f"warm_start: {source} was trained on other classes "
+                         f"({len(state.classes)}: {_few(state.classes)}) than the data passed "
+                         f"to fit ({len(classes)}: {_few(classes)}).")
+    if tuple(state.input_shape) != tuple(input_shape):
+        raise ValueError(f"warm_start: {source} was trained on inputs of shape "
+                         f"{tuple(state.input_shape)}, and fit was given inputs of shape "
+                         f"{tuple(input_shape)}.")
     train, val = state.split
     n_run = len(train) + (0 if val is None else len(val))
     if n_run != len(y_enc):

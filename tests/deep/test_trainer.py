@@ -390,3 +390,18 @@ def test_a_warm_start_trains_on_after_a_callback_stop_and_says_when_it_cannot(bl
     with pytest.warns(UserWarning, match="stopped by early stopping.*trains no further"):
         early.set_params(warm_start=True, max_iter=40).fit(X, y)
     assert early.n_iter_ < 30
+
+
+def test_a_resume_that_does_not_match_says_what_differs(blobs, tmp_path):
+    # one message ("other classes or input shapes") for two causes; a run trained without a
+    # validation set, resumed with early stopping, was told to set validation_fraction
+    X, y = blobs
+    path = tmp_path / "run.ckpt"
+    make(max_iter=1, checkpoint_path=path).fit(X, y)
+    with pytest.raises(ValueError, match=r"trained on inputs of shape \(10,\).*\(8,\)"):
+        make(max_iter=2, checkpoint_path=path, warm_start=True).fit(X[:, :8], y)
+    with pytest.raises(ValueError, match=r"other classes \(\d+: 0, 1, 2"):
+        make(max_iter=2, checkpoint_path=path, warm_start=True).fit(X[y < 4], y[y < 4])
+    with pytest.raises(ValueError, match="was trained without one"):
+        make(max_iter=2, checkpoint_path=path, warm_start=True, validation_fraction=0.3,
+             early_stopping=True).fit(X, y)
