@@ -53,7 +53,10 @@ def relative_distances(x: torch.Tensor) -> torch.Tensor:
     off = ~torch.eye(n, dtype=torch.bool, device=x.device)
     d = torch.where(off, sq.sqrt(), torch.zeros_like(sq))
     mean = d.sum() / max(n * (n - 1), 1)
-    return d / mean.clamp_min(1e-6)
+    # every pair at the clamp: one point (a collapsed embedding), all zeros as documented
+    # (the clamped distances, all equal, made every ratio 1: a collapse cost nothing)
+    spread = ((sq.detach() > 1e-12) & off).any()
+    return torch.where(spread, d / mean.clamp_min(1e-6), d * 0.0)
 
 
 class DistancePreservation(nn.Module):
@@ -74,7 +77,8 @@ class DistancePreservation(nn.Module):
     that the labels do not speak about, which is what lets an embedding
     trained on a few classes still tell *unseen* classes apart (see the deep
     learner's user guide). The reference gets no gradient. Both sides are
-    computed in the embeddings' precision (float32 in training; rescaling
+    computed in the embeddings' precision (float32 for float16 and bfloat16
+    embeddings, the value returned in theirs; float32 in training; rescaling
     first keeps any input scale exact to its rounding; float64 measured 60x
     slower on a 64 x 784 batch on CPU for no gain).
 
@@ -104,4 +108,5 @@ class DistancePreservation(nn.Module):
         current = relative_distances(embeddings)
         diff = current - target.to(current.dtype)  # 0 on the diagonal (both sides are 0)
         terms = F.huber_loss(diff, torch.zeros_like(diff), reduction="sum", delta=1.0)
-        return terms / (n * (n - 1))
+        # float16 / bfloat16 embeddings are measured in float32; the value is theirs
+        return (terms / (n * (n - 1))).to(embeddings.dtype)

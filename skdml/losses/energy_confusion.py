@@ -44,13 +44,18 @@ def class_pair_energies(embeddings: torch.Tensor, labels) -> torch.Tensor:
     n_classes = classes.shape[0]
     if n_classes == 0:
         return embeddings.new_zeros((0, 0)) + zero_loss(embeddings)
+    dtype = embeddings.dtype
     embeddings = embeddings - embeddings.mean(dim=0).detach()
-    one_hot = torch.nn.functional.one_hot(inverse, n_classes).to(embeddings.dtype)
+    # squares of large values overflow (inf - inf: NaN): in units of s, a power of two at or
+    # above the largest |x| when above 1 (exact), scaled back in float64 (inf where too big)
+    s = torch.exp2(torch.ceil(torch.log2(abs_max(embeddings, floor=1.0))))
+    embeddings = embeddings / s
+    one_hot = torch.nn.functional.one_hot(inverse, n_classes).to(dtype)
     counts = one_hot.sum(dim=0)
     means = (one_hot.T @ embeddings) / counts[:, None]
     mean_sq = (one_hot.T @ (embeddings * embeddings).sum(dim=1)) / counts
     energies = mean_sq[:, None] + mean_sq[None, :] - 2.0 * (means @ means.T)
-    return energies.clamp_min(0.0)
+    return (energies.clamp_min(0.0).to(torch.float64) * s.to(torch.float64) ** 2).to(dtype)
 
 
 class EnergyConfusion(MetricLoss):

@@ -38,7 +38,9 @@ class JRSRegularizer(MetricLoss):
         k_l(x, x') = \sum_{k=1}^{K} \exp\left(-\frac{\|x - x'\|_2^2}{b_k \tau_l}\right),
 
     with :math:`b = (0.5, 1, 2)` (``K = 3``) on every layer except the
-    class-level one, which uses the single kernel :math:`b = (1,)`. The
+    last representation, which uses the single kernel :math:`b = (1,)`
+    (``single_kernel_layers=(-1,)``): the class-level one when the loss has
+    class proxies (JRD's cosines), else the embedding itself. The
     bandwidth :math:`\tau_l` is self-adaptive: the mean squared distance
     between distinct samples of the batch in layer ``l``.
 
@@ -130,6 +132,8 @@ class JRSRegularizer(MetricLoss):
     def layer_kernel(self, x: torch.Tensor, multi: bool = True) -> torch.Tensor:
         """The ``(n, n)`` kernel matrix of one layer with its self-adaptive bandwidth."""
         n = x.shape[0]
+        if n:  # distances do not move with a translation: centred, nothing cancels
+            x = x - x.detach().mean(dim=0)
         scale = abs_max(x, torch.finfo(x.dtype).tiny)
         d = pairwise_sq_dists(x / scale)  # the kernel only sees d / tau: scale-free
         # mean over the n (n - 1) off-diagonal pairs (the diagonal is ~0, removed exactly)

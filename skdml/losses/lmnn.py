@@ -122,6 +122,8 @@ class LMNNLoss(MetricLoss):
         # computed on z / c (c: the power of two at or above the largest |z|, when above 1;
         # exact, so the same bits as unscaled where nothing overflows) with the margin m / c^2,
         # and the losses scaled back by c twice, so the value is the true one or +inf
+        if z.shape[0]:  # distances do not move with a translation: centred, nothing cancels
+            z = z - z.detach().mean(dim=0)
         c = torch.exp2(torch.ceil(torch.log2(abs_max(z, floor=1.0))))
         dist = pairwise_sq_dists(z / c)
         pos, neg = same_class_masks(labels)

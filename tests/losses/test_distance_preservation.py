@@ -95,3 +95,29 @@ def test_bad_shapes_are_refused():
         DistancePreservation()(torch.randn(4, 3), torch.randn(5, 3))
     with pytest.raises(ValueError, match="embeddings"):
         DistancePreservation()(torch.randn(4), torch.randn(4, 3))
+
+
+def test_a_collapsed_batch_has_no_relative_distances_and_costs_the_term():
+    # every clamped distance equal made every ratio 1: a collapsed embedding matched any
+    # reference and cost 0, the failure this term exists to prevent
+    from skdml.losses import DistancePreservation, relative_distances
+
+    for batch in (torch.zeros(3, 2), torch.full((3, 2), 5.0)):
+        assert torch.equal(relative_distances(batch), torch.zeros(3, 3))
+    z = torch.full((3, 2), 0.7, requires_grad=True)
+    loss = DistancePreservation()(z, torch.eye(3))  # equilateral reference: ratios 1
+    assert float(loss) == pytest.approx(0.5)  # huber(0 - 1) on every pair
+    loss.backward()
+    assert torch.isfinite(z.grad).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_distance_preservation_returns_the_embeddings_dtype(dtype):
+    from skdml.losses import DistancePreservation
+
+    torch.manual_seed(0)
+    z, x = torch.randn(8, 3), torch.randn(8, 5)
+    got = DistancePreservation()(z.to(dtype), x)
+    assert got.dtype == dtype
+    assert float(got) == pytest.approx(float(DistancePreservation()(z.to(dtype).float(), x)),
+                                       rel=1e-2)

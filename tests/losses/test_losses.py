@@ -988,3 +988,56 @@ def test_labels_an_empty_list_and_strings():
     assert TripletLoss()(x[:0], []).item() == 0.0  # [] read as float labels before
     with pytest.raises(ValueError, match="labels must be integer class codes"):
         TripletLoss()(x, ["a", "b", "a"])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sixteen_bit_batches_are_summed_in_float32_and_returned_in_their_dtype(dtype):
+    # counts and sums over a batch's tuples overflowed float16's 65,504 (107,520 triplets
+    # in 128 samples): the loss read 0, NaN or inf
+    from skdml.losses import JRSRegularizer
+
+    torch.manual_seed(0)
+    y = torch.arange(32).repeat_interleave(8)
+    x = torch.randn(256, 16)
+    y2 = torch.arange(2).repeat_interleave(300)
+    x2 = torch.randn(600, 8) + y2[:, None]
+    cases = [(TripletLoss(), x, y), (TripletLoss(reduction="mean_nonzero"), x, y),
+             (LMNNLoss(), x, y), (EnergyConfusion(), x2, y2), (BinomialDevianceLoss(), x2, y2),
+             (BinomialDevianceLoss(pair_weighting="balanced"), x2, y2)]
+    for loss, batch, labels in cases:
+        want = loss(batch.to(dtype).float(), labels)  # the same rounded inputs, in float32
+        got = loss(batch.to(dtype), labels)
+        assert got.dtype == dtype, loss
+        assert float(got) == pytest.approx(float(want), rel=1e-2), loss
+    jrs = JRSRegularizer()
+    got = jrs([x.to(dtype), x[:, :4].to(dtype)], y)
+    assert got.dtype == dtype
+    assert float(got) == pytest.approx(float(jrs([x.to(dtype).float(), x[:, :4].to(dtype).float()],
+                                                 y)), rel=1e-2)
+
+
+def test_lmnn_and_jrs_do_not_move_with_a_float32_offset():
+    # the Gram expansion of uncentred float32 points cancelled their offset's squares: at an
+    # offset of 1e4, LMNN read 43.8 and JRS 1.906 for 11.42 and 1.121
+    from skdml.losses import JRSRegularizer
+
+    torch.manual_seed(0)
+    y = torch.tensor([0, 0, 1, 1, 2, 2])
+    x = torch.randn(6, 8, dtype=torch.float64)
+    jrs = JRSRegularizer(single_kernel_layers=())
+    for offset in (1e3, 1e4):
+        z = (x + offset).float()
+        exact = z.double()  # the float32 points themselves, in float64
+        assert float(LMNNLoss()(z, y)) == pytest.approx(float(LMNNLoss()(exact, y)), rel=1e-3)
+        assert float(jrs([z], y)) == pytest.approx(float(jrs([exact], y)), rel=1e-3)
+
+
+def test_class_pair_energies_of_huge_values_are_infinite_not_nan():
+    from skdml.losses import class_pair_energies
+
+    x, y = torch.tensor([[0.0], [2.0], [5.0]]), [0, 0, 1]
+    big = class_pair_energies(x * 1e20, y)
+    assert not torch.isnan(big).any()
+    assert torch.isinf(big[0, 1]) and big[1, 1] == 0
+    small = class_pair_energies(x * 1e-20, y).double()
+    assert small[0, 1].item() == pytest.approx(17e-40, rel=1e-5)  # float32 subnormal, kept
