@@ -59,13 +59,17 @@ def components_from_metric(M):
     return np.sqrt(np.clip(w[order], 0.0, None))[:, None] * V[:, order].T
 
 
-def unique_points(tuples, max_points=2000, random_state=None):
-    """The distinct samples of an array of tuples, at most ``max_points`` of them (drawn)."""
+def unique_points(tuples, max_points=None, random_state=None):
+    """The distinct samples of an array of tuples; at most ``max_points`` of them (drawn), if set.
+
+    Every one by default: the covariance a ``"covariance"`` prior inverts is that of
+    all the tuples' samples (metric-learn's; a subsample made it depend on the seed).
+    """
     rows = np.ascontiguousarray(tuples.reshape(-1, tuples.shape[-1]))
     # rows compared as raw bytes: one sort of opaque keys, not numpy's field-by-field one
     keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
     X = rows[np.unique(keys, return_index=True)[1]]
-    if len(X) > max_points:
+    if max_points is not None and len(X) > max_points:
         X = X[check_random_state(random_state).choice(len(X), max_points, replace=False)]
     return X
 

@@ -48,9 +48,10 @@ class _ITMLMixin:
             warn_user(f"{type(self).__name__}: {int(np.sum(zero & (y == -1)))} dissimilar "
                       "pair(s) of identical samples can never be satisfied; they are ignored.")
         diffs, y = diffs[~zero], y[~zero]
-        X = unique_points(pairs, random_state=rng)
-        self.bounds_ = self._check_bounds(X)
+        X = unique_points(pairs)
+        # the prior first: a "random" one is the first draw of the seed, as in metric-learn
         A0 = prior_metric(self.prior, X, "prior", rng, strict_pd=True)
+        self.bounds_ = self._check_bounds(X, rng)
         A, self.n_iter_, converged = bregman_projections(
             diffs[y == 1], diffs[y == -1], A0, self.bounds_, self.gamma, self.max_iter, self.tol,
             self.verbose)
@@ -76,8 +77,11 @@ class _ITMLMixin:
                       "them all (the hard constraints are infeasible). Use a finite gamma "
                       "(slack), or bounds that the pairs allow.")
 
-    def _check_bounds(self, X):
+    def _check_bounds(self, X, rng):
         if self.bounds is None:  # Davis et al.: the 5th/95th percentiles of squared distances
+            if len(X) > BOUNDS_SAMPLES:  # of at most this many samples (n^2 distances)
+                X = X[rng.choice(len(X), BOUNDS_SAMPLES, replace=False)]
+            X = X - X.mean(axis=0)  # centred: the expansion below cancels no offset
             sq = np.sum(X * X, axis=1)
             D = np.maximum(sq[:, None] + sq[None, :] - 2.0 * X @ X.T, 0.0)
             bounds = np.percentile(D[np.triu_indices(len(X), 1)], (5, 95)) if len(X) > 1 \
@@ -96,6 +100,8 @@ class _ITMLMixin:
         return tags
 
 
+#: The default bounds read the squared distances among at most this many samples (drawn).
+BOUNDS_SAMPLES = 2000
 #: Constraints whose projection is certified a no-op per block, see bregman_projections.
 BLOCK = 512
 #: Relative safety margin of that certificate (round-off of the block's distances).
