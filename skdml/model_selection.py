@@ -133,7 +133,8 @@ class ClassDisjointSplit(BaseCrossValidator):
             n_test = int(ts)
         else:
             # rounded to 12 digits first: 0.07 * 100 is 7.000000000000001, which ceil takes to 8
-            n_test = int(np.ceil(round(float(ts) * n_classes, 12)))
+            # and at least 1: a fraction rounding to 0 (1e-14) left every test fold empty
+            n_test = max(1, int(np.ceil(round(float(ts) * n_classes, 12))))
         if n_test >= n_classes:
             raise ValueError(
                 f"test_size={ts!r} asks for {n_test} test classes but y has only {n_classes} "

@@ -29,7 +29,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._utils import atomic_write_bytes, check_output_file, warn_user
-from .metrics import (as_host_array, check_embeddings, label_kind, nearest_neighbors,
+from .metrics import (as_host_labels, check_embeddings, label_kind, nearest_neighbors,
                       normalise_rows, pair_distances)
 
 __all__ = ["RetrievalIndex"]
@@ -139,7 +139,7 @@ def _read_index_file(path, bad):
 
 def _check_labels(y, n_samples, what):
     """Item labels (any ids: class labels, file names, database keys) as a savable 1-D array."""
-    y = np.asarray(as_host_array(y))
+    y = np.asarray(as_host_labels(y))
     if y.ndim == 2 and y.shape[1] == 1:
         y = y.ravel()
     if y.ndim != 1:
@@ -363,8 +363,11 @@ class RetrievalIndex(BaseEstimator):
                                  "one kind of label.")
             labels = np.concatenate([self.labels_, new])
             n_old = len(self.labels_)  # each part read back in its own type, unchanged
-            if not (np.array_equal(labels[:n_old].astype(self.labels_.dtype), self.labels_)
-                    and np.array_equal(labels[n_old:].astype(new.dtype), new)):
+            nan = labels.dtype.kind == "f"  # a NaN label (fit takes one) equals itself here
+            if not (np.array_equal(labels[:n_old].astype(self.labels_.dtype), self.labels_,
+                                   equal_nan=nan and self.labels_.dtype.kind == "f")
+                    and np.array_equal(labels[n_old:].astype(new.dtype), new,
+                                       equal_nan=nan and new.dtype.kind == "f")):
                 raise ValueError(
                     f"The index's labels ({self.labels_.dtype}) and y ({new.dtype}) do not "
                     f"share a type that keeps both exactly (as {labels.dtype} some labels "

@@ -135,3 +135,29 @@ def test_one_episode_has_no_interval():
     X, y = _blobs()
     accuracy, ci95 = few_shot_accuracy(X, y, n_episodes=1, n_queries=3, random_state=0)
     assert 0.0 <= accuracy <= 1.0 and math.isnan(ci95)
+
+
+def test_euclidean_episodes_agree_with_brute_force_on_classes_far_apart():
+    # ||p||^2 - 2 q.p cancelled the order-1 gaps of classes in two groups at +-1e8
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(10), 20)
+    X = rng.randn(200, 4) + 3 * np.eye(10, 4)[y % 5]
+    X[:, 0] += np.where(y < 5, 1e8, -1e8)
+
+    def brute(seed, n_way=5, n_shot=5, n_queries=10, n_episodes=50):  # the documented draws
+        classes, ye = np.unique(y, return_inverse=True)
+        draw, acc = np.random.RandomState(seed), []
+        for _ in range(n_episodes):
+            picked = draw.choice(np.arange(classes.size), n_way, replace=False)
+            P, Q = [], []
+            for w, c in enumerate(picked):
+                s = draw.choice(np.flatnonzero(ye == c), n_shot + n_queries, replace=False)
+                P.append(X[s[:n_shot]].mean(0))
+                Q += [(X[i], w) for i in s[n_shot:]]
+            P = np.array(P)
+            acc.append(np.mean([np.argmin(((P - q) ** 2).sum(1)) == w for q, w in Q]))
+        return float(np.mean(acc))
+
+    got = few_shot_accuracy(X, y, n_way=5, n_shot=5, n_queries=10, n_episodes=50,
+                            random_state=0)[0]
+    assert got == pytest.approx(brute(0), abs=1e-12)

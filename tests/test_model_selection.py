@@ -269,3 +269,11 @@ def test_class_fraction_rounds_up_from_the_exact_product(test_size, n_classes, e
     _, test = next(ClassDisjointSplit(1, test_size=test_size, random_state=0).split(
         np.zeros((len(y), 1)), y))
     assert len(np.unique(y[test])) == expected
+
+
+def test_a_tiny_test_fraction_still_holds_out_one_class():
+    # ceil(round(1e-14 * 10, 12)) was 0: every test fold empty, every score NaN
+    y = np.repeat(np.arange(10), 3)
+    for train, test in ClassDisjointSplit(n_splits=2, test_size=1e-14,
+                                          random_state=0).split(np.zeros((30, 1)), y):
+        assert len(np.unique(y[test])) == 1 and len(train) == 27

@@ -287,3 +287,21 @@ def test_numeric_labels_in_an_object_column_are_kept():
     labels = pd.Series([0.5, 1.0] * 5, dtype=object)  # "must hold numbers" refused them
     index = RetrievalIndex().fit(np.random.RandomState(0).rand(10, 4), labels)
     assert index.labels_.dtype == np.float64
+
+
+def test_integer_label_tensors_keep_their_ids():
+    # a torch tensor of labels became float64: 64-bit keys merged into one label
+    import torch
+
+    ids = [1234567890123456789, 1234567890123456790, 7]
+    index = RetrievalIndex().fit(np.eye(3), y=torch.tensor(ids))
+    assert index.labels_.dtype == np.int64 and index.labels_.tolist() == ids
+    _, idx = index.query([[1.0, 0.0, 0.0]], k=1)
+    assert index.labels_[idx[0, 0]] == ids[0]
+
+
+def test_an_index_with_a_nan_label_takes_more_items():
+    # fit takes NaN float labels; add compared them with themselves and refused every item
+    index = RetrievalIndex().fit(np.eye(3), y=np.array([1.0, np.nan, 3.0]))
+    index.add([[0.5, 0.5, 0.0]], y=np.array([4.0]))
+    np.testing.assert_array_equal(index.labels_, [1.0, np.nan, 3.0, 4.0])

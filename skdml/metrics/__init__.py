@@ -90,6 +90,7 @@ from ._scorers import (NotATransformerError, clustering_f1_scorer, map_at_r_scor
 from ._exact import normalise_rows as normalise_rows  # noqa: E402
 from ._exact import pair_distances as pair_distances  # noqa: E402
 from ._validation import as_host_array as as_host_array  # noqa: E402
+from ._validation import as_host_labels as as_host_labels  # noqa: E402
 from ._validation import check_embeddings as check_embeddings  # noqa: E402
 from ._validation import label_kind as label_kind  # noqa: E402
 

@@ -48,7 +48,8 @@ def _episode_accuracies(X, episodes, n_shot, metric):
     n_episodes, n_way, per_class = episodes.shape
     d = X.shape[1]
     n_q = n_way * (per_class - n_shot)
-    step = max(1, _CHUNK // (n_way * per_class * d))
+    # euclidean scores from the differences: n_way of them per query and coordinate
+    step = max(1, _CHUNK // (n_way * per_class * d * (n_way if metric == "euclidean" else 1)))
     truth = torch.arange(n_way).repeat_interleave(per_class - n_shot)
     X, episodes = torch.from_numpy(X), torch.from_numpy(episodes)
     acc = np.empty(n_episodes)
@@ -57,9 +58,9 @@ def _episode_accuracies(X, episodes, n_shot, metric):
             Z = X[episodes[start:start + step]]  # (e, n_way, per_class, d)
             prototypes = Z[:, :, :n_shot].mean(dim=2)  # (e, n_way, d)
             queries = Z[:, :, n_shot:].reshape(Z.shape[0], n_q, d)
-            if metric == "euclidean":  # ||q - p||^2 - ||q||^2: the same argmin per query
-                score = torch.baddbmm((prototypes * prototypes).sum(dim=2)[:, None, :],
-                                      queries, prototypes.transpose(1, 2), alpha=-2.0)
+            if metric == "euclidean":  # ||q - p||^2 from the differences: the expansion
+                # ||p||^2 - 2 q.p cancelled classes far apart (groups at +-1e8, gaps of 1)
+                score = (queries[:, :, None, :] - prototypes[:, None, :, :]).square().sum(dim=3)
             else:
                 norm = torch.linalg.vector_norm(prototypes, dim=2, keepdim=True)
                 unit = prototypes / torch.where(norm > 0, norm, torch.ones_like(norm))

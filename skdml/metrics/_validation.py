@@ -19,7 +19,8 @@ from sklearn.utils.multiclass import type_of_target
 
 from .._utils import check_orderable_labels, warn_user
 
-__all__ = ["as_host_array", "check_embeddings", "check_labels", "check_k", "check_pair",
+__all__ = ["as_host_array", "as_host_labels", "check_embeddings", "check_labels", "check_k",
+           "check_pair",
            "encode_labels", "label_kind", "prepare_retrieval"]
 
 
@@ -31,6 +32,21 @@ def as_host_array(X):
             X = X.to(torch.float64)
         return X.cpu().numpy()
     return X
+
+
+def as_host_labels(y):
+    """A torch tensor of labels as a host numpy array of its own dtype; else ``y``.
+
+    Labels are ids, not embeddings: int64 keys above 2**53 turned float64 (as
+    :func:`as_host_array` makes embeddings) became one class. Only 16-bit floats,
+    which numpy cannot hold (bfloat16), are widened to float32.
+    """
+    if isinstance(y, torch.Tensor):
+        y = y.detach()
+        if y.dtype in (torch.float16, torch.bfloat16):
+            y = y.to(torch.float32)
+        return y.cpu().numpy()
+    return y
 
 
 def check_embeddings(X, name):
@@ -53,7 +69,7 @@ def check_embeddings(X, name):
 
 def check_labels(y, n_samples, name, x_name):
     """1-D discrete labels with one label per sample."""
-    y = np.asarray(as_host_array(y))
+    y = np.asarray(as_host_labels(y))
     if y.ndim == 2 and y.shape[1] == 1:  # a column: flattened with scikit-learn's warning
         warn_user("A column-vector y was passed when a 1d array was expected. Please change "
                   "the shape of y to (n_samples, ), for example using ravel().",
