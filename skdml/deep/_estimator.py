@@ -36,7 +36,6 @@ def _fill_choices(cls):
     return cls
 
 
-@_fill_choices
 def _run_name(refit):
     """What ``info.run`` calls a training of the fit: ``"fit"`` or its collapse refit."""
     if refit is None:
@@ -44,6 +43,7 @@ def _run_name(refit):
     return "collapse refit (" + ", ".join(f"{k}={v!r}" for k, v in refit.items()) + ")"
 
 
+@_fill_choices
 class DeepMetricTransformer(ModuleStateMixin, SavedWithoutCallbacksMixin, NestedParamsMixin,
                             ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Deep metric learning with any torch backbone, as a scikit-learn transformer.
