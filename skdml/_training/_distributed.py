@@ -11,6 +11,9 @@ A deep fit launched by ``torchrun`` (or in processes that already called
   tensor, so gradients flow back to it, as in pytorch-metric-learning's
   ``DistributedLossWrapper``. Pair and proxy losses therefore see the same
   pairs as one process;
+* the input-preservation term (``preserve_input``) compares the gathered global
+  batch with its gathered inputs, as one process would;
+* a fit without ``random_state`` takes rank 0's seed (:func:`shared_seed`);
 * the network is wrapped in ``DistributedDataParallel`` with a comm hook that
   **sums** the gradients (each rank back-propagates the same global loss through
   its own embeddings only; the sum of those is the one-process gradient, where
@@ -33,7 +36,7 @@ import torch.distributed as dist
 from ._sampler import ClassBalancedBatchSampler
 
 __all__ = ["DistributedContext", "DistributedClassBalancedBatchSampler",
-           "all_gather_with_grad", "distributed_context", "is_main_process"]
+           "all_gather_with_grad", "distributed_context", "is_main_process", "shared_seed"]
 
 
 def _in_group():
@@ -90,6 +93,28 @@ def distributed_context(device):
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank, world = _world()
     return DistributedContext(rank, world, device, active=_in_group())
+
+
+def shared_seed(seed, device):
+    """``seed`` of rank 0, on every rank of a job (``seed`` itself outside one).
+
+    A fit without ``random_state`` draws its seed from each process's own global
+    generator, which differs between ranks: the ranks then drew different "global"
+    batch plans (one class on two ranks of one batch) and different hold-outs.
+    Initialises the process group under ``torchrun`` as :func:`distributed_context` does.
+
+    Examples
+    --------
+    >>> shared_seed(7, torch.device("cpu"))
+    7
+    """
+    context = distributed_context(device)
+    if not context.active:
+        return int(seed)
+    where = device if dist.get_backend() == "nccl" else torch.device("cpu")
+    value = torch.tensor([int(seed)], dtype=torch.int64, device=where)
+    dist.broadcast(value, src=0)
+    return int(value.item())
 
 
 class DistributedContext:

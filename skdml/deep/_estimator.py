@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._utils import (resolve_device, thread_limits, torch_rng_scope, torch_seed,
                       transactional_fit, warn_user)
+from .._training._distributed import shared_seed
 from .._utils._params import NestedParamsMixin
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
 from ._config import (NESTED_PARAMS, PARAMETER_CONSTRAINTS,
@@ -426,8 +427,10 @@ callable, default="auto"
         device = resolve_device(self.device)
         rng = check_random_state(self.random_state)
         if rng is np.random.mtrand._rand:  # None: one draw of numpy's global generator seeds
-            # the fit's own, which refits rewind and a resumed run sets (never the global one)
-            rng = np.random.RandomState(rng.randint(np.iinfo(np.int32).max))
+            # the fit's own, which refits rewind and a resumed run sets (never the global one);
+            # the ranks of a data-parallel job take rank 0's (one global batch plan)
+            rng = np.random.RandomState(shared_seed(rng.randint(np.iinfo(np.int32).max),
+                                                    device))
         # the checkpoint is checked writable and locked before any training; the state to
         # resume from fixes the validation split, so it is read before the configuration
         with checkpoint_claim(self.checkpoint_path):

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .._training import Trainable
+from .._training._distributed import all_gather_with_grad
 from ..losses import DistancePreservation, EnergyConfusion, JRSRegularizer
 from ._data import to_model_input
 from ._state import clone_state
@@ -102,7 +103,9 @@ class DeepTrainable(Trainable):
         if self.preserve_input > 0:
             if reference is None:
                 reference = xb if self.net.standardize is None else self.net.standardize(xb)
-            terms["preserve_input"] = self._preservation(z, reference)
+            # the global batch and its inputs, as one process sees them (no-ops outside a job)
+            terms["preserve_input"] = self._preservation(all_gather_with_grad(z),
+                                                         all_gather_with_grad(reference.detach()))
             total = total + self.preserve_input * terms["preserve_input"]
         if aux is not None:
             items = aux.items() if isinstance(aux, dict) else [("", aux)]

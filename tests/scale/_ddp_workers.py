@@ -71,9 +71,28 @@ def equivalence(rank, world_size, port, out_dir, losses, checkpoint):
         X, y = data(n_classes=5, per_class=7, seed=1)
         scores = distributed_retrieval_scores(X, y, k=[1, 3])
         est = estimator(checkpoint_path=checkpoint).fit(*data())
+        # the input-preservation term on the global batch (it was each rank's shard's)
+        preserving = estimator(preserve_input=1.0).fit(*data())
+        # without a seed, every rank draws rank 0's plan: the classes of each rank's share
+        from skdml._training import _distributed as D
+
+        seen, original = [], D.DistributedClassBalancedBatchSampler.__iter__
+
+        def record(sampler):
+            for batch in original(sampler):
+                seen.append(sorted(set(data()[1][np.asarray(batch)].tolist())))
+                yield batch
+
+        D.DistributedClassBalancedBatchSampler.__iter__ = record
+        try:
+            estimator(random_state=None, max_iter=2).fit(*data())
+        finally:
+            D.DistributedClassBalancedBatchSampler.__iter__ = original
+        torch.save(seen, os.path.join(out_dir, f"classes_{rank}.pt"))
         if rank == 0:
             torch.save({"steps": steps, "history": est.history_, "scores": scores,
-                        "state": est.module_.state_dict()},
+                        "state": est.module_.state_dict(),
+                        "preserving": (preserving.history_, preserving.module_.state_dict())},
                        os.path.join(out_dir, "ddp.pt"))
         dist.barrier()
     finally:

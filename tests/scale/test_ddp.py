@@ -50,7 +50,7 @@ def ddp_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
     checkpoint = out / "fit.ckpt"
     _spawn(workers.equivalence, str(out), LOSSES, str(checkpoint))
-    return torch.load(out / "ddp.pt", weights_only=False), checkpoint
+    return torch.load(out / "ddp.pt", weights_only=False), checkpoint, out
 
 
 @pytest.mark.parametrize("loss", LOSSES)
@@ -75,8 +75,30 @@ def test_ddp_fit_equals_one_process_fit(ddp_run):
                                    msg=name)
 
 
+def test_the_input_preservation_term_sees_the_global_batch(ddp_run):
+    # computed on each rank's shard, the term (and so the loss and the weights) differed
+    # from one process's
+    history, state = ddp_run[0]["preserving"]
+    one = workers.estimator(preserve_input=1.0).fit(*workers.data())
+    np.testing.assert_allclose([r["preserve_input"] for r in history],
+                               [r["preserve_input"] for r in one.history_], rtol=1e-5)
+    np.testing.assert_allclose([r["loss"] for r in history], [r["loss"] for r in one.history_],
+                               rtol=1e-5)
+    for name, value in one.module_.state_dict().items():
+        torch.testing.assert_close(state[name], value, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_without_a_seed_the_ranks_share_one_batch_plan(ddp_run):
+    # each rank seeded itself from its own global generator: one class on two ranks of a batch
+    out = ddp_run[2]
+    shares = [torch.load(out / f"classes_{rank}.pt") for rank in range(WORLD)]
+    assert len(shares[0]) == len(shares[1]) > 0
+    for mine, theirs in zip(*shares):
+        assert not set(mine) & set(theirs)
+
+
 def test_checkpoint_written_by_rank_0_records_world_size(ddp_run):
-    _, checkpoint = ddp_run
+    _, checkpoint, _ = ddp_run
     assert checkpoint.exists()
     assert [p.name for p in checkpoint.parent.iterdir() if "fit.ckpt" in p.name] == ["fit.ckpt"]
     est = workers.estimator(checkpoint_path=str(checkpoint), warm_start=True, max_iter=2)
