@@ -63,6 +63,8 @@ class TrainingState:
     #: the network (and loss, average) before training, when a hold-out scores the run: the
     #: start returned if no epoch beats it, by a resumed fit as by an uninterrupted one
     start: dict | None = None
+    #: the optimiser's class (``"Adam"``): resumed only by the same one; None in older states
+    optimizer_class: str | None = None
     format: str = FORMAT
     #: where the state was read from, for messages (never saved)
     source: str = dataclasses.field(default="the checkpoint", compare=False)

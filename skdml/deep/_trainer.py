@@ -337,7 +337,7 @@ class DeepTrainer:
             n_components=cfg.n_components, split=(cfg.train_idx, cfg.val_idx),
             world_size=self.ddp.world_size, initial_score=self.initial_score,
             refit=cfg.refit, labels_digest=self.labels_digest,
-            start=self._start_state)
+            start=self._start_state, optimizer_class=type(self.optimizer).__name__)
 
     def restore(self, resume):
         """Load ``resume``; the optimiser takes the *current* learning rates (honoured)."""
@@ -349,13 +349,18 @@ class DeepTrainer:
         try:
             self.trainable.load_state_dict(resume.to_dict())  # network, loss, weight average
             # torch loads one optimiser's state into another (Adam's into SGD) and fails at
-            # the first step: the settings each group holds must be this optimiser's
-            # (a schedule adds "initial_lr" to the groups once it is built, after this)
+            # the first step, or trains on silently (Adam's into AdamW): the class must be
+            # this one; states saved before it was kept are checked by their settings (a
+            # setting this optimiser lacks; an older torch may have saved fewer)
+            optimizer_class = type(self.optimizer).__name__
+            if resume.optimizer_class not in (None, optimizer_class):
+                raise ValueError(f"another optimiser wrote it ({resume.optimizer_class}; this "
+                                 f"fit's is {optimizer_class})")
             saved = set().union(*resume.optimizer["param_groups"]) - {"params", "initial_lr"}
-            wanted = set().union(*self.optimizer.param_groups) - {"params", "initial_lr"}
-            if saved != wanted:
-                raise ValueError(f"another optimiser wrote it: settings {sorted(saved - wanted)} "
-                                 f"there, {sorted(wanted - saved)} here")
+            foreign = saved - set().union(*self.optimizer.param_groups)
+            if foreign:
+                raise ValueError(f"another optimiser wrote it: it has the settings "
+                                 f"{sorted(foreign)}, which {optimizer_class} has not")
             self.optimizer.load_state_dict(resume.optimizer)
             if resume.scaler:
                 self.scaler.load_state_dict(resume.scaler)
@@ -388,11 +393,14 @@ class DeepTrainer:
             history, start_epoch = list(resume.history), int(resume.epoch)
             if _finished(resume):  # an early-stopped run stays finished
                 if max_iter > start_epoch:
+                    why = ("its hold-out score" if cfg.val_idx is not None else
+                           "its training loss") + " stopped improving"
+                    if resume.stop_reason is None:  # a state saved before the reason was
+                        why += " (or a callback stopped it)"
                     warn_user(
-                        f"warm_start: the run to resume was stopped by early stopping after "
-                        f"{start_epoch} epochs (its hold-out score stopped improving); it trains "
-                        f"no further towards max_iter={max_iter}. Fit with warm_start=False "
-                        "to train afresh.", UserWarning)
+                        f"warm_start: the run to resume ended after {start_epoch} epochs: "
+                        f"{why}; it trains no further towards max_iter={max_iter}. Fit with "
+                        "warm_start=False to train afresh.", UserWarning)
                 max_iter = start_epoch
             max_iter = max(max_iter, start_epoch)
         if cfg.lr_schedule in DECAYING_SCHEDULES:

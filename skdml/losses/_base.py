@@ -29,7 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["MetricLoss", "REDUCTIONS", "abs_max", "check_embeddings_labels", "pairwise_sq_dists",
+__all__ = ["MetricLoss", "REDUCTIONS", "abs_max", "batch_mean", "check_embeddings_labels",
+           "pairwise_sq_dists",
            "propagate_non_finite", "same_class_masks", "zero_loss"]
 
 #: The reduction vocabulary of every loss.
@@ -116,6 +117,12 @@ def zero_loss(*tensors):
     return out
 
 
+def batch_mean(x):
+    """The detached mean of the rows of ``x``, summed as ``x / n``: finite for any finite ``x``
+    (``x.mean`` sums first, which overflows from about 1e37 in float32 with 32 rows)."""
+    return (x.detach() / x.shape[0]).sum(dim=0)
+
+
 def pairwise_sq_dists(x, y=None):
     """Squared Euclidean distances ``||x_i - y_j||^2``, clamped at zero.
 
@@ -125,7 +132,7 @@ def pairwise_sq_dists(x, y=None):
     are unchanged): the expansion of uncentred float32 points cancels their offset's
     squares (at an offset of 1e4, LMNN read 43.8 for 11.4).
     """
-    centre = x.detach().mean(dim=0) if x.shape[0] else None
+    centre = batch_mean(x) if x.shape[0] else None
     if y is None:
         x = y = x if centre is None else x - centre
     elif centre is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .._utils._params import check_params
-from ._base import MetricLoss, abs_max, check_embeddings_labels, zero_loss
+from ._base import MetricLoss, abs_max, batch_mean, check_embeddings_labels, zero_loss
 
 __all__ = ["EnergyConfusion", "class_pair_energies"]
 
@@ -45,17 +45,18 @@ def class_pair_energies(embeddings: torch.Tensor, labels) -> torch.Tensor:
     if n_classes == 0:
         return embeddings.new_zeros((0, 0)) + zero_loss(embeddings)
     dtype = embeddings.dtype
-    embeddings = embeddings - embeddings.mean(dim=0).detach()
     # squares of large values overflow (inf - inf: NaN): in units of s, a power of two at or
-    # above the largest |x| when above 1 (exact), scaled back in float64 (inf where too big)
-    s = torch.exp2(torch.ceil(torch.log2(abs_max(embeddings, floor=1.0))))
-    embeddings = embeddings / s
+    # above the largest |x| when above 1 (exact; in float64, which holds 2**128), then
+    # centred (the mean of x / s cannot overflow), scaled back in float64 (inf if too big)
+    s = torch.exp2(torch.ceil(torch.log2(abs_max(embeddings, floor=1.0).double())))
+    embeddings = (embeddings.double() / s).to(dtype)
+    embeddings = embeddings - embeddings.mean(dim=0).detach()
     one_hot = torch.nn.functional.one_hot(inverse, n_classes).to(dtype)
     counts = one_hot.sum(dim=0)
     means = (one_hot.T @ embeddings) / counts[:, None]
     mean_sq = (one_hot.T @ (embeddings * embeddings).sum(dim=1)) / counts
     energies = mean_sq[:, None] + mean_sq[None, :] - 2.0 * (means @ means.T)
-    return (energies.clamp_min(0.0).to(torch.float64) * s.to(torch.float64) ** 2).to(dtype)
+    return (energies.clamp_min(0.0).to(torch.float64) * s ** 2).to(dtype)
 
 
 class EnergyConfusion(MetricLoss):
@@ -122,7 +123,7 @@ class EnergyConfusion(MetricLoss):
         return f"log={self.log}, reduction={self.reduction!r}"
 
     def tuple_losses(self, x, labels):
-        x = x - x.mean(dim=0).detach()  # distances are translation invariant
+        x = x - batch_mean(x)  # distances are translation invariant (a mean that cannot overflow)
         s = abs_max(x, 1.0).to(torch.float64)  # scale (detached)
         x = x / s.to(x.dtype)
         same = labels[:, None] == labels[None, :]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 
 from .._utils._params import check_params
-from ._base import (MetricLoss, abs_max, check_embeddings_labels, pairwise_sq_dists, same_class_masks,
+from ._base import (MetricLoss, abs_max, batch_mean, check_embeddings_labels, pairwise_sq_dists, same_class_masks,
                     zero_loss)
 
 __all__ = ["JRSRegularizer"]
@@ -133,7 +133,7 @@ class JRSRegularizer(MetricLoss):
         """The ``(n, n)`` kernel matrix of one layer with its self-adaptive bandwidth."""
         n = x.shape[0]
         if n:  # distances do not move with a translation: centred, nothing cancels
-            x = x - x.detach().mean(dim=0)
+            x = x - batch_mean(x)
         scale = abs_max(x, torch.finfo(x.dtype).tiny)
         d = pairwise_sq_dists(x / scale)  # the kernel only sees d / tau: scale-free
         # mean over the n (n - 1) off-diagonal pairs (the diagonal is ~0, removed exactly)

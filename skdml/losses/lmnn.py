@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from .._utils._params import (StrictInterval, check_params, non_negative_real,
                               positive_int)
-from ._base import MetricLoss, abs_max, pairwise_sq_dists, same_class_masks
+from ._base import MetricLoss, abs_max, batch_mean, pairwise_sq_dists, same_class_masks
 
 __all__ = ["LMNNLoss"]
 
@@ -123,7 +123,7 @@ class LMNNLoss(MetricLoss):
         # exact, so the same bits as unscaled where nothing overflows) with the margin m / c^2,
         # and the losses scaled back by c twice, so the value is the true one or +inf
         if z.shape[0]:  # distances do not move with a translation: centred, nothing cancels
-            z = z - z.detach().mean(dim=0)
+            z = z - batch_mean(z)
         c = torch.exp2(torch.ceil(torch.log2(abs_max(z, floor=1.0))))
         dist = pairwise_sq_dists(z / c)
         pos, neg = same_class_masks(labels)

@@ -1041,3 +1041,18 @@ def test_class_pair_energies_of_huge_values_are_infinite_not_nan():
     assert torch.isinf(big[0, 1]) and big[1, 1] == 0
     small = class_pair_energies(x * 1e-20, y).double()
     assert small[0, 1].item() == pytest.approx(17e-40, rel=1e-5)  # float32 subnormal, kept
+
+
+def test_centring_never_overflows_on_huge_finite_batches():
+    # the batch mean of 128 rows of about 1e37 overflowed float32 (x.mean sums first):
+    # LMNN read 0.0 (a silent pass of the non-finite guard), JRS and EC NaN
+    from skdml.losses import JRSRegularizer, class_pair_energies
+
+    torch.manual_seed(0)
+    y = torch.arange(8).repeat_interleave(16)
+    x = torch.randn(128, 4) * 1e37
+    assert torch.isinf(LMNNLoss()(x, y))  # the true value exceeds float32: +inf, never 0
+    assert torch.isfinite(JRSRegularizer(single_kernel_layers=())([x], y))
+    assert torch.isfinite(EnergyConfusion()(x, y))  # the log of a finite energy
+    E = class_pair_energies(torch.tensor([[0.0], [0.0], [0.0], [3e38]]), [0, 0, 1, 1])
+    assert not torch.isnan(E).any() and torch.isinf(E[0, 1])
