@@ -152,7 +152,7 @@ def test_override_wins_over_everything(clean_thread_env, monkeypatch):
         thread_budget()
 
 
-@pytest.mark.parametrize("value", ["2_0", "\u0661", "1.5", "0", "-1"])
+@pytest.mark.parametrize("value", ["2_0", "\u0661", "1.5", "0", "-1", "++1", "+ 1"])
 def test_override_takes_plain_ascii_integers_only(clean_thread_env, monkeypatch, value):
     # int() also reads "2_0" as 20 and Arabic-Indic digits: they were taken as counts
     monkeypatch.setenv(ENV_OVERRIDE, value)

@@ -60,7 +60,7 @@ def _stop_reason(result, max_iterations, min_gradient_norm, min_step_size):
 
 def run_manopt(manifold, cost, euclidean_gradient, initial_point, *, euclidean_hessian=None,
                solver="conjugate_gradient", max_iter=100, tol=1e-6, min_step_size=1e-10,
-               verbose=0, desc="pymanopt"):
+               verbose=0, desc="pymanopt", bar=None):
     """Minimise ``cost`` on ``manifold`` from ``initial_point`` with a pymanopt optimiser.
 
     Parameters
@@ -89,6 +89,9 @@ def run_manopt(manifold, cost, euclidean_gradient, initial_point, *, euclidean_h
         1: a tqdm bar over iterations (gradient evaluations); 2: also pymanopt's table.
     desc : str
         Label of the bar.
+    bar : tqdm bar, default=None
+        A bar of the caller's to advance instead (left open: a fit run in windows
+        shows one bar over all of them).
 
     Returns
     -------
@@ -123,8 +126,8 @@ def run_manopt(manifold, cost, euclidean_gradient, initial_point, *, euclidean_h
     optimizer = optimizer_cls(max_iterations=max_iterations, min_gradient_norm=tol,
                               min_step_size=min_step_size,
                               verbosity=2 if verbose >= 2 else 0, log_verbosity=1)
-    bar = None
-    if verbose:
+    owned = bar is None and bool(verbose)
+    if owned:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=max_iter, desc=desc, unit="iter", dynamic_ncols=True)
@@ -156,7 +159,7 @@ def run_manopt(manifold, cost, euclidean_gradient, initial_point, *, euclidean_h
                                 "gradient_norm": float(manifold.norm(
                                     point, problem.riemannian_gradient(point)))})
     finally:
-        if bar is not None:
+        if owned:
             bar.close()
     reason = _stop_reason(result, max_iterations, tol, min_step_size)
     return ManoptRun(point=result.point, n_iter=n_iter,

@@ -105,7 +105,8 @@ def _override():
     value = os.environ.get(ENV_OVERRIDE)
     if value is None or not value.strip():
         return None
-    text = value.strip().lstrip("+")
+    text = value.strip()
+    text = text[1:] if text.startswith("+") else text  # one sign, as int() reads it
     # plain ASCII digits only: int() also reads "2_0" as 20 and other scripts' digits
     n = int(text) if text.isascii() and text.isdigit() else None
     if n is None or n < 1:

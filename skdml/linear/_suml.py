@@ -25,6 +25,11 @@ GRADIENT_TOL = 1e-8
 __all__ = ["SUML"]
 
 
+#: Parameters that ``partial_fit`` cannot change once started: the model's shape and the
+#: set it lies on.
+_FROZEN = ("n_components", "n_reduce", "init", "dtype", "manifold")
+
+
 class SUML(BaseMahalanobis):
     """Synthetic Unsupervised pseudo Metric Learning (SUML), full-batch and stochastic.
 
@@ -85,7 +90,9 @@ class SUML(BaseMahalanobis):
     tol : float, default=0.05
         Stop at the end of the fast descent: when, after a window of
         ``n_iter_no_change`` iterations in which the cost fell by more than
-        ``tol`` times its starting value, a window falls by less; or when the
+        ``tol`` times its starting value, a window falls by less; after the
+        first two windows when neither fell that fast (a ``tol`` larger than
+        any window's fall: no fast descent to wait for); or when the
         Riemannian gradient norm falls below ``GRADIENT_TOL`` (1e-8). Conjugate
         directions restart every ``n_iter_no_change`` iterations. The slow
         tail of the descent lowers k-NN accuracy (:doc:`/suml`).
@@ -98,8 +105,10 @@ class SUML(BaseMahalanobis):
         permutation into ``ceil(n / batch_size)`` parts, fewer where a part
         would hold under 3 samples, so that every sample is used); each
         mini-batch draws
-        ``n_triplets`` triplets among its samples and runs ``max_iter``
-        iterations warm-started from the previous ``(L, S)``.
+        ``n_triplets`` triplets among its samples and runs up to ``max_iter``
+        iterations warm-started from the previous ``(L, S)``, with the ``tol``
+        stop of a full fit (the paper's Algorithm 1 runs a fixed ``maxiter``;
+        the slow tail lowers k-NN accuracy here too).
     n_reduce : "auto", int or None, default="auto"
         PCA reduction of the input before optimising (the cost is
         ``O(N d^2)`` per evaluation), folded into ``components_`` so that
@@ -292,11 +301,14 @@ class SUML(BaseMahalanobis):
 
         The first call fits the working space (reduction, scale) on its batch
         and initialises ``(L, S)``; every call then draws ``n_triplets``
-        triplets from ``X`` and runs ``max_iter`` iterations from the current
-        ``(L, S)``. The parameters are validated at every call; those that
-        fix the shape of the model (``n_components``, ``n_reduce``, ``init``,
-        ``dtype``) cannot change between calls. No ``ConvergenceWarning`` is
-        raised: a fixed number of iterations per mini-batch is the algorithm.
+        triplets from ``X`` and runs up to ``max_iter`` iterations from the
+        current ``(L, S)``, with the ``tol`` stop of a full fit. The parameters
+        are validated at every call; those that fix the shape of the model or
+        the set it lies on (``n_components``, ``n_reduce``, ``init``, ``dtype``,
+        ``manifold``) cannot change between calls: a Stiefel run from a point
+        off the manifold returned non-orthonormal rows. No ``ConvergenceWarning``
+        is raised: a bounded number of iterations per mini-batch is the
+        algorithm.
 
         Parameters
         ----------
@@ -319,12 +331,12 @@ class SUML(BaseMahalanobis):
         else:  # a copy of what a step changes: an interrupted step leaves the model as it was
             state = dict(self._state, rng=copy.deepcopy(self._state["rng"]),
                          history=list(self._state["history"]))
-            frozen = {k: getattr(self, k) for k in ("n_components", "n_reduce", "init", "dtype")}
+            frozen = {k: getattr(self, k) for k in _FROZEN}
             if frozen != state["frozen"]:
                 changed = sorted(k for k in frozen if frozen[k] != state["frozen"][k])
                 raise ValueError(
                     f"partial_fit cannot change {changed} of a started model (they fix its "
-                    "shape); call fit to start afresh.")
+                    "shape, or the set it lies on); call fit to start afresh.")
             Xr = state["space"].transform(X).astype(state["dtype"], copy=False)
         self._run(state, Xr, state["rng"], batch_index=state["runs"])
         self._publish(state)
@@ -364,7 +376,7 @@ class SUML(BaseMahalanobis):
         else:
             L0, _ = np.linalg.qr(rng.standard_normal((d, n_components)))
             S0 = rng.standard_normal((2 * d, d)) / np.sqrt(2 * d)
-        frozen = {k: getattr(self, k) for k in ("n_components", "n_reduce", "init", "dtype")}
+        frozen = {k: getattr(self, k) for k in _FROZEN}
         return {"space": space, "X": Xr.astype(dtype, copy=False), "dtype": dtype, "rng": rng,
                 "L": L0.astype(dtype), "S": S0.astype(dtype), "history": [], "n_iter": 0,
                 "runs": 0, "n_cost": 0, "n_grad": 0, "frozen": frozen}
@@ -414,12 +426,18 @@ class SUML(BaseMahalanobis):
         flops = 4.0 * objective.X_u.shape[0] * d * d
         n_iter, history, converged, descended, windows = 0, [], False, False, 0
         cost = start_cost = float(objective.cost(*point))
+        bar = None  # one bar over every window of the run (each window's own was 10 steps)
+        if self.verbose and self.max_iter:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=self.max_iter, unit="iter", dynamic_ncols=True,
+                       desc="SUML" if batch_index is None else f"SUML batch {batch_index}")
         while n_iter < self.max_iter and not converged:
             with thread_limits(flops_per_step=flops):
                 run = run_manopt(manifold, objective.cost, gradient, point,
                                  euclidean_hessian=hessian, solver=self.solver,
                                  max_iter=min(self.n_iter_no_change, self.max_iter - n_iter),
-                                 tol=GRADIENT_TOL, verbose=self.verbose, desc="SUML")
+                                 tol=GRADIENT_TOL, verbose=self.verbose, desc="SUML", bar=bar)
             point = list(run.point)
             new_cost = float(objective.cost(*point))
             history += [dict(r, iteration=r["iteration"] + n_iter) for r in run.history
@@ -433,6 +451,12 @@ class SUML(BaseMahalanobis):
             converged = run.converged or (not fast and (descended or windows >= 2))
             descended = descended or fast
             cost = new_cost
+            if bar is not None:  # windows that stopped early: the bar shows the iterations run
+                bar.n = min(n_iter, bar.total)
+                bar.refresh()
+        if bar is not None:  # an early stop ends the bar at its own total, reached
+            bar.total = bar.n
+            bar.close()
         run.converged, run.n_iter, run.history = converged, n_iter, history
         L, S = point
         state["L"], state["S"] = np.asarray(L, dtype=dtype), np.asarray(S, dtype=dtype)

@@ -462,3 +462,25 @@ def test_the_trust_region_hessian_is_the_gradients_derivative(digits, monkeypatc
     assert inner(d2, H1) == pytest.approx(inner(d1, H2), rel=tol)
     for h, h2 in zip(hessian(L, S, 2 * d1[0], 2 * d1[1]), H1):
         np.testing.assert_allclose(h, 2 * h2, rtol=0, atol=tol * scale)
+
+
+def test_one_progress_bar_over_the_whole_fit_ends_at_its_total(digits, capsys):
+    # a bar per window of n_iter_no_change iterations: 0/10 ... 10/10, seven times, and
+    # never one whose total was the fit's
+    import re
+
+    X, _ = digits
+    est = SUML(n_components=5, n_triplets=300, random_state=0, verbose=1).fit(X[:300])
+    err = capsys.readouterr().err.replace("\r", "\n")
+    assert est.n_iter_ < est.max_iter  # stopped early: the bar ends at what it ran
+    assert set(re.findall(r"SUML:\s+0%\|[^|]*\| 0/(\d+)", err)) == {"300"}
+    assert re.findall(r"SUML: 100%\|[^|]*\| (\d+)/(\d+)", err)[-1] == (str(est.n_iter_),) * 2
+
+
+def test_partial_fit_cannot_switch_the_manifold_of_a_started_model(digits):
+    # a Stiefel run from a point off the manifold returned rows 6.3 from orthonormal
+    X, _ = digits
+    est = SUML(n_components=4, n_triplets=200, random_state=0, max_iter=20, ortho_weight=0.0)
+    est.partial_fit(X[:200])
+    with pytest.raises(ValueError, match=r"cannot change \['manifold'\]"):
+        est.set_params(manifold="stiefel").partial_fit(X[200:400])
