@@ -806,11 +806,13 @@ def _families(attribute="CASES"):
     """The later families (checkpoint safety, downloads, inputs, speed, issue 37's busy
     machine, issue 39's classic catalogue and API edges, the fourth audit's pair thresholds
     and extreme scales, its deep warm starts, linear options and tools, the fifth audit's
-    labels, starts, offsets, gradients and conventions), one module each."""
+    labels, starts, offsets, gradients and conventions, the sixth's resumed fits, losses,
+    ids and priors), one module each."""
     import importlib
     out = []
     for name in ("security", "lostwork", "inputs", "speed_linear", "speed_deep", "busy",
-                 "classic", "pairs_and_scales", "resume_and_tools", "labels_starts_offsets"):
+                 "classic", "pairs_and_scales", "resume_and_tools", "labels_starts_offsets",
+                 "resume_losses_ids"):
         out += getattr(importlib.import_module(f"_robustness_cases_{name}"), attribute, [])
     return out
 
