@@ -333,7 +333,8 @@ class DeepTrainer:
             cuda_rng=torch.cuda.get_rng_state(self.device) if self.device.type == "cuda"
             else None,
             epoch=epoch, history=list(history), stopper=self.stopper.state_dict(),
-            stopped=stop_reason is not None, stop_reason=stop_reason, classes=self.classes, input_shape=self.input_shape,
+            stopped=stop_reason is not None, stop_reason=stop_reason, classes=self.classes,
+            input_shape=self.input_shape,
             n_components=cfg.n_components, split=(cfg.train_idx, cfg.val_idx),
             world_size=self.ddp.world_size, initial_score=self.initial_score,
             refit=cfg.refit, labels_digest=self.labels_digest,

@@ -64,8 +64,9 @@ def get_loss(loss, **kwargs):
     ----------
     loss : str, callable or nn.Module subclass
         One of :data:`LOSSES` (``"triplet"``, ``"npair"``, ``"binomial"``,
-        ``"amsoftmax"``, ``"lmnn"``, ``"multisimilarity"``); or any callable ``loss(embeddings, labels) -> scalar
-        tensor`` (e.g. a pytorch-metric-learning loss), returned as is; or an
+        ``"amsoftmax"``, ``"lmnn"``, ``"multisimilarity"``); or any callable
+        ``loss(embeddings, labels) -> scalar tensor`` (e.g. a
+        pytorch-metric-learning loss), returned as is; or an
         ``nn.Module`` class, instantiated with ``kwargs``.
     **kwargs
         Constructor arguments (``"amsoftmax"`` needs ``n_classes`` and
