@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+import torch
+
 __all__ = ["LayerCapture", "match_modules"]
 
 
@@ -65,7 +67,9 @@ class LayerCapture:
         def hook(_module, _inputs, output):
             if isinstance(output, (tuple, list)):
                 output = output[0]
-            self.outputs[name] = output
+            # a copy: a later in-place op (ReLU(inplace=True) after a BatchNorm) rewrote the
+            # captured tensor, and two "layers" were one post-activation response
+            self.outputs[name] = output.clone() if isinstance(output, torch.Tensor) else output
         return hook
 
     def __enter__(self):

@@ -278,3 +278,10 @@ def test_forward_on_cuda_under_autocast():
         features, aux = net(x)
     assert features.is_cuda and torch.isfinite(features.float()).all()
     sum(aux.values()).backward()
+
+
+@pytest.mark.parametrize("n_scales, n_cams", [(0, 2), (-1, 2), (2, 0), (2.0, 2)])
+def test_learner_similarity_names_a_bad_count(n_scales, n_cams):
+    # ZeroDivisionError, numpy's reshape error, or a NaN as if J were 1
+    with pytest.raises(ValueError, match="must be a positive integer"):
+        learner_similarity(np.ones((2, 4)), n_scales, n_cams)

@@ -151,8 +151,8 @@ class DeML(nn.Module):
     attention_layers : str or list of str, default=None
         Modules whose responses feed the object-attention module, named
         ``"fnet"``, ``"gnet"`` or ``"fnet.<name>"`` / ``"gnet.<name>"``
-        (their sub-modules). Responses of GNet layers are averaged over the
-        J branches. ``None``: the last two of GNet's children that return a
+        (their sub-modules). A GNet layer's response is walked in each of
+        the J branches, and the J attention maps are averaged. ``None``: the last two of GNet's children that return a
         4-D map larger than 1x1 (GNet itself if it has no children; FNet's
         output if none does), as the paper uses inception4e and inception5b.
     walk_steps : int, default=10

@@ -173,6 +173,9 @@ def learner_similarity(embeddings, n_scales, n_cams):
     >>> learner_similarity(np.array([[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 1.0]]), 1, 2)
     0.5
     """
+    for name, value in (("n_scales", n_scales), ("n_cams", n_cams)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
     Z = np.asarray(embeddings, dtype=np.float64)
     if n_cams < 2:
         return float("nan")
