@@ -75,7 +75,23 @@ class MappedSampler:
 
 
 def _item_x(item):
-    return item[0] if isinstance(item, (tuple, list)) else item
+    """The input of a Dataset item: ``x`` of an ``(x, y)`` pair, else the item itself.
+
+    A pair is a tuple, or a list of two whose second entry is one label (a number, a
+    string or a 0-d tensor): an image given as nested lists is an input, not a pair of
+    its first row and its other rows.
+    """
+    return item[0] if _is_pair(item) else item
+
+
+def _is_pair(item):
+    if isinstance(item, tuple):
+        return True
+    if not isinstance(item, list) or len(item) != 2:
+        return False
+    label = item[1]
+    return isinstance(label, (int, float, str, np.generic)) or \
+        (isinstance(label, (torch.Tensor, np.ndarray)) and label.ndim == 0)
 
 
 def input_shape_of(sample_shape, what="X"):
@@ -87,6 +103,9 @@ def input_shape_of(sample_shape, what="X"):
     would be read as ``H`` channels).
     """
     shape = tuple(int(s) for s in sample_shape)
+    if 0 in shape:
+        raise ValueError(f"{what} has samples of shape {shape}, with a zero-size axis: a "
+                         "sample needs at least one feature (or pixel) along every axis.")
     if len(shape) == 1:
         return shape
     if len(shape) == 2:
@@ -129,7 +148,7 @@ def dataset_labels(dataset, y):
             labels = []
             for i in range(n):
                 item = dataset[i]
-                if not isinstance(item, (tuple, list)) or len(item) < 2:
+                if not _is_pair(item) or len(item) < 2:
                     raise ValueError(
                         "Labels are missing: pass y, give the Dataset a `targets` attribute, "
                         "or make it yield (x, y) pairs.")

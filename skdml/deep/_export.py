@@ -283,9 +283,16 @@ def export_embedding(estimator, path, *, format="torchscript", example=None, ove
     except (ImportError, _NotReproduced):
         raise
     except Exception as exc:  # what tracing / torch.export say of an untraceable backbone
-        raise ValueError(
-            f"The network could not be exported as {format}: {type(exc).__name__}: {exc}. "
-            "Its forward pass must be traceable (no Python control flow on tensor values; "
-            "torch.export also refuses some Python constructs).") from exc
+        from .backbones import FeatureExtractor
+
+        hooked = [m for m in wrapper.modules()
+                  if isinstance(m, FeatureExtractor) and m.layer is not None]
+        why = ("FeatureExtractor(layer=...) stops its network with a forward hook, which "
+               "torch.export cannot follow: export it with format='torchscript'"
+               if hooked and format != "torchscript" else
+               "Its forward pass must be traceable (no Python control flow on tensor values; "
+               "torch.export also refuses some Python constructs)")
+        raise ValueError(f"The network could not be exported as {format}: "
+                         f"{type(exc).__name__}: {exc}. {why}.") from exc
     atomic_write_bytes(path, data, overwrite=overwrite)
     return path

@@ -317,7 +317,11 @@ class RandomAffine:
     -----
     Pixels brought in from outside the image repeat its border
     (``padding_mode="border"``), which is the background for digits,
-    characters and objects on a plain ground. The transform is drawn with
+    characters and objects on a plain ground. The rotation is drawn in the
+    sampling grid's coordinates, which span ``[-1, 1]`` on both axes: on a
+    non-square image it also stretches along one axis, by up to the aspect
+    ratio's deviation times ``sin(degrees)`` (about 4 % for AT&T's 112 x 92
+    faces at 10 degrees). The transform is drawn with
     torch's generator on the batch's device and costs one ``grid_sample``.
 
     Examples

@@ -130,7 +130,10 @@ def _check_features(out):
             "dimension first: (batch, features...).")
     if not out.is_floating_point():
         raise TypeError(f"The backbone returned {out.dtype} features; they must be floating.")
-    if out.dtype == torch.float64:  # e.g. a backbone that calls .double(): the head is float32
+    # e.g. a backbone that calls .double() or .half(): the head is float32 (under autocast
+    # the head casts its input itself)
+    if out.dtype == torch.float64 or (out.dtype in (torch.float16, torch.bfloat16)
+                                      and not torch.is_autocast_enabled(out.device.type)):
         out = out.float()
     return out
 

@@ -125,3 +125,26 @@ def test_transform_of_a_dataset_with_nan_is_refused_like_arrays():
     bad[7, 3] = np.inf
     with pytest.raises(ValueError, match="Input X contains NaN or infinity.*Dataset"):
         est.transform(TensorDataset(torch.from_numpy(bad), torch.from_numpy(y)))
+
+
+def test_an_image_given_as_nested_lists_is_an_input_not_a_pair():
+    # a list item was read as (x, label): x the image's first row (input_shape_ (8,))
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 10)
+    img = (rng.rand(40, 8, 8) + y[:, None, None]).astype(np.float32)
+
+    class Images(Dataset):
+        def __len__(self):
+            return len(img)
+
+        def __getitem__(self, i):
+            return img[i].tolist()
+
+    est = make(max_iter=1, backbone=None, n_components=3).fit(Images(), y)
+    assert est.input_shape_ == (1, 8, 8)
+
+
+def test_a_zero_size_axis_is_refused_by_name():
+    # ZeroDivisionError in the default backbone's resizing, or "variance overflows float64"
+    with pytest.raises(ValueError, match="zero-size axis"):
+        make(max_iter=1).fit(np.zeros((40, 0, 8), dtype=np.float32), np.repeat(np.arange(4), 10))

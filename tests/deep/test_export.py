@@ -138,3 +138,19 @@ def test_untraceable_backbone_is_refused_and_nothing_written(format, tmp_path):
     with pytest.raises(ValueError, match="traceable|trace"):
         export_embedding(est, tmp_path / "embedding.pt", format=format)
     assert not (tmp_path / "embedding.pt").exists()
+
+
+def test_a_hooked_feature_extractor_is_pointed_to_torchscript(tmp_path):
+    # torch.export cannot follow FeatureExtractor(layer=...)'s hook; the error blamed
+    # "Python control flow on tensor values"
+    from skdml.deep.backbones import FeatureExtractor
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 10)
+    X = (rng.rand(40, 1, 8, 8) + y[:, None, None, None]).astype(np.float32)
+    net = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 36, 10))
+    est = DeepMetricTransformer(FeatureExtractor(net, layer="1"), n_components=4, max_iter=1,
+                                device="cpu", random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="FeatureExtractor.*format='torchscript'"):
+        export_embedding(est, tmp_path / "m.pt2", format="exported_program")
+    export_embedding(est, tmp_path / "m.pt", format="torchscript")  # works
