@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from sklearn.utils.multiclass import check_classification_targets
@@ -173,8 +175,11 @@ def dataset_shape(dataset, what):
 def as_source(X):
     """A float32 tensor of model inputs from a validated array (no copy when possible)."""
     shape = input_shape_of(X.shape[1:])
-    return torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32)).reshape(
-        (X.shape[0],) + shape)
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    with warnings.catch_warnings():  # a read-only array (a joblib memmap in GridSearchCV):
+        # the tensor is only read, so torch's "not writable" warning does not apply
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(X).reshape((X.shape[0],) + shape)
 
 
 def first_items(source, n=2):

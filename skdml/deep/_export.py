@@ -60,8 +60,8 @@ def _example_input(example, input_shape):
                                                  torch.int32, torch.int64)):
         raise TypeError(f"example must hold numbers, got dtype {x.dtype}.")
     x = x.float()
-    if x.ndim == len(input_shape):  # grey images (n, H, W)
-        x = x.unsqueeze(1)
+    if x.ndim == len(input_shape) and len(input_shape) == 3 and input_shape[0] == 1:
+        x = x.unsqueeze(1)  # grey images (n, H, W)
     if tuple(x.shape[1:]) != tuple(input_shape) or x.shape[0] < 1:
         raise ValueError(f"example has shape {tuple(x.shape)}; it must be a batch of samples "
                          f"of the fitted shape, (n, {', '.join(map(str, input_shape))}).")

@@ -148,3 +148,18 @@ def test_a_zero_size_axis_is_refused_by_name():
     # ZeroDivisionError in the default backbone's resizing, or "variance overflows float64"
     with pytest.raises(ValueError, match="zero-size axis"):
         make(max_iter=1).fit(np.zeros((40, 0, 8), dtype=np.float32), np.repeat(np.arange(4), 10))
+
+
+def test_a_read_only_array_fits_without_torch_warning():
+    # a joblib memmap under GridSearchCV(n_jobs=...) is read-only: torch warned that writing
+    # to the tensor would be undefined; skdml only reads it
+    import warnings
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 10)
+    X = (rng.randn(40, 6) + y[:, None]).astype(np.float32)
+    X.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warnings.filterwarnings("ignore", category=UserWarning, message=".*(metric loss|separate)")
+        make(max_iter=1).fit(X, y).transform(X)

@@ -154,3 +154,13 @@ def test_a_hooked_feature_extractor_is_pointed_to_torchscript(tmp_path):
     with pytest.raises(ValueError, match="FeatureExtractor.*format='torchscript'"):
         export_embedding(est, tmp_path / "m.pt2", format="exported_program")
     export_embedding(est, tmp_path / "m.pt", format="torchscript")  # works
+
+
+def test_a_single_vector_example_is_named_as_given(tmp_path):
+    # the grey-image axis was added to a vector example: "example has shape (6, 1)"
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 10)
+    X = (rng.randn(40, 6) + y[:, None]).astype(np.float32)
+    est = DeepMetricTransformer(n_components=3, max_iter=1, device="cpu", random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match=r"example has shape \(6,\)"):
+        export_embedding(est, tmp_path / "m.pt", example=X[0])
