@@ -395,7 +395,8 @@ def nearest_neighbors(X, k, *, X_ref=None, metric="euclidean", batch_size=None, 
         row excluded (by index: an exact duplicate still counts).
     metric : {"euclidean", "cosine"}, default="euclidean"
         ``"cosine"`` ranks by decreasing cosine similarity; an all-zero row has
-        similarity 0 to every row but an all-zero one.
+        similarity 0 to every row, another all-zero row included (see the
+        metrics guide).
     batch_size : int, default=None
         Queries per block; ``None`` sizes blocks from a 256 MiB budget.
     device : str or torch.device, default=None
