@@ -152,9 +152,10 @@ class DeML(nn.Module):
         Modules whose responses feed the object-attention module, named
         ``"fnet"``, ``"gnet"`` or ``"fnet.<name>"`` / ``"gnet.<name>"``
         (their sub-modules). A GNet layer's response is walked in each of
-        the J branches, and the J attention maps are averaged. ``None``: the last two of GNet's children that return a
-        4-D map larger than 1x1 (GNet itself if it has no children; FNet's
-        output if none does), as the paper uses inception4e and inception5b.
+        the J branches, and the J attention maps are averaged. ``None``: the
+        last two of GNet's children that return a 4-D map larger than 1x1
+        (GNet itself if it has no children; FNet's output if none does), as
+        the paper uses inception4e and inception5b.
     walk_steps : int, default=10
         Steps T of the random walk.
     crop_threshold : float, default=0.5
