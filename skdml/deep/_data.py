@@ -11,8 +11,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from .._utils import check_orderable_labels
 
-__all__ = ["as_source", "dataset_labels", "first_items", "input_shape_of",
-           "make_loader", "prepare_source", "to_model_input"]
+__all__ = ["as_source", "dataset_labels", "first_items", "input_shape_of", "make_loader",
+           "prepare_source", "to_model_input"]
 
 #: Rows sent through the fixed input layers at a time by :func:`prepare_source`.
 _PREPARE_ROWS = 4096

@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._utils import evenly_spaced
+
 __all__ = ["RandomAffine", "Resize", "Standardize", "fit_standardize", "own_resize", "resize_for"]
 
 #: Items of a ``Dataset`` read to estimate the standardisation (evenly spaced).
@@ -153,7 +155,6 @@ def _moments(source, indices, input_shape):
     """Float64 mean and standard deviation of each channel / feature, two chunked passes."""
     axes = (0,) if len(input_shape) == 1 else (0, 2, 3)
     if not isinstance(source, torch.Tensor):
-        from .._utils import evenly_spaced
         from ._data import first_items
 
         picked = evenly_spaced(indices, DATASET_SAMPLE)
@@ -281,8 +282,6 @@ def _principal_axes(layer, source, indices, n_axes):
     eigendecomposition of at most :data:`PROJECTION_ROWS` squared); axes of a zero
     variance are dropped, so ``m <= min(n_axes, d, rows - 1)``.
     """
-    from .._utils import evenly_spaced
-
     picked = evenly_spaced(indices, PROJECTION_ROWS)
     x = layer(source[picked].detach().cpu().float()).double()
     x = x - x.mean(dim=0, keepdim=True)

@@ -19,8 +19,7 @@ from .._training._distributed import distributed_context
 from .._utils import evenly_spaced, keep_freed_buffers, thread_limits, warn_user
 from ._config import (AUTO_LOSS, COLLAPSE_REFITS, DECAYING_SCHEDULES, VECTOR_MAX_FEATURES,
                       standardizes)
-from ._data import (MappedSampler, first_items, make_loader, prepare_source,
-                    to_model_input)
+from ._data import MappedSampler, first_items, make_loader, prepare_source, to_model_input
 from ._hooks import LayerCapture, match_modules
 from ._inputs import fit_standardize, resize_for
 from ._network import (EmbeddingNet, build_backbone, build_optimizer, identity_start, place,
@@ -351,17 +350,19 @@ class DeepTrainer:
             self.trainable.load_state_dict(resume.to_dict())  # network, loss, weight average
             # torch loads one optimiser's state into another (Adam's into SGD) and fails at
             # the first step, or trains on silently (Adam's into AdamW): the class must be
-            # this one; states saved before it was kept are checked by their settings (a
-            # setting this optimiser lacks; an older torch may have saved fewer)
+            # this one; a state saved before the class was is checked by its settings (one
+            # this optimiser lacks; an older torch may have saved fewer)
             optimizer_class = type(self.optimizer).__name__
-            if resume.optimizer_class not in (None, optimizer_class):
-                raise ValueError(f"another optimiser wrote it ({resume.optimizer_class}; this "
-                                 f"fit's is {optimizer_class})")
-            saved = set().union(*resume.optimizer["param_groups"]) - {"params", "initial_lr"}
-            foreign = saved - set().union(*self.optimizer.param_groups)
-            if foreign:
-                raise ValueError(f"another optimiser wrote it: it has the settings "
-                                 f"{sorted(foreign)}, which {optimizer_class} has not")
+            if resume.optimizer_class is not None:
+                if resume.optimizer_class != optimizer_class:
+                    raise ValueError(f"another optimiser wrote it ({resume.optimizer_class}; "
+                                     f"this fit's is {optimizer_class})")
+            else:
+                saved = set().union(*resume.optimizer["param_groups"]) - {"params", "initial_lr"}
+                foreign = saved - set().union(*self.optimizer.param_groups)
+                if foreign:
+                    raise ValueError(f"another optimiser wrote it: it has the settings "
+                                     f"{sorted(foreign)}, which {optimizer_class} has not")
             self.optimizer.load_state_dict(resume.optimizer)
             if resume.scaler:
                 self.scaler.load_state_dict(resume.scaler)

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import torch
 
 from .._utils._params import check_params
-from ._base import (MetricLoss, abs_max, batch_mean, check_embeddings_labels, pairwise_sq_dists, same_class_masks,
-                    zero_loss)
+from ._base import (MetricLoss, abs_max, batch_mean, check_embeddings_labels, pairwise_sq_dists,
+                    same_class_masks, zero_loss)
 
 __all__ = ["JRSRegularizer"]
 

@@ -20,8 +20,7 @@ from sklearn.utils.multiclass import type_of_target
 from .._utils import check_orderable_labels, warn_user
 
 __all__ = ["as_host_array", "as_host_labels", "check_embeddings", "check_labels", "check_k",
-           "check_pair",
-           "encode_labels", "label_kind", "prepare_retrieval"]
+           "check_pair", "encode_labels", "label_kind", "prepare_retrieval"]
 
 
 def as_host_array(X):
