@@ -118,8 +118,10 @@ def test_a_resumed_fit_keeps_the_untrained_start_as_the_uninterrupted_one_does(t
     kw = dict(n_components=3, max_iter=5, validation_fraction=0.34, early_stopping=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # here the start is unbeaten (best_iteration_ 0: held-out MAP@R 0.4632 against epoch
+        # 1's 0.4621); another CPU's rounding may let an epoch win, and the resumed fit must
+        # then return that epoch: what is compared is the uninterrupted fit's choice
         ref = fast(checkpoint_path=tmp_path / "a.ckpt", **kw).fit(X, y)
-        assert ref.best_iteration_ == 0  # the start, unbeaten
 
         class CtrlC(Callback):
             def on_epoch_end(self, estimator, info):
@@ -130,11 +132,11 @@ def test_a_resumed_fit_keeps_the_untrained_start_as_the_uninterrupted_one_does(t
         with pytest.raises(KeyboardInterrupt):
             est.fit(X, y)
         est.set_params(warm_start=True, callbacks=None).fit(X, y)
-        assert est.best_iteration_ == 0
+        assert est.best_iteration_ == ref.best_iteration_
         np.testing.assert_array_equal(est.transform(X), ref.transform(X))
-        before = ref.transform(X)
+        before, best = ref.transform(X), ref.best_iteration_
         ref.set_params(warm_start=True).fit(X, y)  # nothing left to train: nothing changes
-        assert ref.best_iteration_ == 0
+        assert ref.best_iteration_ == best
         np.testing.assert_array_equal(ref.transform(X), before)
 
 
