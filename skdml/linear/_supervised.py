@@ -427,7 +427,7 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
                   "best_validation_score_": run["best_score"], "validation_split_": split}
         if len(candidates) > 1:
             fitted["candidate_scores_"] = {r["candidate"]: r["best_score"] for r in runs}
-        return objective, candidate, fitted, run["stop_reason"] != "max_iter"
+        return objective, candidate, fitted, run["converged"]
 
     def _validation_run(self, objective, candidate, X, y, train, val, split, n_classes, rng):
         """Train ``objective`` on ``train``, scoring the start and every epoch on ``val``."""
@@ -473,7 +473,11 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
                 "purity": purity,
                 "best_score": stopper.best_value if best > 0 else start_score,
                 "history": result.history, "n_iter": result.n_iter,
-                "n_batches": len(sampler), "stop_reason": result.stop_reason}
+                "n_batches": len(sampler), "stop_reason": result.stop_reason,
+                # max_iter did not cut it short when the hold-out score was already flat over
+                # the last n_iter_no_change epochs (the patience can be max_iter on tiny data)
+                "converged": (result.stop_reason != "max_iter"
+                              or stopper.no_change >= self.n_iter_no_change)}
 
     def _solve_batch(self, objective, X, y, sampler):
         """Riemannian conjugate gradient over a fixed set of batches; return ``(fitted, converged)``."""

@@ -52,3 +52,21 @@ def test_auto_learning_rate_is_a_per_epoch_rate(learner, epoch_rate):
     assert est._learning_rate(1) <= 0.01
     assert learner(learning_rate=0.123)._learning_rate(50) == 0.123
 
+
+
+@pytest.mark.parametrize("learner", [ECAML, JRD], ids=["ECAML", "JRD"])
+def test_flat_hold_out_at_max_iter_is_not_a_cut_short_fit(learner):
+    # one batch an epoch makes the patience (300 steps) equal to max_iter, so early
+    # stopping cannot fire; a hold-out score flat since the first epochs was not cut short
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    idx = np.r_[0:10, 50:60, 100:110]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = learner(max_iter=40, n_iter_no_change=10, random_state=0).fit(X[idx], y[idx])
+    validated = [r for r in est.history_ if not r.get("refit")]
+    assert len(validated) == est.max_iter  # the budget was reached, flat
+    # and a score still rising in the last epochs does warn
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        learner(max_iter=1, n_iter_no_change=10, random_state=0).fit(X[idx], y[idx])
