@@ -23,6 +23,11 @@ _ORDER_REASON = ("float32 network: embedding one sample inside batches of differ
                  "composition differs by ~1 float32 ulp (BLAS blocking), above the check's "
                  "rtol=1e-7; the maths is per-sample and order-independent")
 
+#: Non-strict: passes (XPASS) where one row's products are bit-identical to the batch's.
+_SUBSET_REASON = ("float32 network: passes where the BLAS computes a single row bit-identically "
+                  "to the same row inside a batch (this project's CI CPU); another BLAS's "
+                  "blocking can differ by ~1 float32 ulp, above the check's rtol=1e-7")
+
 
 def public_estimators():
     """Every estimator class defined in a public module of skdml (no ``_`` in its path)."""
@@ -75,7 +80,7 @@ FAST = {
 #: Checks expected to fail, with the reason, per estimator.
 EXPECTED_FAILURES = {
     "DeepMetricTransformer": {"check_methods_sample_order_invariance": _ORDER_REASON,
-                              "check_methods_subset_invariance": _ORDER_REASON},
+                              "check_methods_subset_invariance": _SUBSET_REASON},
     # these checks' labels are random functions of uniform noise: no rank-one basis lowers
     # the triplet loss, every weight stays 0, and SCML raises a ValueError saying so rather
     # than return the zero metric (tests/linear/test_scml.py checks that error)

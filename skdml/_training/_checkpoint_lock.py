@@ -25,8 +25,8 @@ import os
 import socket
 import stat
 import tempfile
-import warnings
 
+from .._utils._warnings import warn_user
 from ._checkpoint import CheckpointError
 
 try:  # POSIX
@@ -115,11 +115,10 @@ def _acquire(path):
             raise CheckpointError(_not_regular(lock, path, kind))
         locked = _try_lock(fd)
         if isinstance(locked, OSError):
-            warnings.warn(
+            warn_user(
                 f"Cannot lock {lock!r} ({locked.strerror or locked}): this file system does not "
                 f"support locks, so a second fit on checkpoint_path={path!r} would not be "
-                "detected. Do not start two fits with one checkpoint_path.", UserWarning,
-                stacklevel=4)
+                "detected. Do not start two fits with one checkpoint_path.")
             return fd, lock
         if not locked:
             os.close(fd)

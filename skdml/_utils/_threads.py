@@ -51,7 +51,6 @@ import os
 import sys
 import threading
 import time
-import warnings
 from collections import deque
 from contextlib import contextmanager
 
@@ -60,6 +59,7 @@ from joblib import cpu_count
 from threadpoolctl import threadpool_limits
 
 from .. import _openmp
+from ._warnings import warn_user
 
 __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "choose_n_threads", "machine_cpus",
            "other_load", "thread_budget", "thread_limits"]
@@ -117,8 +117,8 @@ def _override():
     if n > cpus:
         if value not in _WARNED:
             _WARNED.add(value)
-            warnings.warn(f"{ENV_OVERRIDE}={value} exceeds the {cpus} CPUs this process may "
-                          f"use; skdml uses {cpus} threads.", RuntimeWarning, stacklevel=3)
+            warn_user(f"{ENV_OVERRIDE}={value} exceeds the {cpus} CPUs this process may "
+                      f"use; skdml uses {cpus} threads.", RuntimeWarning)
         n = cpus
     return n
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -11,9 +12,9 @@ __all__ = ["warn_user"]
 #: Frames in these packages are skipped: a warning raised inside ``fit`` (through
 #: scikit-learn's ``Pipeline``, whose steps joblib's ``Memory`` calls, ``GridSearchCV`` or
 #: skdml's own wrappers) is reported at the first line outside them, the line the user
-#: wrote.
+#: wrote. ``contextlib``'s frames too: a warning from a ``with`` block's generator.
 _INTERNAL = tuple(os.path.dirname(__import__(name).__file__) + os.sep
-                  for name in ("skdml", "sklearn", "joblib"))
+                  for name in ("skdml", "sklearn", "joblib")) + (contextlib.__file__,)
 
 
 def _user_stacklevel():

@@ -135,10 +135,11 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
         Where ``L`` lives. ``"stiefel"`` (orthonormal rows) fixes the scale
         and only rotates/selects directions; ``"euclidean"`` can also weight
         them, which gave better k-NN accuracy on AT&T and USPS and equal on
-        COIL-20 (:doc:`linear learners report </reports/linear>`), hence the default. EC is taken on the
-        normalised embedding for the normalised losses, so it cannot shrink
-        ``L`` to 0 there. With ``"stiefel"``, ``n_components`` must be smaller
-        than ``n_features`` (a square orthogonal ``L`` learns nothing).
+        COIL-20 (:doc:`linear learners report </reports/linear>`), hence the
+        default. EC is taken on the normalised embedding for the normalised
+        losses, so it cannot shrink ``L`` to 0 there. With ``"stiefel"``, set
+        ``n_components`` below ``n_features``: a square orthogonal ``L`` keeps
+        every distance and learns nothing (the fit warns).
     solver : {"adam", "conjugate_gradient"}, default="adam"
         ``"adam"``: Adam on fresh class-balanced ``P x K`` batches each
         epoch, with a QR retraction onto the manifold. ``"conjugate_gradient"``: pymanopt's
@@ -173,7 +174,7 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
         closer to its true nearest neighbours), 8 otherwise.
     n_reduce : int, "auto" or None, default=None
         PCA reduction of the input before optimising
-        (:func:`skdml.base.reduce_input`), folded into ``components_``: an int
+        (a PCA fitted in ``fit``), folded into ``components_``: an int
         reduces to that many dimensions; ``"auto"`` reduces (losslessly) to
         ``n_samples`` dimensions when ``n_features > n_samples``; ``None``
         never reduces. The solvers cost O(batch x n_features x n_components)
@@ -277,7 +278,8 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
     """
 
     #: ``set_params(loss__margin=...)``, ``regularizer__log``: the deep learner's nested names
-    _nested_params = {"loss": "loss_params", "regularizer": {"log": "ec_log"}}
+    _nested_params = {"loss": "loss_params", "loss_params": "loss_params",
+                      "regularizer": {"log": "ec_log"}}
 
     _parameter_constraints: dict = {
         **LinearMetricLearner._parameter_constraints,

@@ -159,6 +159,9 @@ class LMNN(BaseMahalanobis):
             raise ValueError("LMNN needs a class with at least 2 samples: with every class a "
                              "single sample there is no target neighbour to pull.")
         n, d = X.shape
+        if not np.any(np.ptp(X, axis=0) > 0):
+            raise ValueError("LMNN: X is constant (all samples are equal); there is no "
+                             "distance between samples to learn.")
         dim = check_n_components(self.n_components, d)
         # the loss and the target neighbours read differences of samples only: centred, the
         # distances' expansion |z_i|^2 - 2 z_i.z_j + |z_j|^2 does not cancel an offset (at
@@ -200,6 +203,11 @@ class LMNN(BaseMahalanobis):
                               "iterations; raise max_iter.", ConvergenceWarning)
         self.components_ = L
         self.loss_ = float(fun(L.ravel())[0]) if self.max_iter else self.initial_loss_
+        if self.max_iter and (self.initial_loss_ - self.loss_
+                              <= self.tol * abs(self.initial_loss_)):
+            warn_user("LMNN barely moved from its start: its loss fell by less than tol. "
+                      "The hinge's unit margin is far from the scale of X (every impostor "
+                      "active or none): standardise X (e.g. StandardScaler) before LMNN.")
         self.target_neighbors_ = targets
         return self
 

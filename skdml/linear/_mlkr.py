@@ -133,6 +133,14 @@ class MLKR(BaseMahalanobis):
             raise ValueError(f"MLKR regresses numeric targets; y has dtype {y.dtype} (class "
                              "labels? use LMNN, LFDA or ECAML).")
         n, d = X.shape
+        if not np.any(np.ptp(X, axis=0) > 0):
+            raise ValueError("MLKR: X is constant (all samples are equal); there is no "
+                             "distance between samples to learn.")
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite_y = np.isfinite(np.ptp(y) ** 2 * n)  # a bound on the summed squared errors
+        if not finite_y:
+            raise ValueError("MLKR: the targets y are too large for their squared errors to "
+                             "be finite in float64; rescale y.")
         dim = check_n_components(self.n_components, d)
         # the loss reads differences of samples only: centred, the distances' expansion
         # |z_i|^2 - 2 z_i.z_j + |z_j|^2 does not cancel an offset (at 1e6, gradient errors of
@@ -168,6 +176,12 @@ class MLKR(BaseMahalanobis):
                 if result.status == 1 and self.tol > 0:  # tol=0: max_iter asked for
                     warn_user(f"MLKR did not converge in max_iter={self.max_iter} L-BFGS "
                               "iterations; raise max_iter.", ConvergenceWarning)
+                flat = self.initial_loss_ - self.loss_ <= self.tol * abs(self.initial_loss_)
+                if flat and np.ptp(y) > 0:
+                    warn_user("MLKR barely moved from its start: its loss fell by less than "
+                              "tol. At this scale of X the Gaussian kernel is flat (every "
+                              "weight 0 or every weight equal): standardise X (e.g. "
+                              "StandardScaler) before MLKR.")
         self.components_ = L
         return self
 

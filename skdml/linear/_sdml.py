@@ -41,6 +41,9 @@ class _SDMLMixin:
         if pairs.shape[2] < 2:
             raise ValueError(f"{name} needs at least 2 features (a graphical lasso on a 1 x 1 "
                              "matrix); got n_features=1.")
+        if not np.any(pairs[:, 0] != pairs[:, 1]):
+            raise ValueError(f"{name}: every pair joins two equal points (X constant?); there "
+                             "is no distance between samples to learn.")
         P = prior_metric(self.prior, unique_points(pairs, random_state=rng), "prior", rng,
                          strict_pd=True)
         diff = pairs[:, 0] - pairs[:, 1]

@@ -12,7 +12,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import validate_data
 
-from .._training import SOLVERS, run_manopt
+from .._training import SOLVERS, NonFiniteLossError, run_manopt
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis, check_n_components, warn_if_orthogonal_is_euclidean
@@ -337,7 +337,14 @@ class SUML(BaseMahalanobis):
                 raise ValueError(
                     f"partial_fit cannot change {changed} of a started model (they fix its "
                     "shape, or the set it lies on); call fit to start afresh.")
-            Xr = state["space"].transform(X).astype(state["dtype"], copy=False)
+            with np.errstate(over="ignore"):
+                Xr = state["space"].transform(X).astype(state["dtype"], copy=False)
+            if not np.isfinite(Xr).all():
+                raise ValueError(
+                    "This batch overflows the working scale set by the first partial_fit "
+                    f"batch ({np.dtype(state['dtype']).name}): it lies on a scale far from "
+                    "the first batch's. Rescale it like the first batch, or call fit to "
+                    "start afresh on data of this scale.")
         self._run(state, Xr, state["rng"], batch_index=state["runs"])
         self._publish(state)
         return self
@@ -459,6 +466,11 @@ class SUML(BaseMahalanobis):
             bar.close()
         run.converged, run.n_iter, run.history = converged, n_iter, history
         L, S = point
+        if not (np.isfinite(start_cost) and np.isfinite(cost)
+                and np.isfinite(L).all() and np.isfinite(S).all()):
+            raise NonFiniteLossError(
+                f"SUML's cost became non-finite (start {start_cost}, end {cost}); the model "
+                "is left as it was before this call. Scale the input to a moderate range.")
         state["L"], state["S"] = np.asarray(L, dtype=dtype), np.asarray(S, dtype=dtype)
         state["n_iter"] += run.n_iter
         history = run.history or [

@@ -505,3 +505,10 @@ def test_the_batch_solver_gets_the_gradient_of_its_cost(learner, params, monkeyp
     getattr(skdml, learner)(n_components=3, solver="conjugate_gradient", max_iter=2,
                             random_state=0, **params).fit(X, y)
     assert errors and errors[0] < 1e-6
+
+
+def test_loss_params_nested_names_set_the_loss_parameters_like_the_deep_learner():
+    est = ECAML(loss="triplet").set_params(loss_params__margin=0.3)
+    assert est.loss_params == {"margin": 0.3}
+    est = ECAML(loss="triplet", loss_params={"margin": 0.1}).set_params(loss_params__margin=0.2)
+    assert est.loss_params == {"margin": 0.2}

@@ -1,5 +1,7 @@
 """skdml.linear.LMNN: the exact loss and gradient, learning, and metric-learn's optimum."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -173,3 +175,23 @@ def test_an_offset_changes_nothing():
     shifted = LMNN(max_iter=30, random_state=0).fit(X + 1e8, y)
     assert shifted.loss_ == pytest.approx(plain.loss_, rel=1e-8)
     np.testing.assert_allclose(shifted.components_, plain.components_, rtol=1e-6, atol=1e-8)
+
+
+def test_lmnn_refuses_a_constant_X():
+    with pytest.raises(ValueError, match="X is constant"):
+        LMNN().fit(np.ones((12, 3)), np.repeat([0, 1, 2], 4))
+
+
+def test_lmnn_that_barely_moves_from_its_start_says_to_standardise():
+    # at 1e-8 every impostor is inside the unit margin: the hinges are constant, and
+    # L-BFGS stops at once; the same data at unit scale learns without a warning
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        LMNN(random_state=0).fit(X, y)
+    with pytest.warns(UserWarning, match="standardise X"):
+        LMNN(random_state=0).fit(X * 1e-8, y)

@@ -149,3 +149,24 @@ def test_an_offset_changes_nothing():
     assert shifted.n_iter_ == plain.n_iter_
     # X + 1e8 itself is rounded to 1.5e-8: the same map to about that, amplified by L-BFGS
     np.testing.assert_allclose(shifted.components_, plain.components_, rtol=0, atol=1e-5)
+
+
+def test_mlkr_refuses_a_constant_X_and_names_y_when_the_targets_overflow():
+    rng = np.random.RandomState(0)
+    with pytest.raises(ValueError, match="X is constant"):
+        MLKR().fit(np.ones((12, 3)), np.arange(12.0))
+    X = rng.randn(12, 3)
+    with pytest.raises(ValueError, match="targets y are too large"):
+        MLKR().fit(X, X[:, 0] * 1e160)
+
+
+def test_mlkr_that_barely_moves_from_its_start_says_to_standardise():
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    est = MLKR().fit(X, y.astype(float))  # learns at unit scale, quietly
+    assert est.loss_ < 0.5 * est.initial_loss_
+    with pytest.warns(UserWarning, match="standardise X"):  # every kernel weight 0
+        MLKR().fit(X * 1e4, y.astype(float))

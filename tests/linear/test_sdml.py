@@ -89,3 +89,8 @@ def test_a_graphical_lasso_cut_short_is_named_as_the_cause():
     with pytest.raises(ValueError, match="stopped at max_iter=1 before converging"):
         est.fit(X, y)
     est.set_params(max_iter=3).fit(X, y)  # converged: the problem itself was fine
+
+
+def test_sdml_refuses_pairs_of_equal_points():
+    with pytest.raises(ValueError, match="every pair joins two equal points"):
+        SDML_Supervised(random_state=0).fit(np.ones((12, 3)), np.repeat([0, 1, 2], 4))

@@ -484,3 +484,22 @@ def test_partial_fit_cannot_switch_the_manifold_of_a_started_model(digits):
     est.partial_fit(X[:200])
     with pytest.raises(ValueError, match=r"cannot change \['manifold'\]"):
         est.set_params(manifold="stiefel").partial_fit(X[200:400])
+
+
+def test_partial_fit_refuses_a_batch_that_overflows_the_first_batchs_scale():
+    X = np.random.RandomState(0).randn(20, 5)
+    est = SUML(n_triplets=50, max_iter=5, random_state=0).partial_fit(X[:10])
+    before = est.components_.copy()
+    with pytest.raises(ValueError, match="overflows the working scale"):
+        est.partial_fit(X[10:] * 1e40)
+    np.testing.assert_array_equal(est.components_, before)  # the model is kept
+
+
+def test_a_non_finite_cost_is_an_error_not_nan_components(monkeypatch):
+    from skdml._training import NonFiniteLossError
+    from skdml.linear import _suml_objective
+
+    X = np.random.RandomState(0).randn(20, 5)
+    monkeypatch.setattr(_suml_objective.SUMLObjective, "cost", lambda self, L, S: np.nan)
+    with pytest.raises(NonFiniteLossError, match="non-finite"):
+        SUML(n_triplets=50, max_iter=2, random_state=0).fit(X)

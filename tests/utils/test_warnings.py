@@ -50,3 +50,29 @@ def test_a_deep_fit_that_does_not_learn_warns_at_the_users_line():
 def test_warn_user_outside_skdml_is_plain_warn():
     caught = _caught(lambda: warn_user("look"), UserWarning)
     assert caught[0].filename == __file__ and str(caught[0].message) == "look"
+
+
+def test_thread_override_above_the_cpus_warns_at_the_users_line(monkeypatch):
+    from skdml._utils import _threads
+
+    monkeypatch.setenv("SKDML_NUM_THREADS", "4096")
+    monkeypatch.setattr(_threads, "_WARNED", set())  # warned once per value and process
+    X, y = _blobs()
+    est = ECAML(n_components=2, max_iter=1, early_stopping=False, random_state=0)
+    caught = _caught(lambda: est.fit(X, y), RuntimeWarning)
+    assert caught and {w.filename for w in caught} == {__file__}
+
+
+def test_a_checkpoint_that_cannot_be_locked_warns_at_the_users_line(tmp_path, monkeypatch):
+    import errno
+
+    from skdml._training import _checkpoint_lock
+
+    monkeypatch.setattr(_checkpoint_lock, "_try_lock",
+                        lambda fd: OSError(errno.EOPNOTSUPP, "Operation not supported"))
+    X, y = _blobs()
+    est = DeepMetricTransformer(n_components=2, max_iter=1, device="cpu", random_state=0,
+                                checkpoint_path=tmp_path / "model.ckpt")
+    caught = [w for w in _caught(lambda: est.fit(X.astype(np.float32), y), UserWarning)
+              if "Cannot lock" in str(w.message)]
+    assert caught and {w.filename for w in caught} == {__file__}
