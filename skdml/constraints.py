@@ -66,9 +66,10 @@ class Constraints:
         The class of each sample; samples labelled ``unknown_label`` belong
         to no class (they are never drawn).
     unknown_label : object, default=-1
-        The label of unlabelled samples (metric-learn's convention); ``None``:
-        every sample is labelled; ``np.nan``: NaN marks them. A NaN label is
-        refused otherwise.
+        The label of unlabelled samples; ``None``: every sample is labelled;
+        ``np.nan``: NaN marks them. A NaN label is refused otherwise. Unlike
+        metric-learn, which takes *every* negative label for unknown, only
+        this one label is unknown: with ``-1``, a label ``-2`` is a class.
 
     Attributes
     ----------
@@ -179,8 +180,11 @@ class Constraints:
         eligible = np.flatnonzero(partners > 0)
         kind = "similar" if same else "dissimilar"
         found = np.empty(0, dtype=np.int64)
+        # ordered pairs of the kind: no round draws more than exist (a request of 10**12
+        # pairs among a few costs what the few cost)
+        population = int(np.sum(partners[eligible]))
         for _ in range(MAX_ROUNDS if len(eligible) else 0):
-            need = n_constraints - len(found)
+            need = min(n_constraints, population) - len(found)
             if need <= 0:
                 break
             a = eligible[rng.randint(len(eligible), size=need)]
@@ -196,7 +200,6 @@ class Constraints:
         if len(found) < n_constraints:
             # near saturation, rejection sampling misses the last free pairs: draw those from
             # the list of every pair of the kind (the rounds' draws kept first, as before)
-            population = int(np.sum(partners[eligible]))
             if population <= MAX_ENUMERATED_PAIRS:
                 free = np.setdiff1d(_all_pair_codes(classes, counts, same), found,
                                     assume_unique=True)
@@ -238,7 +241,9 @@ class Constraints:
             members, others = known[classes == c], known[classes != c]
             kg, ki = min(k_genuine, len(members) - 1), min(k_impostor, len(others))
             if (kg, ki) != (k_genuine, k_impostor):
-                warn_user(f"Class {self.partial_labels[members[0]]!r} gives {kg} genuine and "
+                label = self.partial_labels[members[0]]
+                label = label.item() if isinstance(label, np.generic) else label
+                warn_user(f"Class {label!r} gives {kg} genuine and "
                           f"{ki} impostor neighbours (asked {k_genuine} and {k_impostor}).")
             if kg < 1 or ki < 1:
                 continue

@@ -145,3 +145,18 @@ def test_nan_labels_are_refused_unless_they_mark_the_unknown_samples():
     np.testing.assert_array_equal(chunks[[2, 5]], [-1, -1])
     with pytest.raises(ValueError, match="mixes label types"):
         Constraints(np.array(["a", "b", None], dtype=object), unknown_label=None)
+
+
+def test_a_huge_request_costs_what_the_existing_pairs_cost():
+    # 4 similar and 8 dissimilar ordered pairs exist: 10**12 asked must not allocate 10**12
+    c = Constraints([0, 0, 1, 1])
+    with pytest.warns(UserWarning, match="Only 4 distinct similar pairs exist"):
+        pairs, y = c.labeled_pairs(10**12, random_state=0)
+    assert pairs.shape == (12, 2) and (y == 1).sum() == 4
+
+
+def test_warnings_name_a_class_by_its_plain_value():
+    X = np.arange(8.0)[:, None]
+    with pytest.warns(UserWarning, match=r"Class 0 gives 1 genuine") as caught:
+        Constraints(np.array([0, 0, 1, 1, 1, 1, 1, 1])).generate_knntriplets(X, 2, 1)
+    assert "np.int64" not in str(caught[0].message)

@@ -57,6 +57,10 @@ def _row_norms(Z):
     return peak * np.sqrt(np.einsum("ij,ij->i", Z / safe[:, None], Z / safe[:, None]))
 
 
+#: Bytes of one block of pair differences in :func:`mapped_distances`.
+_PAIR_BLOCK_BYTES = 16 * 2**20
+
+
 def mapped_distances(A, B, components):
     """``||L (a - b)||`` for each row pair of ``A`` and ``B`` (``L`` = ``components``).
 
@@ -64,14 +68,19 @@ def mapped_distances(A, B, components):
     pair is computed from ``a`` and ``b`` scaled by a power of two (exact), and scaled
     back; other pairs are computed as they are.
     """
-    with np.errstate(over="ignore", invalid="ignore"):  # the overflowing pairs are redone
-        D = A - B
-        out = _row_norms(D @ components.T)
-    bad = ~np.all(np.isfinite(D), axis=1)
-    if bad.any():
-        peak = np.maximum(np.abs(A[bad]).max(axis=1), np.abs(B[bad]).max(axis=1))
-        scale = np.exp2(np.floor(np.log2(peak)))[:, None]
-        out[bad] = _row_norms((A[bad] / scale - B[bad] / scale) @ components.T) * scale[:, 0]
+    # in blocks of rows: the temporaries (differences, their images) stay a few MiB
+    step = max(1, _PAIR_BLOCK_BYTES // (8 * max(A.shape[1], components.shape[0], 1)))
+    out = np.empty(A.shape[0])
+    for start in range(0, A.shape[0], step):
+        a, b = A[start:start + step], B[start:start + step]
+        with np.errstate(over="ignore", invalid="ignore"):  # the overflowing pairs are redone
+            D = a - b
+            part = out[start:start + step] = _row_norms(D @ components.T)
+        bad = ~np.all(np.isfinite(D), axis=1)
+        if bad.any():
+            peak = np.maximum(np.abs(a[bad]).max(axis=1), np.abs(b[bad]).max(axis=1))
+            scale = np.exp2(np.floor(np.log2(peak)))[:, None]
+            part[bad] = _row_norms((a[bad] / scale - b[bad] / scale) @ components.T) * scale[:, 0]
     return out
 
 

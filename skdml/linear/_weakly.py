@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numbers
 from abc import abstractmethod
+from collections.abc import Mapping
 
 import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
@@ -76,9 +77,12 @@ class _TupleLearner(BaseMahalanobis):
         if not reset:
             check_is_fitted(self)
         preprocessor = self._check_preprocessor(reset)
-        if callable(preprocessor):
+        # 3-D tuples are features even with a preprocessor (metric-learn's rule): pairs of new
+        # samples can be scored by a learner fitted on indices
+        features = np.ndim(tuples) == 3
+        if callable(preprocessor) and not features:
             tuples = self._call_preprocessor(preprocessor, tuples, k, what)
-        elif preprocessor is not None:
+        elif preprocessor is not None and not features:
             idx = np.asarray(tuples)
             if idx.ndim != 2 or idx.shape[1] != k:
                 raise ValueError(
@@ -243,6 +247,10 @@ class BasePairsLearner(ClassifierMixin, _TupleLearner):
         self : object
             The fitted learner.
         """
+        if calibration_params is not None and not isinstance(calibration_params, Mapping):
+            raise TypeError("calibration_params must be a dict of strategy, min_rate and beta "
+                            f"(or None); got {type(calibration_params).__name__} "
+                            f"{calibration_params!r}.")
         params = dict(calibration_params or {})
         unknown = set(params) - {"strategy", "min_rate", "beta"}
         if unknown:
@@ -423,9 +431,12 @@ def calibrated_threshold(distances, y, strategy="accuracy", min_rate=None, beta=
         tpr = tp / n_pos if n_pos else np.ones_like(tp, dtype=float)
         tnr = tn / n_neg if n_neg else np.ones_like(tp, dtype=float)
         if strategy == "f_beta":
-            with np.errstate(divide="ignore", invalid="ignore"):
+            # F-beta divided through by 1 + beta^2: the weight w = beta^2 / (1 + beta^2) of
+            # precision in the harmonic mean stays in [0, 1] for any beta (inf: recall)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                w = 1.0 / (1.0 + np.float64(beta) ** -2)
                 precision = np.where(accepted > 0, tp / np.maximum(accepted, 1), 0.0)
-                f = (1 + beta ** 2) * precision * tpr / (beta ** 2 * precision + tpr)
+                f = precision * tpr / (w * precision + (1.0 - w) * tpr)
             best = int(np.argmax(np.nan_to_num(f, nan=0.0)))
         else:
             main, other = (tpr, tnr) if strategy == "max_tpr" else (tnr, tpr)

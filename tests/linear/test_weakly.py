@@ -106,7 +106,7 @@ def test_bad_indices_into_the_preprocessor_raise():
     with pytest.raises(ValueError, match="must be integers"):
         _Diagonal(preprocessor=X).fit(np.array([[0.5, 1.0]]), [1])
     with pytest.raises(ValueError, match="shape \\(n_pairs, 2\\)"):
-        _Diagonal(preprocessor=X).fit(np.zeros((2, 2, 2), dtype=int), [1, 1])
+        _Diagonal(preprocessor=X).fit(np.zeros((2, 3), dtype=int), [1, 1])
     with pytest.raises(ValueError, match="NaN"):
         _Diagonal(preprocessor=np.full((4, 2), np.nan)).fit(np.array([[0, 1]]), [1])
 
@@ -366,3 +366,41 @@ def test_pair_classifiers_are_binary_in_their_tags():
     from sklearn.utils import get_tags
     assert get_tags(ITML()).classifier_tags.multi_class is False  # labels are -1 and +1 only
     assert get_tags(_Diagonal()).classifier_tags.multi_class is False
+
+
+@pytest.mark.parametrize("preprocessor", ["array", "callable"])
+def test_three_d_tuples_are_features_even_with_a_preprocessor(preprocessor):
+    # metric-learn's rule: pairs of new samples are scored by a learner fitted on indices
+    from skdml.linear import ITML
+
+    X = np.array([[0., 0], [0.1, 0], [3, 0], [3.1, 0]])
+    pairs = np.array([[0, 1], [2, 3], [0, 2], [1, 3]])
+    y = np.array([1, 1, -1, -1])
+    pre = X if preprocessor == "array" else (lambda ids: X[ids])
+    est = ITML(preprocessor=pre).fit(pairs, y)
+    new = np.array([[[0.0, 0.0], [0.05, 0.0]], [[0.0, 0.0], [3.0, 0.0]]])
+    np.testing.assert_array_equal(est.predict(new), [1, -1])
+    np.testing.assert_allclose(est.pair_distance(X[pairs]), est.pair_distance(pairs))
+
+
+@pytest.mark.parametrize("beta", [1e150, np.float64(1e200), 1e200, np.inf, 1e-200])
+def test_f_beta_calibration_with_extreme_beta_is_the_limit_rate(beta):
+    # beta -> inf: F-beta -> recall (accept the similar pairs); beta -> 0: precision
+    from skdml.linear._weakly import calibrated_threshold
+
+    d = np.array([0.1, 0.2, 1.0, 1.5, 3.0])
+    y = np.array([1, 1, -1, 1, -1])
+    t = calibrated_threshold(d, y, strategy="f_beta", beta=beta)
+    if beta > 1:
+        assert 1.5 < t < 3.0  # every similar pair accepted, the first threshold to do so
+    else:
+        assert 0.1 < t < 1.0  # precision 1: only similar pairs accepted
+    assert t == calibrated_threshold(d, y, strategy="f_beta",
+                                     beta=np.inf if beta > 1 else 1e-300)
+
+
+def test_calibration_params_must_be_a_dict():
+    X = np.array([[0., 0], [0.1, 0], [3, 0], [3.1, 0]])
+    pairs = np.array([[0, 1], [2, 3], [0, 2], [1, 3]])
+    with pytest.raises(TypeError, match="calibration_params must be a dict"):
+        _Diagonal(preprocessor=X).fit(pairs, [1, 1, -1, -1], calibration_params="f_beta")
