@@ -23,6 +23,14 @@ from sklearn.utils.validation import check_consistent_length, column_or_1d
 __all__ = ["ClassDisjointSplit", "FirstHalfClassSplit"]
 
 
+
+def _missing(label):
+    """Whether an object label is NaN or a missing value (pandas ``NA``: comparing it fails)."""
+    try:
+        return bool(label != label)
+    except TypeError:
+        return True
+
 def _classes_of(X, y, splitter):
     """Validate ``y`` for a class-disjoint split; return (classes, class index per sample)."""
     if y is None:
@@ -39,6 +47,9 @@ def _classes_of(X, y, splitter):
         raise ValueError(f"{splitter}: y contains NaN or infinity.")
     if y.dtype == object and any(label is None for label in y):
         raise ValueError(f"{splitter}: y contains None; every sample needs a class label.")
+    if y.dtype == object and any(map(_missing, y)):
+        raise ValueError(f"{splitter}: y contains NaN or a missing value; every sample needs "
+                         "a class label.")
     try:
         classes, y_index = np.unique(y, return_inverse=True)
     except TypeError as exc:

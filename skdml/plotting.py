@@ -35,6 +35,11 @@ def _image_shape(n_features, image_shape):
                 f"Cannot guess the image shape of {n_features} features (not a square); "
                 "pass image_shape=(height, width).")
         return (side, side)
+    if len(image_shape) not in (2, 3) or not all(
+            isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 1
+            for s in image_shape):
+        raise ValueError(f"image_shape must be 2 (or, with channels, 3) positive integers, "
+                         f"(height, width[, channels]); got {tuple(image_shape)!r}.")
     image_shape = tuple(int(s) for s in image_shape)
     if int(np.prod(image_shape)) != n_features:
         raise ValueError(

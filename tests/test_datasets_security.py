@@ -268,3 +268,50 @@ def test_relative_skdml_data_is_refused(monkeypatch, tmp_path):
     assert get_data_home("data") == Path("data")
     monkeypatch.setenv("SKDML_DATA", str(tmp_path))
     assert get_data_home() == tmp_path
+
+
+def test_a_member_named_twice_is_refused(tmp_path):
+    name = f"{ROOT}/Alphabet/character01/0001_01.png"  # a drawing the builder already wrote
+    path = omniglot_zip(tmp_path / ZIP, extra=[(name, png_bytes(seed=9))])
+    with pytest.raises(OSError, match="appears twice"):
+        load_crafted_omniglot(path)
+
+
+@needs_shared
+def test_a_same_size_file_swapped_in_with_its_old_mtime_is_hashed_again(tmp_path):
+    path = tmp_path / "att_faces_64x64.mat"
+    shutil.copy(SHARED / "att_faces_64x64.mat", path)
+    fetch_file("att_faces_64x64.mat", tmp_path, download_if_missing=False)  # verified once
+    before = path.stat()
+    data = bytearray(path.read_bytes())
+    data[1000] ^= 0xFF
+    swapped = tmp_path / "swapped"
+    swapped.write_bytes(bytes(data))
+    os.utime(swapped, ns=(before.st_atime_ns, before.st_mtime_ns))  # cp -p, rsync -t
+    os.replace(swapped, path)
+    assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+    with pytest.raises(OSError, match="tampered"):
+        fetch_file("att_faces_64x64.mat", tmp_path, download_if_missing=False)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(download_if_missing="False"), "download_if_missing"),
+    (dict(return_X_y="no"), "return_X_y"),
+    (dict(data_home=123), "data_home"),
+    (dict(url=5), "url"),
+])
+def test_loader_parameters_are_validated_before_any_network_access(kwargs, match):
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from skdml.datasets import load_usps
+
+    kwargs = {"data_home": "/nonexistent-skdml-home", **kwargs}
+    with pytest.raises(InvalidParameterError, match=match):
+        load_usps(**kwargs)
+
+
+def test_an_empty_or_bytes_data_home_is_refused():
+    with pytest.raises(ValueError, match="data_home is empty"):
+        get_data_home("")
+    with pytest.raises(TypeError):
+        get_data_home(b"/tmp")

@@ -161,3 +161,11 @@ def test_euclidean_episodes_agree_with_brute_force_on_classes_far_apart():
     got = few_shot_accuracy(X, y, n_way=5, n_shot=5, n_queries=10, n_episodes=50,
                             random_state=0)[0]
     assert got == pytest.approx(brute(0), abs=1e-12)
+
+
+def test_a_span_beyond_the_float64_range_gives_the_same_accuracy():
+    # x - median overflowed for values spanning -1e308 .. 1e308 (scaled first now)
+    y = np.repeat(np.arange(4), 6)
+    X = (np.array([-1.0, -0.9, -0.8, 1.0])[y] + 0.001 * np.tile(np.arange(6), 4))[:, None]
+    kw = dict(n_way=4, n_shot=1, n_queries=5, n_episodes=20, random_state=0)
+    assert few_shot_accuracy(X * 1e308, y, **kw) == few_shot_accuracy(X, y, **kw) == (1.0, 0.0)

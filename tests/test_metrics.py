@@ -991,3 +991,28 @@ def test_labels_that_numpy_would_join_as_float_stay_apart():
     assert recall_at_k(Xq, yq, X_ref=X, y_ref=floats, k=1) == 1.0
     # ordinary mixes still join: 1 and 1.0 are one label
     assert knn_accuracy(Xq, np.array([1, 0]), X, np.array([0.0, 0, 1, 1, 2, 2]), k=1)[0] == 0.0
+
+
+def test_a_span_beyond_the_float64_range_ranks_exactly_and_returns():
+    # every value finite, max - min above 1.8e308: the frame overflowed and the search
+    # looped forever; the order is that of the data divided by a power of two
+    from skdml.metrics import nearest_neighbors
+
+    X = np.array([[-1e308], [-0.9e308], [-0.8e308], [1e308]])
+    np.testing.assert_array_equal(nearest_neighbors(X, 1), [[1], [0], [1], [2]])
+    rng = np.random.RandomState(0)
+    Z = rng.uniform(-1, 1, (40, 3))
+    y = rng.randint(0, 3, 40)
+    assert retrieval_scores(Z * 1.7e308, y, k=(1, 3)) == retrieval_scores(Z, y, k=(1, 3))
+
+
+def test_fewer_distinct_points_than_classes_is_said_plainly():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X = np.repeat([[0.0], [1.0]], 5, axis=0)
+    y = np.arange(10) % 3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clustering_scores(X, y, random_state=0)
+    assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert any("found 2 clusters for 3 classes" in str(w.message) for w in caught)

@@ -277,3 +277,23 @@ def test_a_tiny_test_fraction_still_holds_out_one_class():
     for train, test in ClassDisjointSplit(n_splits=2, test_size=1e-14,
                                           random_state=0).split(np.zeros((30, 1)), y):
         assert len(np.unique(y[test])) == 1 and len(train) == 27
+
+
+@pytest.mark.parametrize("missing", [np.nan, float("nan")])
+def test_nan_among_object_labels_is_refused(missing):
+    from skdml.model_selection import ClassDisjointSplit
+
+    y = np.array([1.0, 1.0, 2.0, 2.0, 3.0, 3.0, missing, missing], dtype=object)
+    with pytest.raises(ValueError, match="NaN or a missing value"):
+        next(ClassDisjointSplit(n_splits=1, test_size=1, random_state=3).split(
+            np.zeros((8, 1)), y))
+
+
+def test_pandas_na_among_labels_is_refused():
+    pd = pytest.importorskip("pandas")
+    from skdml.model_selection import ClassDisjointSplit
+
+    y = pd.Series(["a", "a", "b", "b", "c", "c", pd.NA, pd.NA], dtype=object)
+    with pytest.raises(ValueError, match="NaN or a missing value"):
+        next(ClassDisjointSplit(n_splits=1, test_size=1, random_state=0).split(
+            np.zeros((8, 1)), y))

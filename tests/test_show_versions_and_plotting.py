@@ -71,6 +71,9 @@ def test_plot_retrieval_shows_exact_neighbours_side_by_side(digits):
     ({"query_indices": [[1, 2]]}, "1-D"),
     ({"n_neighbors": 300}, "other images"),
     ({"image_shape": (7, 7)}, "pixels"),
+    ({"image_shape": (8.5, 8)}, "positive integers"),
+    ({"image_shape": (-8, -8)}, "positive integers"),
+    ({"image_shape": (64,)}, "positive integers"),
     ({"embeddings": {"bad": np.zeros((5, 2))}}, "rows"),
     ({"y": np.zeros(3)}, "shape"),
 ])

@@ -40,6 +40,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from sklearn.utils._param_validation import validate_params
+
 __all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "SHA256", "SIZES", "URLS", "fetch_file",
            "get_data_home"]
 
@@ -99,6 +101,18 @@ _VERIFIED = set()
 _VERIFIED_LOCK = threading.Lock()
 
 
+#: The parameter constraints every loader shares.
+LOADER_PARAMS = {
+    "data_home": [str, os.PathLike, None],
+    "download_if_missing": ["boolean"],
+    "return_X_y": ["boolean"],
+    "url": [str, None],
+    "timeout": "no_validation",  # checked by _seconds before any network access
+    "deadline": "no_validation",
+}
+
+
+@validate_params({"data_home": [str, os.PathLike, None]}, prefer_skip_nested_validation=True)
 def get_data_home(data_home=None) -> Path:
     """Return the directory where skdml keeps its data files.
 
@@ -136,6 +150,10 @@ def get_data_home(data_home=None) -> Path:
     '/tmp/my_data'
     """
     if data_home is not None:
+        if isinstance(os.fspath(data_home), bytes):
+            raise TypeError(f"data_home must be a str or a str path, not bytes; got {data_home!r}.")
+        if not os.fspath(data_home):
+            raise ValueError("data_home is empty; pass a directory (or None for the default).")
         return Path(os.fspath(data_home)).expanduser()
     env = os.environ.get("SKDML_DATA")
     if env:
@@ -177,6 +195,9 @@ def _check_home(home):
             "in it.")
 
 
+@validate_params({"filename": [str], **{k: v for k, v in LOADER_PARAMS.items()
+                                       if k != "return_X_y"}},
+                 prefer_skip_nested_validation=True)
 def fetch_file(filename, data_home=None, *, download_if_missing=True, url=None,
                timeout=DEFAULT_TIMEOUT, deadline=DEFAULT_DEADLINE) -> Path:
     """Return the path of a data file, downloading and checking it if needed.
@@ -301,7 +322,10 @@ def _verify_cached(path, filename, home):
             f"The cached data file {str(path)!r} is {stat.st_size} bytes, expected "
             f"{expected_size}: it is truncated, tampered with or not the right file. "
             + delete + _by_hand(filename, home))
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, expected_digest)
+    # the inode, device and change time too: a same-size file swapped in with its old mtime
+    # restored (cp -p, rsync -t, os.utime) is hashed again; ctime cannot be set back
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev,
+           stat.st_ctime_ns, expected_digest)
     with _VERIFIED_LOCK:
         if key in _VERIFIED:
             return

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.io import loadmat
 from sklearn.utils import Bunch
+from sklearn.utils._param_validation import validate_params
 
-from ._fetch import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, fetch_file
+from ._fetch import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, LOADER_PARAMS, fetch_file
 
 __all__ = ["load_att_faces", "load_coil20", "load_usps"]
 
@@ -120,6 +121,7 @@ research", IEEE Transactions on Pattern Analysis and Machine Intelligence
 """
 
 
+@validate_params(LOADER_PARAMS, prefer_skip_nested_validation=True)
 def load_att_faces(data_home=None, *, download_if_missing=True, return_X_y=False, url=None,
                    timeout=DEFAULT_TIMEOUT, deadline=DEFAULT_DEADLINE):
     """Load the AT&T (ORL) faces: 40 people x 10 images of 64x64 pixels.
@@ -170,6 +172,7 @@ def load_att_faces(data_home=None, *, download_if_missing=True, return_X_y=False
     return _bunch(images, target, _ATT_DESCR, path, return_X_y)
 
 
+@validate_params(LOADER_PARAMS, prefer_skip_nested_validation=True)
 def load_coil20(data_home=None, *, download_if_missing=True, return_X_y=False, url=None,
                    timeout=DEFAULT_TIMEOUT, deadline=DEFAULT_DEADLINE):
     """Load COIL-20: 20 objects x 72 poses, 32x32 pixels.
@@ -222,6 +225,7 @@ def load_coil20(data_home=None, *, download_if_missing=True, return_X_y=False, u
     return _bunch(images, target, _COIL_DESCR, path, return_X_y)
 
 
+@validate_params(LOADER_PARAMS, prefer_skip_nested_validation=True)
 def load_usps(data_home=None, *, download_if_missing=True, return_X_y=False, url=None,
                    timeout=DEFAULT_TIMEOUT, deadline=DEFAULT_DEADLINE):
     """Load the USPS handwritten digits: 10 digits x 1100, 16x16 pixels.

@@ -14,8 +14,9 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 from sklearn.utils import Bunch
+from sklearn.utils._param_validation import validate_params
 
-from ._fetch import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, fetch_file
+from ._fetch import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, LOADER_PARAMS, fetch_file
 from ._safe_zip import checked_members, read_member
 
 __all__ = ["OMNIGLOT_SUBSETS", "load_omniglot"]
@@ -141,6 +142,8 @@ def _decode(Image, data, image_size, path, member):
     return np.clip(ink, 0.0, 1.0)
 
 
+@validate_params({**LOADER_PARAMS, "subset": "no_validation", "image_size": "no_validation"},
+                 prefer_skip_nested_validation=True)
 def load_omniglot(subset="small1", *, image_size=28, data_home=None, download_if_missing=True,
                   return_X_y=False, url=None, timeout=DEFAULT_TIMEOUT,
                   deadline=DEFAULT_DEADLINE):

@@ -65,9 +65,12 @@ def checked_members(archive, path, *, max_member_bytes=MAX_MEMBER_BYTES,
     infos = archive.infolist()
     if len(infos) > max_members:
         _refuse(path, f"it holds {len(infos)} members, more than the limit of {max_members}.")
-    total, members = 0, []
+    total, members, seen = 0, [], set()
     for info in infos:
         name = info.filename
+        if name in seen:
+            _refuse(path, f"member {name!r} appears twice; an archive names each file once.")
+        seen.add(name)
         parts = PurePosixPath(name).parts
         if (name.startswith("/") or "\\" in name or (len(name) > 1 and name[1] == ":")
                 or any(p in ("..", ".") for p in name.rstrip("/").split("/"))

@@ -11,16 +11,18 @@ of the 43 s of ``clustering_scores`` on 60,000 rows with 3,000 classes.
 from __future__ import annotations
 
 import math
+import warnings
 from numbers import Integral
 
 import numpy as np
 import torch
 from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 from threadpoolctl import threadpool_limits
 
-from .._utils import choose_n_threads, thread_limits
+from .._utils import choose_n_threads, thread_limits, warn_user
 from ._validation import check_embeddings, check_labels
 
 __all__ = ["nmi_score", "clustering_f1_score", "clustering_scores"]
@@ -167,17 +169,30 @@ def _kmeans(Z, n_clusters, random_state, n_init):
     # their threads may spin at barriers, so a busy machine's rule applies to them
     flops = 2.0 * Z.shape[0] * n_clusters * Z.shape[1]
     with thread_limits(flops_per_step=flops), \
-            threadpool_limits(choose_n_threads(flops), user_api="openmp"):
+            threadpool_limits(choose_n_threads(flops), user_api="openmp"), \
+            warnings.catch_warnings():
+        # scikit-learn's ConvergenceWarning for fewer distinct points than clusters: no
+        # optimiser was cut short; said below, once, as what it is
+        warnings.filterwarnings("ignore", message="Number of distinct clusters",
+                                category=ConvergenceWarning)
         if n_clusters <= SKLEARN_SEEDING_MAX_CLUSTERS or n_clusters > Z.shape[0]:
-            return KMeans(n_clusters=n_clusters, n_init=n_init,
-                          random_state=rng).fit_predict(Z)
-        best = None
-        for _ in range(n_init):
-            seeds = _greedy_kmeans_pp(Z, n_clusters, rng)
-            run = KMeans(n_clusters=n_clusters, init=seeds, n_init=1, random_state=rng).fit(Z)
-            if best is None or run.inertia_ < best.inertia_:
-                best = run
-        return best.labels_
+            labels = KMeans(n_clusters=n_clusters, n_init=n_init,
+                            random_state=rng).fit_predict(Z)
+        else:
+            best = None
+            for _ in range(n_init):
+                seeds = _greedy_kmeans_pp(Z, n_clusters, rng)
+                run = KMeans(n_clusters=n_clusters, init=seeds, n_init=1,
+                             random_state=rng).fit(Z)
+                if best is None or run.inertia_ < best.inertia_:
+                    best = run
+            labels = best.labels_
+    found = np.unique(labels).size
+    if found < n_clusters:
+        warn_user(f"k-means found {found} clusters for {n_clusters} classes: X has fewer "
+                  "distinct points than classes, so some classes cannot get a cluster of "
+                  "their own (the scores count that).")
+    return labels
 
 
 @validate_params(_CONSTRAINTS, prefer_skip_nested_validation=True)

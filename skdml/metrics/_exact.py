@@ -111,6 +111,11 @@ def ieee_float32():
             torch.set_float32_matmul_precision(previous)
 
 
+def _abs_max(X):
+    """The largest ``|x|`` of an array (0 for an empty one)."""
+    return max(float(np.max(X, initial=0.0)), -float(np.min(X, initial=0.0)))
+
+
 def normalise_rows(A):
     """Divide the rows of float64 ``A`` by their L2 norm, in place; zero rows stay zero."""
     peak = np.max(np.abs(A), axis=1)
@@ -262,6 +267,12 @@ class Frame:
             lift = bool(zero_q.any()) or (not exclude_self and UnitRows.has_zero_row(R))
             Q = UnitRows(Q, lift)
             R = Q if exclude_self else UnitRows(R, lift)
+        elif max(_abs_max(Q), _abs_max(R)) >= 2.0 ** 1021:
+            # differences of values this large overflow (1e308 - -1e308): work on the data
+            # times 2**-3, the same order (exact but for subnormals, which the float64
+            # brute force below loses anyway at this scale)
+            Q = np.ldexp(np.asarray(Q, dtype=np.float64), -3)
+            R = Q if exclude_self else np.ldexp(np.asarray(R, dtype=np.float64), -3)
         self.Q, self.R, self.metric = Q, R, metric
         self.d = d = Q.shape[1]
         self.exact = False

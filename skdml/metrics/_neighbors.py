@@ -253,6 +253,10 @@ def _rank_block(D, qrows, depth, order_depth, cuts, frame, ref_keys, query_keys,
             result[rows[ok]] = idx[ok, :k]
             retry.append(rows[~ok])
         pending = np.concatenate(retry)
+        if full and pending.size:  # every reference was listed and brute-forced: a bug
+            raise RuntimeError(
+                f"skdml could not certify the neighbour order of {pending.size} queries from "
+                "full lists; please report this with the input's range (min, max).")
         L = min(4 * L, n_ref)
     return result
 

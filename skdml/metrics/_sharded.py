@@ -56,7 +56,12 @@ def fingerprint(*values):
     """
     digest = hashlib.blake2b(digest_size=16)
     for value in values:
-        value = np.asarray(as_host_array(value))
+        # integer tensors as their own dtype (as_host_array makes them float64: 2**53 + 1
+        # would hash as 2**53), so a tensor and an array of the same labels hash alike
+        if isinstance(value, torch.Tensor) and not value.is_floating_point():
+            value = value.detach().cpu().numpy()
+        else:
+            value = np.asarray(as_host_array(value))
         if value.dtype != object:
             value = np.ascontiguousarray(value)
             digest.update(f"{value.dtype.str}{value.shape}".encode())

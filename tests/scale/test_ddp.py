@@ -137,3 +137,17 @@ def test_nccl_world_size_1_smoke(tmp_path):
     ddp = torch.load(tmp_path / "nccl.pt", weights_only=False)["history"]
     one = workers.estimator(device="cuda").fit(*workers.data()).history_
     np.testing.assert_allclose([r["loss"] for r in ddp], [r["loss"] for r in one], rtol=1e-4)
+
+
+def test_the_rank_check_fingerprints_integer_labels_in_their_own_dtype():
+    # labels above 2**53 that differ by one hashed alike through float64, so ranks holding
+    # different labels passed the check; a tensor and an array of one set now agree
+    import numpy as np
+    import torch
+
+    from skdml.metrics._sharded import fingerprint
+
+    B = 2**53
+    assert fingerprint(torch.tensor([B, 7])) != fingerprint(torch.tensor([B + 1, 7]))
+    assert fingerprint(torch.tensor([0, 1])) == fingerprint(np.array([0, 1]))
+    assert fingerprint(torch.zeros(3)) == fingerprint(np.zeros(3, dtype=np.float32))
