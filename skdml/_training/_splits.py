@@ -66,7 +66,18 @@ def class_disjoint_holdout(y, fraction, rng, min_train_classes=2):
             f"training and 2 for validation; {len(classes)} classes with "
             f"validation_fraction={fraction} leave {len(classes) - n_val} for training "
             "(early_stopping=False trains on every class without a hold-out).")
-    val_classes = rng.choice(classes, n_val, replace=False)
+    # held out among the classes of 2 or more samples: the hold-out is scored among itself
+    # (Recall@1, MAP@R), where a single sample has no same-class reference (the same draws
+    # as before when every class has 2)
+    classes, counts = np.unique(y, return_counts=True)
+    pairs = classes[counts >= 2]
+    if len(pairs) < n_val:
+        raise ValueError(
+            f"A class-disjoint validation split holds out {n_val} classes of 2 or more samples "
+            f"(they are scored among themselves), but only {len(pairs)} of the {len(classes)} "
+            "classes have 2 samples; set validation_split='stratified', or early_stopping="
+            "False to train on every class without a hold-out.")
+    val_classes = rng.choice(pairs, n_val, replace=False)
     is_val = np.isin(y, val_classes)
     return np.flatnonzero(~is_val), np.flatnonzero(is_val)
 
@@ -130,8 +141,8 @@ def validation_holdout(y, fraction, split, rng, *, scored_within=False):
     else:
         train, val = stratified_holdout(y, fraction, rng)
         if len(val) == 0:
-            raise ValueError("early_stopping=True needs at least one class with 3 or more "
-                             "samples to hold out a validation set.")
+            raise ValueError(f"A validation hold-out (early_stopping or validation_fraction="
+                             f"{fraction}) needs at least one class with 3 or more samples.")
         if scored_within:
             _check_scored_within(y, val, fraction)
     return train, val, split

@@ -548,7 +548,9 @@ def resolve_config(est, *, y_enc, input_shape, in_memory, device, rng, resume=No
     if auto_augment and (refit or {}).get("augment") is False:
         augment = None
     return FitConfig(
-        name=type(est).__name__, loss=loss, objective=objective_config(est, loss),
+        # the progress bar's label: a collapse refit says which settings it changed
+        name=type(est).__name__ + ("" if refit is None else " collapse refit (" + ", ".join(
+            f"{k}={v!r}" for k, v in refit.items()) + ")"), loss=loss, objective=objective_config(est, loss),
         auto_loss=isinstance(est.loss, str) and est.loss == "auto",
         auto_augment=auto_augment,
         backbone=est.backbone, n_components=int(est.n_components),

@@ -166,6 +166,13 @@ def dataset_labels(dataset, y):
 
 def dataset_shape(dataset, what):
     """The model input shape of a Dataset's items (from the first one)."""
+    if isinstance(dataset, torch.utils.data.IterableDataset) or not (
+            hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
+        raise TypeError(
+            f"The {what} Dataset ({type(dataset).__name__}) must be a map-style Dataset, with "
+            "__len__ and __getitem__ (the batches are drawn by index); an IterableDataset "
+            "cannot be sampled by class. Collect its items into arrays, or wrap them in a "
+            "map-style Dataset.")
     if len(dataset) == 0:
         raise ValueError(f"The {what} Dataset is empty.")
     first = _item_x(dataset[0])

@@ -75,7 +75,9 @@ class DeepMetricTransformer(ModuleStateMixin, SavedWithoutCallbacksMixin, Nested
         The network. An ``nn.Module`` instance is deep-copied at each ``fit`` (so
         clones and refits start from the same weights). A callable is called as
         ``backbone(input_shape)`` with the shape of one sample (``(d,)`` or
-        ``(C, H, W)``) and must return an ``nn.Module``. ``None`` uses an MLP for
+        ``(C, H, W)``) and must return an ``nn.Module``, which is deep-copied
+        too (a builder that returns a module it keeps cannot make two fits
+        share weights). ``None`` uses an MLP for
         vectors and the 4-block ConvNet for images (see
         :mod:`skdml.deep.backbones`); wrap a pretrained network in
         :class:`~skdml.deep.backbones.FeatureExtractor`.
@@ -215,9 +217,12 @@ callable, default="auto"
         Where to write (atomically, with a SHA-256 digest) a checkpoint at the
         end of every epoch: model, weight average, loss, optimiser, grad scaler,
         RNG and early stopping states, epoch, history and the validation split;
-        read back with ``torch.load(weights_only=True)``. Checked writable and
-        locked before training; a failed write warns and training goes on. A fit
-        without ``warm_start`` refuses to overwrite an existing file.
+        an skdml file (a header, a digest, then a payload that skdml reads
+        with ``torch.load(weights_only=True)``: tensors and plain containers,
+        never code), read by ``warm_start``, not by ``torch.load`` itself.
+        Checked writable and locked before training; a failed write warns and
+        training goes on. A fit without ``warm_start`` refuses to overwrite an
+        existing file.
     warm_start : bool, default=False
         Resume from ``checkpoint_path`` if it exists (unless the fitted model
         continues its run further), else from the fitted model; the current

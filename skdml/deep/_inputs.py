@@ -240,6 +240,11 @@ def fit_standardize(source, indices, input_shape, *, scale="feature", n_axes=Non
     """
     mean, std = _moments(source, np.asarray(indices), input_shape)
     top = float(std.max())
+    # NaN (not inf) in the moments: a NaN or infinite item (inf - inf); an overflow of
+    # finite values gives inf only
+    if bool(torch.isnan(mean).any()) or bool(torch.isnan(std).any()):
+        raise ValueError("Input X contains NaN or infinity (an item of the training data); "
+                         "every input value must be finite.")
     if not np.isfinite(top):
         raise ValueError("The training inputs are too large to standardise (their variance "
                          "overflows float64); rescale X.")

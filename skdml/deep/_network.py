@@ -139,7 +139,7 @@ def _check_features(out):
 
 
 def build_backbone(spec, input_shape):
-    """The backbone: a deep copy of a module, the result of a builder, or the default."""
+    """The backbone: a deep copy of a module or of a builder's result, or the default."""
     if spec is None:
         return default_backbone(input_shape)
     if isinstance(spec, type):
@@ -152,7 +152,9 @@ def build_backbone(spec, input_shape):
     if not isinstance(module, nn.Module):
         raise TypeError(f"The backbone builder returned {type(module).__name__}, "
                         "not a torch.nn.Module.")
-    return module
+    # a copy, as for a module: a builder that returns one module it keeps (a closure over a
+    # pretrained network) must not let two fits, or a refit and the fitted model, share it
+    return copy.deepcopy(module)
 
 
 def probe_backbone(backbone, sample):

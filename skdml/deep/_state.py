@@ -29,7 +29,7 @@ class TrainingState:
     """Everything a deep fit needs to resume: the one schema of checkpoints and resume states.
 
     Written at the end of every epoch to ``checkpoint_path`` (as a plain dict,
-    :meth:`to_dict`, read back with ``torch.load(weights_only=True)``) and kept
+    :meth:`to_dict`, the file's payload read with ``torch.load(weights_only=True)``) and kept
     by the fitted estimator for ``warm_start``; read back by
     :meth:`from_dict`, which names any missing entry. The fields without a
     default must be present; the others are optional.

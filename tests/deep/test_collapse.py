@@ -202,3 +202,19 @@ def test_an_unnormalised_embedding_is_not_judged(monkeypatch, blobs):
         make(loss="auto", n_components=1, normalize=False,
              max_iter=SEPARATION_MIN_EPOCHS).fit(X.reshape(-1, 1, 2, 5), y)
     assert losses == ["multisimilarity"]
+
+
+def test_the_refit_progress_bar_names_the_refit(monkeypatch, blobs):
+    X, y = blobs
+    names = []
+    real = estimator_module.DeepTrainer.fit
+
+    def recording(trainer, resume=None):
+        names.append(trainer.config.name)
+        return real(trainer, resume)
+
+    monkeypatch.setattr(estimator_module.DeepTrainer, "fit", recording)
+    _separation_sequence(monkeypatch, [0.01, 0.5])
+    make(loss="auto", max_iter=SEPARATION_MIN_EPOCHS).fit(X.reshape(-1, 1, 2, 5), y)
+    assert names == ["DeepMetricTransformer",
+                     "DeepMetricTransformer collapse refit (loss='binomial')"]

@@ -163,3 +163,33 @@ def test_a_read_only_array_fits_without_torch_warning():
         warnings.simplefilter("error", UserWarning)
         warnings.filterwarnings("ignore", category=UserWarning, message=".*(metric loss|separate)")
         make(max_iter=1).fit(X, y).transform(X)
+
+
+def test_an_iterable_dataset_is_refused_up_front():
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            yield from ((torch.zeros(4), 0) for _ in range(8))
+
+    with pytest.raises(TypeError, match="map-style Dataset"):
+        make(max_iter=1).fit(Stream())
+
+
+def test_a_nan_item_is_named_as_such_not_as_an_overflow():
+    rng = np.random.RandomState(0)
+    X = rng.randn(40, 4).astype(np.float32)
+    X[5, 2] = np.nan
+    y = np.repeat(np.arange(4), 10)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        make(max_iter=1).fit(PairDataset(X, y, with_targets=True))
+
+
+def test_a_builder_that_returns_a_module_it_keeps_gives_each_fit_its_own_copy():
+    X, y = zero_shot_vectors(n_classes=6, per_class=10, dim=8)
+    shared = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU())
+    before = [p.detach().clone() for p in shared.parameters()]
+    a = make(backbone=lambda shape: shared, max_iter=2).fit(X, y)
+    Za = a.transform(X)
+    b = make(backbone=lambda shape: shared, max_iter=3).fit(X, y)
+    assert a.module_.backbone is not shared and b.module_.backbone is not a.module_.backbone
+    assert all(torch.equal(p, q) for p, q in zip(shared.parameters(), before))
+    np.testing.assert_array_equal(a.transform(X), Za)

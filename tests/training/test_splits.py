@@ -66,3 +66,21 @@ def test_deep_fit_on_singleton_holdout_names_the_split():
                                 random_state=0)
     with pytest.raises(ValueError, match="stratified validation split"):
         est.fit(X, y)
+
+
+def test_class_disjoint_hold_out_draws_classes_that_can_be_scored():
+    # 5 classes of 10 and 10 singletons: the held-out classes are scored among
+    # themselves, so they are drawn among the classes of 2 or more samples
+    from skdml._training._splits import class_disjoint_holdout
+
+    y = np.r_[np.repeat(np.arange(5), 10), np.arange(5, 15)]
+    for seed in range(20):
+        _, val = class_disjoint_holdout(y, 0.2, np.random.RandomState(seed))
+        assert np.unique(y[val], return_counts=True)[1].min() >= 2
+    # the same draws as before where every class has 2 samples
+    y2 = np.repeat(np.arange(10), 3)
+    _, val = class_disjoint_holdout(y2, 0.2, np.random.RandomState(0))
+    expected = np.random.RandomState(0).choice(np.arange(10), 2, replace=False)
+    assert set(y2[val]) == set(expected)
+    with pytest.raises(ValueError, match="only 1 of the 11 classes have 2 samples"):
+        class_disjoint_holdout(np.r_[0, 0, np.arange(1, 11)], 0.2, np.random.RandomState(0))
