@@ -116,6 +116,9 @@ class Callback:
 class TrainingInfo:
     """A live, read-only view of a running fit, passed to every :class:`Callback` hook.
 
+    Built by the learners (users never construct one); its attributes are
+    read-only.
+
     Attributes
     ----------
     epoch : int

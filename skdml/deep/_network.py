@@ -28,6 +28,21 @@ class EmbeddingNet(nn.Module):
     image size) and then ``standardize`` (e.g. :class:`~skdml.deep.Standardize`)
     are applied to the input first.
 
+    Parameters
+    ----------
+    backbone : nn.Module
+        The network whose flattened output is embedded.
+    in_features : int
+        Width of the backbone's flattened output.
+    n_components : int
+        Width of the embedding (the head's output).
+    normalize : bool
+        L2-normalise the embeddings.
+    standardize : nn.Module, default=None
+        Input standardisation, applied after ``resize``.
+    resize : nn.Module, default=None
+        Input resizing, applied first.
+
     Examples
     --------
     >>> import torch
@@ -57,6 +72,7 @@ class EmbeddingNet(nn.Module):
             self.resize = None
 
     def features(self, x, prepared=False):
+        """``(features, aux)``: the backbone's flattened features of ``x``, its auxiliary output."""
         if not prepared:
             x = self.prepare(x)
         out = self.backbone(x)
@@ -82,6 +98,7 @@ class EmbeddingNet(nn.Module):
         return x
 
     def embed(self, features):  # float64 features were cast by _check_features
+        """The head's embedding of backbone ``features``, L2-normalised when ``normalize``."""
         z = self.head(features)
         return F.normalize(z, dim=1) if self.normalize else z
 

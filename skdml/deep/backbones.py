@@ -221,6 +221,8 @@ class SmallCNN(nn.Module):
         ``widths[-1]``); ``False`` flattens it instead (keeps the layout, which
         helps on small aligned images such as digits; size depends on H, W).
 
+    Notes
+    -----
     Weights and activations are kept in channels-last memory format, as in
     :class:`ConvNet`.
 

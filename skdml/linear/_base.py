@@ -99,6 +99,25 @@ def check_n_components(n_components, n_features, n_samples=None):
     components on 4096 pixels took minutes where 128 (the deep learner's
     default embedding size too) takes seconds.
 
+    Parameters
+    ----------
+    n_components : int or None
+        The requested embedding dimension.
+    n_features : int
+        Features of the input.
+    n_samples : int, default=None
+        Training samples, for the learners' default (``n_components=None``).
+
+    Returns
+    -------
+    n_components : int
+        The resolved dimension.
+
+    Raises
+    ------
+    ValueError
+        When ``n_components`` is not a positive integer or exceeds ``n_features``.
+
     Examples
     --------
     >>> check_n_components(None, 64, n_samples=280)

@@ -124,6 +124,22 @@ def build_loss(loss, params=None, *, n_classes=None, embedding_dim=None):
     takes them (proxy losses such as AM-Softmax), unless ``params`` sets them.
     An ``nn.Module`` instance is deep-copied, so that fits never share state.
 
+    Parameters
+    ----------
+    loss : str, loss class or nn.Module
+        A registered name (see :data:`LOSSES`), a class, or a built loss.
+    params : dict, default=None
+        Constructor parameters of a named or class loss (refused for a built one).
+    n_classes : int, default=None
+        Classes of the fit, passed to a loss whose constructor takes them.
+    embedding_dim : int, default=None
+        Embedding width, passed to a loss whose constructor takes it.
+
+    Returns
+    -------
+    loss : nn.Module
+        The built loss (a copy of a given module).
+
     Examples
     --------
     >>> build_loss("amsoftmax", {"margin": 0.2}, n_classes=3, embedding_dim=2)

@@ -81,7 +81,8 @@ def make_deml(n_scales=2, n_cams=2, *, n_components=128, backbone="small_cnn", w
               split=None, deml_params=None, **estimator_params):
     """A :class:`~skdml.DeepMetricTransformer` training DeML(I, J) as in the paper.
 
-    The estimator's backbone is a :class:`DeMLBuilder`, its loss
+    The estimator's backbone is a ``DeMLBuilder`` (a picklable builder of
+    :class:`~skdml.deep.DeML` for the fit's input shape), its loss
     :class:`~skdml.losses.DecoupledLoss` (Eq. 5 over the I x J learners), and
     its ``n_components`` the width DeML gives (``I * J * (n_components // (I
     * J))``, the paper's floor). The learners take ``learning_rate *
@@ -99,8 +100,14 @@ def make_deml(n_scales=2, n_cams=2, *, n_components=128, backbone="small_cnn", w
         J, channel-attention learners per scale.
     n_components : int, default=128
         Embedding size d.
-    backbone, widths, split
-        The CNN, see :class:`DeMLBuilder`.
+    backbone : {"small_cnn", "small_resnet"}, nn.Module or callable, default="small_cnn"
+        The CNN to split: skdml's :class:`~skdml.deep.SmallCNN` or
+        :class:`~skdml.deep.SmallResNet` (with ``widths``), a module, or a
+        callable ``backbone(input_shape)`` returning one.
+    widths : tuple of int, default=None
+        Stage widths of the named backbones (their defaults when ``None``).
+    split : str, default=None
+        FNet's last stage (see :func:`~skdml.deep.deml.split_backbone`).
     deml_params : dict, default=None
         Other parameters of :class:`DeML` (``adversary_weight``,
         ``activation_decay``, ``crop_min_size``...).
