@@ -75,7 +75,8 @@ def mapped_distances(A, B, components):
         a, b = A[start:start + step], B[start:start + step]
         with np.errstate(over="ignore", invalid="ignore"):  # the overflowing pairs are redone
             D = a - b
-            part = out[start:start + step] = _row_norms(D @ components.T)
+            part = out[start:start + step]  # a view: the overflowing pairs are redone in it
+            part[...] = _row_norms(D @ components.T)
         bad = ~np.all(np.isfinite(D), axis=1)
         if bad.any():
             peak = np.maximum(np.abs(a[bad]).max(axis=1), np.abs(b[bad]).max(axis=1))

@@ -112,3 +112,16 @@ def test_distances_stay_finite_where_the_difference_overflows():
         warnings.simplefilter("error")
         got = mapped_distances(A, B, L)
     np.testing.assert_allclose(got, [5e307, np.hypot(0.25, 2.0)], rtol=1e-12)
+
+
+def test_pair_distances_are_computed_in_blocks_with_the_same_values(monkeypatch):
+    # blocks of a few rows (the temporaries stay small), overflowing pairs redone in place
+    from skdml.linear import _base
+
+    rng = np.random.RandomState(0)
+    A, B, L = rng.randn(50, 4), rng.randn(50, 4), 0.01 * rng.randn(3, 4)
+    A[7], B[7] = 1e308, -1e308
+    whole = _base.mapped_distances(A, B, L)
+    monkeypatch.setattr(_base, "_PAIR_BLOCK_BYTES", 8 * 4 * 3)  # 3 rows a block
+    np.testing.assert_array_equal(_base.mapped_distances(A, B, L), whole)
+    assert np.isfinite(whole).all()
