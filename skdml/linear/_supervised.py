@@ -40,7 +40,8 @@ from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbac
 from ._base import (BaseMahalanobis, check_init_array, check_n_components,
                     warn_if_orthogonal_is_euclidean)
 from ._preprocessing import InputSpace, initial_components, polar, qr_retraction
-from ._validation import choose_run, improves, knn_purity, knn_score, unseen_query_scores
+from ._validation import (choose_run, improves, knn_purity, knn_sample_scores,
+                          unseen_query_scores)
 
 __all__ = ["LinearMetricLearner", "LinearObjective", "check_supervised_input"]
 
@@ -439,9 +440,11 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
             def score_fn():
                 per_query.append(unseen_query_scores(objective.L.detach(), X_val, y_val))
                 return float(per_query[-1].mean())  # the mean of Recall@1 and MAP@R
-        else:
+        else:  # the per-sample k-NN scores (their mean is the k-NN score)
             def score_fn():
-                return knn_score(objective.L.detach(), X_train, X_val, y_train, y_val)
+                per_query.append(knn_sample_scores(objective.L.detach(), X_train, X_val,
+                                                   y_train, y_val))
+                return float(per_query[-1].mean())
         start = [p.detach().clone() for p in objective.parameters]
         start_score = score_fn()
         P, K = self._batch_plan(n_classes, candidate)
@@ -460,7 +463,7 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
                                              f"candidate {candidate!r} on the hold-out")])
         best = stopper.best_epoch or result.n_iter
         if not improves(stopper.best_value, start_score, self.tol,
-                         per_query[best][:, 0] - per_query[0][:, 0] if per_query else None):
+                        per_query[best] - per_query[0] if per_query else None):
             best = 0  # learning did not beat the start on the held-out set: keep the start
         if best == 0:
             with torch.no_grad():

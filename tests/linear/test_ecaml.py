@@ -329,6 +329,43 @@ def test_validation_score_is_mean_knn_accuracy():
     assert score == pytest.approx(expected)
 
 
+def test_per_sample_validation_scores_are_the_votes_and_average_to_the_score():
+    import skdml.linear._validation as linear
+
+    rng = np.random.RandomState(0)
+    for trial in range(20):  # ties on a grid, labels absent from the training part
+        n = rng.randint(14, 60)
+        X = np.round(rng.randn(n, 3), 1)
+        y = rng.randint(0, 4, n).astype(str) if trial % 2 else rng.randint(0, 4, n)
+        L = torch.as_tensor(rng.randn(2, 3))
+        tr, va = np.arange(n) < 0.7 * n, np.arange(n) >= 0.7 * n
+        args = L, torch.as_tensor(X[tr]), torch.as_tensor(X[va]), y[tr], y[va]
+        per_sample = linear.knn_sample_scores(*args)
+        assert per_sample.mean() == pytest.approx(linear.knn_score(*args), abs=1e-12)
+        # brute force: each k's vote among the k nearest (by distance, then index)
+        Z = X @ L.numpy().T
+        d = ((Z[va][:, None] - Z[tr][None]) ** 2).sum(-1)
+        order = np.lexsort((np.broadcast_to(np.arange(tr.sum()), d.shape), d), axis=1)
+        classes = np.unique(y[tr])
+        expected = np.zeros(va.sum())
+        for k in linear.VALIDATION_KS:
+            k = min(k, tr.sum())
+            for i, row in enumerate(order):
+                counts = [(y[tr][row[:k]] == c).sum() for c in classes]
+                expected[i] += classes[int(np.argmax(counts))] == y[va][i]
+        np.testing.assert_allclose(per_sample, expected / len(linear.VALIDATION_KS))
+
+
+def test_stratified_paired_test_is_off_by_default(monkeypatch):
+    import skdml.linear._validation as linear
+
+    gains = np.array([0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # one sample better
+    assert linear.improves(0.55, 0.5, 1e-4, gains)  # off: the mean alone
+    monkeypatch.setattr(linear, "STRATIFIED_SIGNIFICANCE_Z", 2.0)
+    assert not linear.improves(0.55, 0.5, 1e-4, gains)  # 1 of 10: within the noise
+    assert linear.improves(0.55, 0.5, 1e-4, np.full(10, 0.05))
+
+
 def test_early_stopping_auto_needs_three_samples_in_a_class():
     X, y = _data(n_samples=60)
     assert hasattr(ECAML(n_components=2, max_iter=3, random_state=0).fit(X, y),
