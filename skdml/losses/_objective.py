@@ -56,13 +56,13 @@ class MetricObjective:
 
     def regularization(self, embeddings, labels, *, layers=None, cosines=None):
         """The unweighted regulariser on the representation the loss works on."""
+        if isinstance(self.loss, MetricLoss):  # e.g. unit rows for AM-Softmax (JRD Eq. 9)
+            embeddings = self.loss.prepare(embeddings)
         if isinstance(self.regularizer, JRSRegularizer):
             reps = self.regularizer.representations(layers, embeddings, self.loss)
             if cosines is not None and hasattr(self.loss, "class_cosines"):
                 reps[-1] = cosines
             return self.regularizer(reps, labels)
-        if isinstance(self.loss, MetricLoss):
-            embeddings = self.loss.prepare(embeddings)
         return self.regularizer(embeddings, labels)
 
     def __call__(self, embeddings, labels, *, regularizer_embeddings=None, layers=None):

@@ -40,7 +40,11 @@ def deml_pair_weights(labels) -> torch.Tensor:
             [0.2500, 0.2500, 0.0000]], dtype=torch.float64)
     """
     labels = torch.as_tensor(labels)
-    pos, neg = same_class_masks(labels.long())
+    # the shared label check (float labels are refused, not truncated into one class)
+    labels = check_embeddings_labels(
+        torch.zeros(labels.shape[0] if labels.ndim else 0, 1, device=labels.device), labels,
+        name="the batch")
+    pos, neg = same_class_masks(labels)
     n_pos = pos.sum().clamp_min(1).double()
     n_neg = neg.sum().clamp_min(1).double()
     return pos.double() / n_pos + neg.double() / n_neg

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from .._utils._params import check_params, positive_int
 from ._base import MetricLoss, unit_rows
 from .binomial import BinomialDevianceLoss
 
@@ -63,8 +64,8 @@ class DecoupledLoss(MetricLoss):
 
     def __init__(self, n_learners, loss=None, reduction="mean"):
         super().__init__(reduction)
-        if int(n_learners) != n_learners or n_learners < 1:
-            raise ValueError(f"n_learners must be a positive integer, got {n_learners!r}.")
+        check_params("DecoupledLoss", {"n_learners": [positive_int()]},
+                     {"n_learners": n_learners})
         self.n_learners = int(n_learners)
         self.loss = BinomialDevianceLoss(scale=2.0, margin=0.5, negative_weight=35.0,
                                          pair_weighting="balanced", reduction="sum") \

@@ -95,6 +95,11 @@ class DistancePreservation(nn.Module):
     """
 
     def forward(self, embeddings: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+        if not isinstance(embeddings, torch.Tensor) or not isinstance(reference, torch.Tensor):
+            raise TypeError("DistancePreservation takes torch tensors; got "
+                            f"{type(embeddings).__name__} and {type(reference).__name__}.")
+        if not embeddings.is_floating_point():  # the value would be cast back to integers
+            raise ValueError(f"embeddings must have a floating dtype, got {embeddings.dtype}.")
         if embeddings.ndim != 2 or reference.ndim < 2 or \
                 embeddings.shape[0] != reference.shape[0]:
             raise ValueError(

@@ -132,8 +132,11 @@ class EnergyConfusion(MetricLoss):
         means = average @ x  # mu_{c(i)}
         mean_sq = average @ (x * x).sum(dim=1)  # mean ||x||^2 over the class of i
         scaled = mean_sq[:, None] + mean_sq[None, :] - 2.0 * (means @ means.T)
-        energy = scaled.clamp_min(0.0).to(torch.float64) * (s * s)  # E_{c(i) c(j)}
-        terms = torch.log1p(energy) if self.log else energy
+        scaled = scaled.clamp_min(0.0).to(torch.float64)
+        if self.log:  # log(1 + s^2 e) = 2 log s + log(s^-2 + e): finite where s^2 overflows
+            terms = 2.0 * torch.log(s) + torch.log(s ** -2.0 + scaled)
+        else:
+            terms = scaled * (s * s)  # E_{c(i) c(j)}
         # each ordered class pair (I, J) is covered by n_I n_J sample pairs
         weights = (~same).to(x.dtype) / (counts[:, None] * counts[None, :])
         return terms.to(x.dtype), weights

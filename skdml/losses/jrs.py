@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -107,6 +108,14 @@ class JRSRegularizer(MetricLoss):
                 isinstance(layers, Sequence) and all(isinstance(n, str) for n in layers))):
             raise ValueError(f"layers must be a module name or a list of them, got {layers!r}.")
         self.layers = layers if layers is None or isinstance(layers, str) else tuple(layers)
+        for name, values in (("bandwidths", bandwidths),
+                             ("single_kernel_layers", single_kernel_layers)):
+            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+                raise ValueError(f"{name} must be a sequence of numbers, got {values!r}.")
+        if not all(isinstance(i, numbers.Integral) and not isinstance(i, bool)
+                   for i in single_kernel_layers):
+            raise ValueError("single_kernel_layers must be layer indices (integers), got "
+                             f"{tuple(single_kernel_layers)!r}.")
         bandwidths = tuple(float(b) for b in bandwidths)
         if not bandwidths or not all(math.isfinite(b) and b > 0 for b in bandwidths):
             raise ValueError(f"bandwidths must be finite positive numbers, got {bandwidths}.")

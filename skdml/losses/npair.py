@@ -23,6 +23,12 @@ def _scaled(x):
     return (x / s.to(x.dtype)).to(torch.float64), s * s
 
 
+def _times(s2, t):
+    """``s2 * t`` with ``inf * 0 = 0``: the scaled differences at their own maximum (0) stay
+    0 when ``s2`` overflows float64, so the loss is ``inf`` there, never NaN."""
+    return torch.where(t == 0, torch.zeros_like(t), s2 * t)
+
+
 class NPairLoss(MetricLoss):
     r"""Multi-class N-pair loss (Sohn, 2016; ECAML Eq. 9) with a raw dot product.
 
@@ -112,10 +118,11 @@ class NPairLoss(MetricLoss):
         has_neg = neg.any(dim=1, keepdim=True)
         a = torch.where(has_neg, a, torch.zeros_like(a))
         shifted = torch.where(neg, sim, a) - a  # <= 0 on negatives, 0 elsewhere
-        summed = torch.where(neg, torch.exp(s2 * shifted), torch.zeros_like(sim)).sum(
+        summed = torch.where(neg, torch.exp(_times(s2, shifted)), torch.zeros_like(sim)).sum(
             dim=1, keepdim=True)  # in [1, n] for an anchor with negatives
         r = torch.log(torch.where(has_neg, summed, torch.ones_like(summed)))
-        losses = torch.where(has_neg, F.softplus(s2 * (a - sim) + r), torch.zeros_like(sim))
+        losses = torch.where(has_neg, F.softplus(_times(s2, a - sim) + r),
+                             torch.zeros_like(sim))
         return losses.to(x.dtype), pos
 
     def _sohn(self, x, labels):
@@ -130,9 +137,11 @@ class NPairLoss(MetricLoss):
         if n == 0 or not bool(has_pair.any()):
             return x[:0, 0], x.new_zeros(0)  # no tuple: empty, but on the graph
         xs, s2 = _scaled(x)
-        logits = s2 * (xs[first[has_pair]] @ xs[second[has_pair]].T)
-        targets = torch.arange(logits.shape[0], device=x.device)
-        losses = F.cross_entropy(logits, targets, reduction="none").to(x.dtype)
+        dots = xs[first[has_pair]] @ xs[second[has_pair]].T
+        # cross-entropy of s2 * dots against the diagonal, around each row's largest dot
+        top = dots.amax(dim=1, keepdim=True)
+        r = torch.log(torch.exp(_times(s2, dots - top)).sum(dim=1))
+        losses = (_times(s2, top[:, 0] - dots.diagonal()) + r).to(x.dtype)
         return losses, torch.ones_like(losses)
 
     def reduce(self, losses, weights):

@@ -902,13 +902,13 @@ def test_metric_objective_gives_the_regularizer_the_loss_representation():
     # a raw dot-product loss: EC on the embeddings as given
     _, terms = MetricObjective(NPairLoss(), ec, weight=0.3)(x, y)
     assert terms["regularizer"].item() == pytest.approx(ec(x, y).item())
-    # JRS: [layers..., embedding, class cosines]
+    # JRS: [layers..., embedding as the loss sees it (unit rows, JRD Eq. 9), class cosines]
     torch.manual_seed(0)
     am = AMSoftmaxLoss(3, x.shape[1]).double()
     jrs = JRSRegularizer()
     layer = x[:, :2] * 3
     _, terms = MetricObjective(am, jrs, weight=1.0)(x, y, layers=[layer])
-    expected = jrs([layer, x, am.class_cosines(x)], y).item()
+    expected = jrs([layer, unit, am.class_cosines(x)], y).item()
     assert terms["regularizer"].item() == pytest.approx(expected)
     # weight 0: no regulariser term at all
     _, terms = MetricObjective(am, jrs, weight=0.0)(x, y)
@@ -1056,3 +1056,42 @@ def test_centring_never_overflows_on_huge_finite_batches():
     assert torch.isfinite(EnergyConfusion()(x, y))  # the log of a finite energy
     E = class_pair_energies(torch.tensor([[0.0], [0.0], [0.0], [3e38]]), [0, 0, 1, 1])
     assert not torch.isnan(E).any() and torch.isinf(E[0, 1])
+
+
+def test_seventh_audit_loss_edges():
+    from skdml.losses import DecoupledLoss, DistancePreservation, MetricObjective, \
+        deml_pair_weights
+
+    # JRS sees the unit rows AM-Softmax works on: rescaling a row changes nothing
+    torch.manual_seed(0)
+    z, y = torch.randn(6, 4, dtype=torch.float64), torch.tensor([0, 0, 1, 1, 2, 2])
+    z2 = z * torch.tensor([[1.0], [10.0], [0.1], [3.0], [1.0], [5.0]], dtype=torch.float64)
+    am = AMSoftmaxLoss(n_classes=3, embedding_dim=4).double()
+    objective = MetricObjective(am, JRSRegularizer(), 1.0)
+    assert objective(z, y)[1]["regularizer"].item() == pytest.approx(
+        objective(z2, y)[1]["regularizer"].item(), rel=1e-12)
+    # float labels refused, integer embeddings refused (not truncated)
+    with pytest.raises(ValueError, match="integer dtype"):
+        deml_pair_weights(torch.tensor([0.2, 0.7, 1.0]))
+    with pytest.raises(ValueError, match="floating dtype"):
+        DistancePreservation()(torch.tensor([[0], [1], [5]]), torch.tensor([[0.0], [1.0], [2.0]]))
+    # beyond float64's range: inf (N-pair) or the right finite value (EC, log), never NaN
+    x = torch.randn(6, 4, dtype=torch.float64)
+    for tuples in ("all", "sohn"):
+        assert NPairLoss(tuples=tuples)(x * 1e160, y).item() == math.inf
+    # Sohn's form is the cross-entropy of the anchor-positive dot products (first two of
+    # each class), computed around each row's largest
+    logits = x[[0, 2, 4]] @ x[[1, 3, 5]].T
+    expected = torch.nn.functional.cross_entropy(logits, torch.arange(3)).item()
+    assert NPairLoss(tuples="sohn")(x, y).item() == pytest.approx(expected, rel=1e-12)
+    pair = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+    assert EnergyConfusion()(pair * 1e160, torch.tensor([0, 1])).item() == pytest.approx(
+        2 * math.log(1e160), rel=1e-12)
+    # constructor checks
+    for bad in (True, float("nan"), None):
+        with pytest.raises(ValueError, match="n_learners"):
+            DecoupledLoss(n_learners=bad)
+    with pytest.raises(ValueError, match="integers"):
+        JRSRegularizer(single_kernel_layers=(0.5,))
+    with pytest.raises(ValueError, match="sequence of numbers"):
+        JRSRegularizer(bandwidths="124")
