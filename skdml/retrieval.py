@@ -83,12 +83,13 @@ def _read_index_file(path, bad):
     """
     try:
         zf = zipfile.ZipFile(path)
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
         raise
     except Exception as exc:  # not a zip, truncated
         raise bad(f"{type(exc).__name__}: {exc}") from None
     with zf:
         infos = {}
+        file_size = os.path.getsize(path)
         for info in zf.infolist():
             name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
             if name not in _MEMBERS:
@@ -99,6 +100,11 @@ def _read_index_file(path, bad):
             if info.compress_type != zipfile.ZIP_STORED:
                 raise bad(f"member {info.filename!r} is compressed; RetrievalIndex.save "
                           "stores members uncompressed")
+            # stored: the member's bytes lie in the file, so it cannot declare more
+            if info.compress_size != info.file_size or \
+                    info.header_offset + info.file_size > file_size:
+                raise bad(f"member {info.filename!r} declares {info.file_size} bytes, more "
+                          f"than the file's {file_size} can hold")
             infos[name] = info
         if "meta" not in infos or "embeddings" not in infos:
             raise bad("it lacks the 'meta' or 'embeddings' array")
@@ -109,8 +115,8 @@ def _read_index_file(path, bad):
         try:
             with zf.open(infos["meta"]) as fh:
                 meta = json.loads(str(np.lib.format.read_array(fh, allow_pickle=False)))
-        except ValueError as exc:
-            raise bad(f"unreadable metadata ({exc})") from None
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+            raise bad(f"unreadable metadata ({type(exc).__name__})") from None
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
             raise bad("unknown format")
         if meta.get("version") != _VERSION:
@@ -132,13 +138,31 @@ def _read_index_file(path, bad):
                 raise bad(f"member {name!r} has dtype {dtype} but the metadata says {descr!r}")
             if name == "embeddings" and dtype.kind != "f":
                 raise bad(f"embeddings of dtype {dtype} and shape {shape}")
-            with zf.open(infos[name]) as fh:
-                arrays[name] = np.lib.format.read_array(fh, allow_pickle=False)
+            try:
+                with zf.open(infos[name]) as fh:
+                    arrays[name] = np.lib.format.read_array(fh, allow_pickle=False)
+            except (EOFError, ValueError, zipfile.BadZipFile) as exc:
+                raise bad(f"member {name!r} is unreadable ({type(exc).__name__}: {exc})") \
+                    from None
     return arrays, meta
+
+
+def _integer_ids(values):
+    """Python integers as int64, else uint64 (ids above 2**63), exactly; refused beyond."""
+    low, high = min(values), max(values)
+    if -2**63 <= low and high < 2**63:
+        return np.array(values, dtype=np.int64)
+    if 0 <= low and high < 2**64:
+        return np.array(values, dtype=np.uint64)
+    raise ValueError(f"Integer labels from {low} to {high} fit no 64-bit integer type, so "
+                     "they cannot be kept exactly; pass them as strings.")
 
 
 def _check_labels(y, n_samples, what):
     """Item labels (any ids: class labels, file names, database keys) as a savable 1-D array."""
+    if isinstance(y, (list, tuple)) and y and all(
+            isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in y):
+        y = _integer_ids(list(y))  # numpy would make ids past int64 float64 (2**63 + 1 -> 2**63)
     y = np.asarray(as_host_labels(y))
     if y.ndim == 2 and y.shape[1] == 1:
         y = y.ravel()
@@ -152,7 +176,7 @@ def _check_labels(y, n_samples, what):
         if all(isinstance(v, str) for v in values):
             y = np.array(values, dtype=str)
         elif all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
-            y = np.array(values, dtype=np.int64)
+            y = _integer_ids(values)
         elif all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values):
             y = np.array(values, dtype=np.float64)  # numbers in an object column (pandas)
     if y.dtype.kind not in "biufU":
@@ -316,12 +340,14 @@ class RetrievalIndex(BaseEstimator):
         """
         backend = self._resolve_backend()  # before embedding: fail fast without faiss
         Z = self._embed(X, "X")
-        if self.transformer is None or (isinstance(X, np.ndarray) and np.may_share_memory(Z, X)):
+        if self.transformer is None or not Z.flags.owndata or (
+                isinstance(X, np.ndarray) and np.may_share_memory(Z, X)):
             # the index owns its gallery: later edits of X do not leak in (a transformer may
-            # return its input, or a view of it: an identity step)
+            # return its input, or a view of it, an array, a tensor or a DataFrame)
             Z = np.array(Z, copy=True)
         labels = None if y is None else _check_labels(y, Z.shape[0], "X")
         self.backend_ = backend
+        self.__dict__.pop("n_features_in_", None)  # a refit's transformer may not know it
         if self.transformer is None:
             self.n_features_in_ = Z.shape[1]
         elif hasattr(self.transformer, "n_features_in_"):
@@ -428,27 +454,36 @@ class RetrievalIndex(BaseEstimator):
                               "pip install faiss-cpu, or set_params(backend='exact') and refit "
                               "(or load with backend='exact').")
 
-        def prepared(A):
+        def prepared(A, scale):
             A = np.array(A, dtype=np.float64)
-            return np.ascontiguousarray(normalise_rows(A) if self.metric == "cosine" else A,
-                                        dtype=np.float32)
+            A = normalise_rows(A) if self.metric == "cosine" else np.ldexp(A, scale)
+            return np.ascontiguousarray(A, dtype=np.float32)
 
         # the faiss index is built for one metric: set_params(metric=...) after a query must
         # not search the other metric's index (cosine distances came back negative)
-        metric, index = self.__dict__.get("_faiss_index", (None, None))
+        metric, index, scale = self.__dict__.get("_faiss_index", (None, None, 0))
         if index is None or metric != self.metric:
             d = self.embeddings_.shape[1]
             index = faiss.IndexFlatIP(d) if self.metric == "cosine" else faiss.IndexFlatL2(d)
-            index.add(prepared(self.embeddings_))
-            self._faiss_index = (self.metric, index)
-        D, indices = index.search(prepared(Q), k + int(exclude_self))
+            # Euclidean: the gallery times a power of two, its largest |x| in [0.5, 1), so
+            # that float32's squared distances neither overflow (1e20) nor vanish (1e-25)
+            peak = float(np.max(np.abs(self.embeddings_), initial=0.0))
+            scale = -math.frexp(peak)[1] if self.metric != "cosine" and peak > 0 else 0
+            index.add(prepared(self.embeddings_, scale))
+            self._faiss_index = (self.metric, index, scale)
+        D, indices = index.search(prepared(Q, scale), k + int(exclude_self))
+        if (indices < 0).any():
+            raise ValueError(
+                "faiss found fewer neighbours than asked (its float32 distances of these "
+                "queries overflow or are not finite); use backend='exact'.")
         if exclude_self:  # drop each item's own row (or the last, if a duplicate hid it)
             own = indices == np.arange(Q.shape[0])[:, None]
             own[~own.any(axis=1), -1] = True
             keep = ~own
             D, indices = D[keep].reshape(-1, k), indices[keep].reshape(-1, k)
         D = D.astype(np.float64)
-        distances = 1.0 - D if self.metric == "cosine" else np.sqrt(np.maximum(D, 0.0))
+        distances = 1.0 - D if self.metric == "cosine" else \
+            np.ldexp(np.sqrt(np.maximum(D, 0.0)), -scale)
         return distances, indices.astype(np.int64)
 
     # ------------------------------------------------------------------ files
@@ -464,6 +499,9 @@ class RetrievalIndex(BaseEstimator):
             Replace an existing file; otherwise a ``FileExistsError`` is raised.
         """
         check_is_fitted(self, "embeddings_")
+        if not isinstance(overwrite, (bool, np.bool_)):
+            raise TypeError(f"overwrite must be True or False, got {overwrite!r} (a string "
+                            "such as 'False' would be true).")
         path = check_output_file(path, overwrite=overwrite, example="index.npz")
         from . import __version__
 

@@ -212,3 +212,111 @@ def test_a_file_created_during_a_write_without_overwrite_is_not_replaced(tmp_pat
         _files.atomic_write_bytes(path, b"ours", overwrite=False)
     assert path.read_bytes() == b"theirs"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["embedding.pt"]  # no temporary left
+
+
+class _FlatL2:
+    """faiss's flat L2 index in numpy float32: squared distances, -1 where none is finite."""
+
+    def __init__(self, d):
+        self.rows = np.empty((0, d), dtype=np.float32)
+
+    def add(self, rows):
+        self.rows = np.vstack([self.rows, rows])
+
+    def search(self, Q, k):
+        with np.errstate(over="ignore", invalid="ignore"):
+            D = ((Q[:, None, :] - self.rows[None]) ** 2).sum(-1, dtype=np.float32)
+        D = np.where(np.isfinite(D), D, np.inf)
+        order = np.argsort(D, axis=1, kind="stable")[:, :k]
+        D = np.take_along_axis(D, order, axis=1)
+        return D, np.where(np.isfinite(D), order, -1)
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e30, 1e-25, 1.0])
+def test_faiss_backend_ranks_any_finite_scale_like_the_exact_one(monkeypatch, scale):
+    monkeypatch.setitem(sys.modules, "faiss", types.SimpleNamespace(IndexFlatL2=_FlatL2))
+    G = np.random.RandomState(0).randn(8, 3) * scale
+    exact = RetrievalIndex().fit(G).query(G[:2], k=3)
+    fast = RetrievalIndex(backend="faiss").fit(G).query(G[:2], k=3)
+    np.testing.assert_array_equal(fast[1], exact[1])
+    np.testing.assert_allclose(fast[0], exact[0], rtol=1e-5)
+    with pytest.raises(ValueError, match="fewer neighbours"):  # a query far beyond the gallery
+        RetrievalIndex(backend="faiss").fit(G).query(G[:1] + 1e30 * max(scale, 1.0), k=3)
+
+
+@pytest.mark.parametrize("make", [lambda G: __import__("torch").tensor(G.copy()),
+                                  lambda G: __import__("pandas").DataFrame(G.copy())],
+                         ids=["tensor", "DataFrame"])
+def test_the_index_owns_its_gallery_whatever_the_transformer_returns(make):
+    from sklearn.preprocessing import FunctionTransformer
+
+    G = np.random.RandomState(0).randn(5, 3)
+    X = make(G)
+    index = RetrievalIndex(FunctionTransformer()).fit(X)
+    if hasattr(X, "iloc"):
+        X.iloc[:, :] = 0.0
+    else:
+        X.zero_()
+    np.testing.assert_array_equal(index.embeddings_, G)
+
+
+def test_integer_ids_stay_exact_or_are_refused():
+    ix = RetrievalIndex().fit(np.eye(3), y=[1, 2**63, 2**63 + 1])
+    assert ix.labels_.dtype == np.uint64 and ix.labels_[1] != ix.labels_[2]
+    with pytest.raises(ValueError, match="fit no 64-bit integer type"):
+        RetrievalIndex().fit(np.eye(3), y=[-1, 2**63, 2**63 + 1])
+    with pytest.raises(ValueError, match="fit no 64-bit integer type"):
+        RetrievalIndex().fit(np.eye(2), y=np.array([2**64, 2**64 + 1], dtype=object))
+
+
+def test_save_takes_a_real_boolean_overwrite(tmp_path):
+    path = tmp_path / "work.npz"
+    path.write_text("precious work")
+    with pytest.raises(TypeError, match="overwrite must be True or False"):
+        RetrievalIndex().fit(np.eye(3)).save(path, overwrite="False")
+    assert path.read_text() == "precious work"
+
+
+def test_load_refuses_members_larger_than_the_file_and_deep_metadata(tmp_path):
+    import io
+    import struct
+
+    # header, zip directory and metadata agree on a 2 GiB array; the file holds 64 bytes
+    n, dims = 2**16, 2**12
+    meta = json.loads(str(np.load(_saved(tmp_path))["meta"]))
+    meta.update(n_items=n, n_dims=dims, embeddings_dtype="<f8", labels_dtype=None)
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": "<f8", "fortran_order": False,
+                                                  "shape": (n, dims)})
+    emb = buffer.getvalue() + b"\0" * 64
+    path = tmp_path / "huge.npz"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("meta.npy", _npy(np.array(json.dumps(meta))))
+        zf.writestr("embeddings.npy", emb)
+    raw = bytearray(path.read_bytes())
+    entry = raw.find(b"PK\x01\x02", raw.find(b"PK\x01\x02") + 4)  # embeddings' directory
+    declared = len(emb) - 64 + n * dims * 8
+    struct.pack_into("<II", raw, entry + 20, declared, declared)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="more than the file's .* can hold"):
+        RetrievalIndex.load(path)
+    deep = tmp_path / "deep.npz"
+    with zipfile.ZipFile(deep, "w") as zf:
+        zf.writestr("meta.npy", _npy(np.array("[" * 100000 + "]" * 100000)))
+        zf.writestr("embeddings.npy", _npy(np.eye(2)))
+    with pytest.raises(ValueError, match="unreadable metadata"):
+        RetrievalIndex.load(deep)
+    with pytest.raises(NotADirectoryError):
+        RetrievalIndex.load(deep / "x.npz")
+
+
+def test_a_refit_forgets_the_previous_feature_count():
+    class FirstTwo:
+        def transform(self, X):
+            return np.asarray(X, dtype=float)[:, :2]
+
+    X = np.random.RandomState(0).randn(10, 6)
+    index = RetrievalIndex().fit(X)
+    assert index.n_features_in_ == 6
+    index.set_params(transformer=FirstTwo()).fit(X[:, :4])
+    assert not hasattr(index, "n_features_in_")
