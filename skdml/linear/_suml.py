@@ -280,9 +280,10 @@ class SUML(BaseMahalanobis):
             converged = self._run(state, state["X"], rng)
             if not converged:
                 warn_user(
-                    f"SUML stopped at max_iter={self.max_iter} iterations while its cost still "
-                    f"fell by more than tol={self.tol} over {self.n_iter_no_change} iterations; "
-                    "increase max_iter for a more converged metric.",
+                    f"SUML stopped at max_iter={self.max_iter} iterations before its cost "
+                    f"stopped falling (by more than tol={self.tol} of the start's over "
+                    f"{self.n_iter_no_change} iterations); increase max_iter for a more "
+                    "converged metric.",
                     ConvergenceWarning)
         else:
             order = rng.permutation(state["X"].shape[0])
@@ -440,27 +441,32 @@ class SUML(BaseMahalanobis):
             bar = tqdm(total=self.max_iter, unit="iter", dynamic_ncols=True,
                        desc="SUML" if batch_index is None else f"SUML batch {batch_index}")
         while n_iter < self.max_iter and not converged:
+            window = min(self.n_iter_no_change, self.max_iter - n_iter)
             with thread_limits(flops_per_step=flops):
                 run = run_manopt(manifold, objective.cost, gradient, point,
                                  euclidean_hessian=hessian, solver=self.solver,
-                                 max_iter=min(self.n_iter_no_change, self.max_iter - n_iter),
-                                 tol=GRADIENT_TOL, verbose=self.verbose, desc="SUML", bar=bar)
+                                 max_iter=window, tol=GRADIENT_TOL, verbose=self.verbose,
+                                 desc="SUML", bar=bar)
             point = list(run.point)
             new_cost = float(objective.cost(*point))
             history += [dict(r, iteration=r["iteration"] + n_iter) for r in run.history
                         if not (history and r["iteration"] == 0)]
-            n_iter += max(run.n_iter, 1)
+            n_iter += run.n_iter  # 0 when the optimiser stopped at its start
             fast = cost - new_cost > self.tol * abs(start_cost)
             # a slow window ends the run once the cost has descended fast (a slow start is
             # not the end), or after two windows that never did (a tol larger than any
             # window's fall: it ran to max_iter and warned, the larger tol the longer)
             windows += 1
             converged = run.converged or (not fast and (descended or windows >= 2))
+            if window < self.n_iter_no_change and not run.converged:
+                converged = False  # max_iter ended a window before tol could judge it
             descended = descended or fast
             cost = new_cost
             if bar is not None:  # windows that stopped early: the bar shows the iterations run
                 bar.n = min(n_iter, bar.total)
                 bar.refresh()
+            if run.n_iter == 0:  # no step from here: another window would take none either
+                break
         if bar is not None:  # an early stop ends the bar at its own total, reached
             bar.total = bar.n
             bar.close()

@@ -503,3 +503,23 @@ def test_a_non_finite_cost_is_an_error_not_nan_components(monkeypatch):
     monkeypatch.setattr(_suml_objective.SUMLObjective, "cost", lambda self, L, S: np.nan)
     with pytest.raises(NonFiniteLossError, match="non-finite"):
         SUML(n_triplets=50, max_iter=2, random_state=0).fit(X)
+
+
+def test_max_iter_that_ends_a_tol_window_early_warns(digits):
+    # the uncapped fit judges iterations 20-30 fast and runs on: max_iter=25 cut it short
+    X = digits[0][:200]
+    kw = dict(n_components=4, n_triplets=300, random_state=0)
+    full = SUML(**kw).fit(X)
+    assert full.n_iter_ > 30
+    with pytest.warns(ConvergenceWarning, match="max_iter=25"):
+        SUML(max_iter=25, **kw).fit(X)
+
+
+def test_a_step_that_takes_no_iteration_counts_none(digits):
+    X = digits[0]
+    est = SUML(n_components=4, n_triplets=100, random_state=0, manifold="stiefel",
+               dtype="float64", max_iter=20).partial_fit(X[:100])
+    before, components = est.n_iter_, est.components_.copy()
+    est.partial_fit(np.repeat(X[:1], 5, axis=0))  # every triplet equal: gradient ~0
+    np.testing.assert_array_equal(est.components_, components)
+    assert est.n_iter_ == before
