@@ -37,9 +37,10 @@ def _image_shape(n_features, image_shape):
         return (side, side)
     if len(image_shape) not in (2, 3) or not all(
             isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 1
-            for s in image_shape):
-        raise ValueError(f"image_shape must be 2 (or, with channels, 3) positive integers, "
-                         f"(height, width[, channels]); got {tuple(image_shape)!r}.")
+            for s in image_shape) or (len(image_shape) == 3 and image_shape[2] not in (1, 3, 4)):
+        raise ValueError(f"image_shape must be 2 positive integers (height, width), or 3 with "
+                         "the channels last, 1, 3 (RGB) or 4 (RGBA); got "
+                         f"{tuple(image_shape)!r}.")
     image_shape = tuple(int(s) for s in image_shape)
     if int(np.prod(image_shape)) != n_features:
         raise ValueError(

@@ -315,3 +315,13 @@ def test_an_empty_or_bytes_data_home_is_refused():
         get_data_home("")
     with pytest.raises(TypeError):
         get_data_home(b"/tmp")
+
+
+@needs_shared
+def test_a_file_just_downloaded_is_not_hashed_again_on_its_first_load(tmp_path, monkeypatch):
+    fetch_file("usps_16x16.mat", tmp_path, url=(SHARED / "usps_16x16.mat").resolve().as_uri())
+    calls = []
+    real = _fetch.sha256_of
+    monkeypatch.setattr(_fetch, "sha256_of", lambda p: calls.append(p) or real(p))
+    fetch_file("usps_16x16.mat", tmp_path, download_if_missing=False)
+    assert calls == []

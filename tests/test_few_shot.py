@@ -169,3 +169,15 @@ def test_a_span_beyond_the_float64_range_gives_the_same_accuracy():
     X = (np.array([-1.0, -0.9, -0.8, 1.0])[y] + 0.001 * np.tile(np.arange(6), 4))[:, None]
     kw = dict(n_way=4, n_shot=1, n_queries=5, n_episodes=20, random_state=0)
     assert few_shot_accuracy(X * 1e308, y, **kw) == few_shot_accuracy(X, y, **kw) == (1.0, 0.0)
+
+
+def test_a_huge_constant_feature_changes_no_accuracy():
+    # scaling before centring flushed the informative feature (1e-25) under 1e300 to zero
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(5), 8)
+    informative = (y + 0.05 * rng.randn(len(y))) * 1e-25
+    kw = dict(n_way=5, n_shot=1, n_queries=5, n_episodes=50, random_state=0)
+    with_offset = np.column_stack([np.full(len(y), 1e300), informative])
+    without = np.column_stack([np.zeros(len(y)), informative])
+    assert few_shot_accuracy(with_offset, y, **kw) == few_shot_accuracy(without, y, **kw)
+    assert few_shot_accuracy(without, y, **kw)[0] == 1.0

@@ -1016,3 +1016,13 @@ def test_fewer_distinct_points_than_classes_is_said_plainly():
         clustering_scores(X, y, random_state=0)
     assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
     assert any("found 2 clusters for 3 classes" in str(w.message) for w in caught)
+
+
+def test_huge_values_on_a_power_of_two_grid_are_searched():
+    # math.ldexp(1, 23 + g) overflowed for a grid step g >= 1001
+    from skdml.metrics import nearest_neighbors
+
+    np.testing.assert_array_equal(
+        nearest_neighbors(np.array([[2.0**1022], [-(2.0**1022)], [0.0]]), 1), [[2], [2], [0]])
+    np.testing.assert_array_equal(
+        nearest_neighbors(np.array([[0.0], [2.0**1001], [2.0**1002]]), 1), [[1], [0], [1]])

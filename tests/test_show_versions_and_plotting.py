@@ -74,6 +74,7 @@ def test_plot_retrieval_shows_exact_neighbours_side_by_side(digits):
     ({"image_shape": (8.5, 8)}, "positive integers"),
     ({"image_shape": (-8, -8)}, "positive integers"),
     ({"image_shape": (64,)}, "positive integers"),
+    ({"image_shape": (4, 8, 2)}, "channels last"),
     ({"embeddings": {"bad": np.zeros((5, 2))}}, "rows"),
     ({"y": np.zeros(3)}, "shape"),
 ])

@@ -75,8 +75,9 @@ def class_disjoint_holdout(y, fraction, rng, min_train_classes=2):
         raise ValueError(
             f"A class-disjoint validation split holds out {n_val} classes of 2 or more samples "
             f"(they are scored among themselves), but only {len(pairs)} of the {len(classes)} "
-            "classes have 2 samples; set validation_split='stratified', or early_stopping="
-            "False to train on every class without a hold-out.")
+            "classes have 2 or more; hold out fewer classes (a smaller validation_fraction), "
+            "use a stratified hold-out where the learner offers one (validation_split="
+            "'stratified'), or set early_stopping=False to train without a hold-out.")
     val_classes = rng.choice(pairs, n_val, replace=False)
     is_val = np.isin(y, val_classes)
     return np.flatnonzero(~is_val), np.flatnonzero(is_val)

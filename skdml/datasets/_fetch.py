@@ -322,10 +322,7 @@ def _verify_cached(path, filename, home):
             f"The cached data file {str(path)!r} is {stat.st_size} bytes, expected "
             f"{expected_size}: it is truncated, tampered with or not the right file. "
             + delete + _by_hand(filename, home))
-    # the inode, device and change time too: a same-size file swapped in with its old mtime
-    # restored (cp -p, rsync -t, os.utime) is hashed again; ctime cannot be set back
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev,
-           stat.st_ctime_ns, expected_digest)
+    key = _verified_key(path, stat, expected_digest)
     with _VERIFIED_LOCK:
         if key in _VERIFIED:
             return
@@ -338,11 +335,19 @@ def _verify_cached(path, filename, home):
         _VERIFIED.add(key)
 
 
+def _verified_key(path, stat, digest):
+    """What a verified file is remembered by: its path, size, mtime, and also its inode,
+    device and change time (a same-size file swapped in with its old mtime restored, by
+    ``cp -p``, ``rsync -t`` or ``os.utime``, is hashed again: ctime cannot be set back)."""
+    return (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev,
+            stat.st_ctime_ns, digest)
+
+
 def _remember_verified(path, digest):
     """Record a file just downloaded and checked, so that its first load does not hash it."""
-    stat = path.stat()
+    key = _verified_key(path, path.stat(), digest)
     with _VERIFIED_LOCK:
-        _VERIFIED.add((str(path.resolve()), stat.st_size, stat.st_mtime_ns, digest))
+        _VERIFIED.add(key)
 
 
 def _remove(path):

@@ -154,7 +154,8 @@ def resize_for(backbone, input_shape):
 def _moments(source, indices, input_shape):
     """Float64 mean and standard deviation of each channel / feature, two chunked passes."""
     axes = (0,) if len(input_shape) == 1 else (0, 2, 3)
-    if not isinstance(source, torch.Tensor):
+    unchecked = not isinstance(source, torch.Tensor)  # arrays were checked finite already
+    if unchecked:
         from ._data import first_items
 
         picked = evenly_spaced(indices, DATASET_SAMPLE)
@@ -170,6 +171,9 @@ def _moments(source, indices, input_shape):
 
     total, count = 0.0, 0
     for x in chunks():
+        if unchecked and not bool(torch.isfinite(x).all()):
+            raise ValueError("Input X contains NaN or infinity (an item of the training "
+                             "data); every input value must be finite.")
         total = total + x.sum(dim=axes)
         count += x.numel() // (x.shape[1] if x.ndim > 1 else 1)
     mean = total / count
@@ -240,12 +244,7 @@ def fit_standardize(source, indices, input_shape, *, scale="feature", n_axes=Non
     """
     mean, std = _moments(source, np.asarray(indices), input_shape)
     top = float(std.max())
-    # NaN (not inf) in the moments: a NaN or infinite item (inf - inf); an overflow of
-    # finite values gives inf only
-    if bool(torch.isnan(mean).any()) or bool(torch.isnan(std).any()):
-        raise ValueError("Input X contains NaN or infinity (an item of the training data); "
-                         "every input value must be finite.")
-    if not np.isfinite(top):
+    if not np.isfinite(top) or not bool(torch.isfinite(mean).all()):  # finite items (above)
         raise ValueError("The training inputs are too large to standardise (their variance "
                          "overflows float64); rescale X.")
     if top == 0.0:

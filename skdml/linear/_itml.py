@@ -43,6 +43,9 @@ class _ITMLMixin:
 
     def _itml(self, pairs, y, rng):
         diffs = pairs[:, 0] - pairs[:, 1]
+        if not np.any(diffs):
+            raise ValueError(f"{type(self).__name__}: every pair joins two equal points (X "
+                             "constant?); there is no distance between samples to learn.")
         zero = ~np.any(diffs, axis=1)
         if np.any(zero & (y == -1)):
             warn_user(f"{type(self).__name__}: {int(np.sum(zero & (y == -1)))} dissimilar "

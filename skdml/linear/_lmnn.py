@@ -203,8 +203,9 @@ class LMNN(BaseMahalanobis):
                               "iterations; raise max_iter.", ConvergenceWarning)
         self.components_ = L
         self.loss_ = float(fun(L.ravel())[0]) if self.max_iter else self.initial_loss_
-        if self.max_iter and (self.initial_loss_ - self.loss_
-                              <= self.tol * abs(self.initial_loss_)):
+        # (a given start may be optimal already: a refit from a solution moves little)
+        if self.max_iter and not isinstance(self.init, np.ndarray) and (
+                self.initial_loss_ - self.loss_ <= self.tol * abs(self.initial_loss_)):
             warn_user("LMNN barely moved from its start: its loss fell by less than tol. "
                       "The hinge's unit margin is far from the scale of X (every impostor "
                       "active or none): standardise X (e.g. StandardScaler) before LMNN.")

@@ -132,6 +132,7 @@ class MLKR(BaseMahalanobis):
         if y.dtype.kind not in "iufb":  # y_numeric converts object arrays only, not strings
             raise ValueError(f"MLKR regresses numeric targets; y has dtype {y.dtype} (class "
                              "labels? use LMNN, LFDA or ECAML).")
+        y = y.astype(np.float64)  # bool targets too (numpy refuses their differences)
         n, d = X.shape
         if not np.any(np.ptp(X, axis=0) > 0):
             raise ValueError("MLKR: X is constant (all samples are equal); there is no "
@@ -177,7 +178,7 @@ class MLKR(BaseMahalanobis):
                     warn_user(f"MLKR did not converge in max_iter={self.max_iter} L-BFGS "
                               "iterations; raise max_iter.", ConvergenceWarning)
                 flat = self.initial_loss_ - self.loss_ <= self.tol * abs(self.initial_loss_)
-                if flat and np.ptp(y) > 0:
+                if flat and np.ptp(y) > 0 and not isinstance(self.init, np.ndarray):
                     warn_user("MLKR barely moved from its start: its loss fell by less than "
                               "tol. At this scale of X the Gaussian kernel is flat (every "
                               "weight 0 or every weight equal): standardise X (e.g. "

@@ -164,10 +164,16 @@ def knn_sample_scores(L, X_train, X_val, y_train, y_val):
     ks = [min(k, len(y_train)) for k in VALIDATION_KS]
     labels = codes[nearest_neighbors(Z_val, max(ks), X_ref=Z_train)]
     out = np.zeros(len(y_val))
-    for k in ks:
-        votes = np.zeros((len(y_val), len(classes)), dtype=np.int64)
-        np.add.at(votes, (np.arange(len(y_val))[:, None], labels[:, :k]), 1)
-        out += votes.argmax(axis=1) == truth  # argmax: the smallest label among ties
+    step = max(1, 2**22 // len(classes))  # rows of votes at a time: memory O(2**22)
+    for first in range(0, len(y_val), step):
+        rows = slice(first, first + step)
+        part = labels[rows]
+        offset = (np.arange(part.shape[0]) * len(classes))[:, None]
+        for k in ks:
+            votes = np.bincount((part[:, :k] + offset).ravel(),
+                                minlength=part.shape[0] * len(classes))
+            # argmax: the smallest label among ties
+            out[rows] += votes.reshape(part.shape[0], -1).argmax(axis=1) == truth[rows]
     return out / len(ks)
 
 

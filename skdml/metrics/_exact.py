@@ -227,16 +227,21 @@ def _grid_step(sets, span):
                              for X in sets])
     g = _lowest_bit(sample)
     g = 0 if g is None else g
-    if not span < math.ldexp(1.0, 23 + g):
+    if not span < _power_of_two(23 + g):
         return None
     for X in sets:
         step = max(1, _CHUNK // X.shape[1])
         for start in range(0, X.shape[0], step):
             low = _lowest_bit(np.asarray(X[start:start + step], np.float64).ravel())
             g = g if low is None else min(g, low)
-            if not span < math.ldexp(1.0, 23 + g):
+            if not span < _power_of_two(23 + g):
                 return None
     return math.ldexp(1.0, g)
+
+
+def _power_of_two(e):
+    """``2**e`` as a float, ``inf`` past float64's range (a span is always below it)."""
+    return math.ldexp(1.0, e) if e < 1024 else math.inf
 
 
 class Frame:

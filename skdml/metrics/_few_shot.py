@@ -211,19 +211,19 @@ def _as_float64_for(X, metric):
     """``X`` in float64, ready for :func:`_episode_accuracies` with ``metric``.
 
     Cosine: unit rows. Euclidean: a translation and a power of two change no
-    argmin, so the coordinates are scaled by an exact power of two, centred on
-    their median and scaled again; offsets (``X + 1e8``) then do not cancel nor extreme
+    argmin, so the coordinates are centred on their median (halved twice first
+    where that could overflow) and scaled by an exact power of two; offsets (``X + 1e8``) then do not cancel nor extreme
     scales (``1e200``) overflow in the products.
     """
     X = np.array(X, dtype=np.float64)
     if metric == "cosine":
         return normalise_rows(X)
-    for centre in (False, True):  # scaled first: x - median of 1e308 and -1e308 overflows
-        if centre:
-            X -= np.median(X, axis=0)
-        peak = float(np.max(np.abs(X), initial=0.0))
-        if peak > 0:
-            np.ldexp(X, -np.frexp(peak)[1], out=X)
+    if float(np.max(np.abs(X), initial=0.0)) >= 2.0 ** 1022:
+        np.ldexp(X, -2, out=X)  # x - median of 1e308 and -1e308 would overflow
+    X -= np.median(X, axis=0)  # before the scaling below: a huge offset would flush the rest
+    peak = float(np.max(np.abs(X), initial=0.0))
+    if peak > 0:
+        np.ldexp(X, -np.frexp(peak)[1], out=X)
     return X
 
 

@@ -190,3 +190,10 @@ def test_itml_with_tol_0_runs_max_iter_without_a_convergence_warning(make):
         est = make()
         est.fit(*((X[pairs], y) if isinstance(est, ITML) else (X, yc)))
     assert est.n_iter_ == 3
+
+
+def test_itml_refuses_a_constant_X():
+    from skdml.linear import ITML_Supervised
+
+    with pytest.raises(ValueError, match="every pair joins two equal points"):
+        ITML_Supervised(random_state=0).fit(np.ones((30, 3)), np.repeat([0, 1, 2], 10))

@@ -195,3 +195,15 @@ def test_lmnn_that_barely_moves_from_its_start_says_to_standardise():
         LMNN(random_state=0).fit(X, y)
     with pytest.warns(UserWarning, match="standardise X"):
         LMNN(random_state=0).fit(X * 1e-8, y)
+
+
+def test_lmnn_refit_from_its_own_solution_does_not_blame_the_scale():
+    from sklearn.datasets import load_iris
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    first = LMNN(random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        LMNN(init=first.components_, random_state=0).fit(X, y)

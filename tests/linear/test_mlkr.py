@@ -170,3 +170,16 @@ def test_mlkr_that_barely_moves_from_its_start_says_to_standardise():
     assert est.loss_ < 0.5 * est.initial_loss_
     with pytest.warns(UserWarning, match="standardise X"):  # every kernel weight 0
         MLKR().fit(X * 1e4, y.astype(float))
+
+
+def test_mlkr_takes_boolean_targets_and_a_refit_from_its_solution_is_quiet():
+    import warnings
+
+    X = np.random.RandomState(0).randn(60, 3)
+    est = MLKR(random_state=0).fit(X, X[:, 0] > 0)  # bool: numpy refused their differences
+    assert est.loss_ < est.initial_loss_
+    y = X[:, 0] + 0.1 * X[:, 1]
+    first = MLKR().fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an optimal given start is no scale problem
+        MLKR(init=first.components_).fit(X, y)

@@ -82,5 +82,5 @@ def test_class_disjoint_hold_out_draws_classes_that_can_be_scored():
     _, val = class_disjoint_holdout(y2, 0.2, np.random.RandomState(0))
     expected = np.random.RandomState(0).choice(np.arange(10), 2, replace=False)
     assert set(y2[val]) == set(expected)
-    with pytest.raises(ValueError, match="only 1 of the 11 classes have 2 samples"):
+    with pytest.raises(ValueError, match="only 1 of the 11 classes have 2 or more"):
         class_disjoint_holdout(np.r_[0, 0, np.arange(1, 11)], 0.2, np.random.RandomState(0))
