@@ -1,7 +1,8 @@
 """The seventh audit's cases: data spanning the float64 range in the scorers, SUML batches
 on another scale, constant inputs to the classic learners, extreme F-beta weights, huge
 constraint requests, builders that return one module, hold-outs of single samples, missing
-labels, and swapped or duplicated data files.
+labels, swapped or duplicated data files, and (its second round) the retrieval index's
+gallery, ids and files, and the losses past float64's range.
 
 See tests/_robustness_cases.py for Case, check and classify. Every case runs against the
 old code too (``benchmarks/studies/audit_robustness.py --checkout``); a case whose old
@@ -180,6 +181,121 @@ def omniglot_zip_naming_a_member_twice():
     raise Wrong(f"{len(om.drawer)} images read from a zip naming one drawing twice")
 
 
+def gallery_returned_as_a_tensor_view():
+    import torch
+    from sklearn.preprocessing import FunctionTransformer
+
+    from skdml.retrieval import RetrievalIndex
+
+    G = np.random.RandomState(0).randn(5, 3)
+    X = torch.tensor(G.copy())
+    index = RetrievalIndex(FunctionTransformer()).fit(X)
+    X.zero_()
+    check(np.array_equal(index.embeddings_, G), "an edit of the caller's tensor changed the "
+          "index's gallery")
+
+
+def ids_past_int64():
+    from skdml.retrieval import RetrievalIndex
+
+    index = RetrievalIndex().fit(np.eye(3), y=[1, 2**63, 2**63 + 1])
+    check(index.labels_[1] != index.labels_[2], "ids 2**63 and 2**63 + 1 became one label")
+
+
+def save_with_overwrite_the_string_false():
+    from skdml.retrieval import RetrievalIndex
+
+    path = os.path.join(tempfile.mkdtemp(), "work.npz")
+    with open(path, "w") as f:
+        f.write("precious work")
+    try:
+        RetrievalIndex().fit(np.eye(3)).save(path, overwrite="False")
+    finally:
+        with open(path, "rb") as f:
+            kept = f.read() == b"precious work"
+    check(kept, "overwrite='False' replaced the file")
+
+
+def index_member_declaring_two_gib():
+    import io
+    import json
+    import struct
+
+    from skdml.retrieval import RetrievalIndex
+
+    folder = tempfile.mkdtemp()
+    plain = os.path.join(folder, "plain.npz")
+    RetrievalIndex().fit(np.eye(3)).save(plain)
+    meta = json.loads(str(np.load(plain)["meta"]))
+    n, dims = 2**16, 2**12
+    meta.update(n_items=n, n_dims=dims, embeddings_dtype="<f8", labels_dtype=None)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False,
+                                                  "shape": (n, dims)})
+    emb = header.getvalue() + b"\0" * 64
+    meta_npy = io.BytesIO()
+    np.save(meta_npy, np.array(json.dumps(meta)))
+    path = os.path.join(folder, "huge.npz")
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("meta.npy", meta_npy.getvalue())
+        zf.writestr("embeddings.npy", emb)
+    raw = bytearray(open(path, "rb").read())
+    entry = raw.find(b"PK\x01\x02", raw.find(b"PK\x01\x02") + 4)
+    declared = len(emb) - 64 + n * dims * 8
+    struct.pack_into("<II", raw, entry + 20, declared, declared)
+    with open(path, "wb") as f:
+        f.write(bytes(raw))
+    RetrievalIndex.load(path)
+    raise Wrong("a file declaring a 2 GiB member for 64 bytes was loaded")
+
+
+def npair_beyond_the_float64_range():
+    import torch
+
+    from skdml.losses import NPairLoss
+
+    torch.manual_seed(0)
+    x, y = torch.randn(6, 4, dtype=torch.float64), torch.tensor([0, 0, 1, 1, 2, 2])
+    value = NPairLoss()(x * 1e160, y).item()
+    check(value == float("inf"), f"N-pair loss {value} where the true value exceeds float64")
+
+
+def energy_confusion_beyond_the_float64_range():
+    import math
+
+    import torch
+
+    from skdml.losses import EnergyConfusion
+
+    x = torch.tensor([[0.0], [1.0]], dtype=torch.float64) * 1e160
+    value = EnergyConfusion()(x, torch.tensor([0, 1])).item()
+    check(math.isclose(value, 2 * math.log(1e160), rel_tol=1e-9),
+          f"log-energy {value}, expected {2 * math.log(1e160):.4f}")
+
+
+def deml_weights_of_float_labels():
+    import torch
+
+    from skdml.losses import deml_pair_weights
+
+    w = deml_pair_weights(torch.tensor([0.2, 0.7, 1.0]))
+    raise Wrong(f"float labels truncated into classes (weight of (0, 1): {float(w[0, 1])})")
+
+
+def jrs_beside_am_softmax_on_rescaled_rows():
+    import torch
+
+    from skdml.losses import AMSoftmaxLoss, JRSRegularizer, MetricObjective
+
+    torch.manual_seed(0)
+    z, y = torch.randn(6, 4), torch.tensor([0, 0, 1, 1, 2, 2])
+    z2 = z * torch.tensor([[1.0], [10.0], [0.1], [3.0], [1.0], [5.0]])
+    objective = MetricObjective(AMSoftmaxLoss(n_classes=3, embedding_dim=4), JRSRegularizer(), 1.0)
+    a = objective(z, y)[1]["regularizer"].item()
+    b = objective(z2, y)[1]["regularizer"].item()
+    check(abs(a - b) < 1e-5, f"JRS {a:.4f} and {b:.4f} for the same unit rows AM-Softmax sees")
+
+
 CASES = [Case(name, group, quiet(fn), budget) for name, group, fn, budget in [
     ("nearest_neighbors on values spanning -1e308 .. 1e308", "silent",
      nearest_neighbours_across_the_float64_range, 30),
@@ -202,4 +318,17 @@ CASES = [Case(name, group, quiet(fn), budget) for name, group, fn, budget in [
     ("cached data file swapped in with its old mtime", "silent",
      swapped_cache_file_with_its_old_mtime, 30),
     ("Omniglot zip naming a member twice", "silent", omniglot_zip_naming_a_member_twice, 30),
+    ("RetrievalIndex over a tensor an identity step returns", "silent",
+     gallery_returned_as_a_tensor_view, 30),
+    ("RetrievalIndex ids 2**63 and 2**63 + 1", "silent", ids_past_int64, 30),
+    ("RetrievalIndex.save(overwrite='False') over a file", "silent",
+     save_with_overwrite_the_string_false, 30),
+    ("RetrievalIndex.load of a member declaring 2 GiB in 1.5 KB", "obscure",
+     index_member_declaring_two_gib, 30),
+    ("NPairLoss of float64 embeddings at 1e160", "silent", npair_beyond_the_float64_range, 30),
+    ("EnergyConfusion(log=True) at 1e160", "silent", energy_confusion_beyond_the_float64_range,
+     30),
+    ("deml_pair_weights of float labels", "silent", deml_weights_of_float_labels, 30),
+    ("JRS beside AM-Softmax on rescaled rows", "silent", jrs_beside_am_softmax_on_rescaled_rows,
+     30),
 ]]
