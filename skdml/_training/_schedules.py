@@ -109,17 +109,26 @@ def warmup_stable_decay(optimizer, n_steps, n_warmup, n_decay, steps_done=0):
 class LRSchedule(Callback):
     """Step a torch learning-rate scheduler after every optimiser step.
 
-    Adds ``learning_rate`` (of the first parameter group, at the end of the
-    epoch) to each epoch's record; with ``scheduler=None`` (a constant rate)
-    only records it.
+    Adds ``learning_rate`` (at the end of the epoch) to each epoch's record:
+    ``base_rate`` times the schedule's factor, the rate of the parameters that
+    no group scales (with ``param_groups`` or ``head_lr_mult`` the first group's
+    rate may be another); without ``base_rate``, the first group's rate. With
+    ``scheduler=None`` (a constant rate) it only records it.
     """
 
-    def __init__(self, scheduler=None):
+    def __init__(self, scheduler=None, base_rate=None):
         self.scheduler = scheduler
+        self.base_rate = base_rate
 
     def on_step_end(self, loop):
         if self.scheduler is not None:
             self.scheduler.step()
 
     def on_epoch_end(self, loop, record):
-        record["learning_rate"] = float(loop.optimizer.param_groups[0]["lr"])
+        if self.base_rate is None:
+            record["learning_rate"] = float(loop.optimizer.param_groups[0]["lr"])
+        elif self.scheduler is None:
+            record["learning_rate"] = float(self.base_rate)
+        else:  # LambdaLR: every group's rate is its initial rate times this factor
+            factor = self.scheduler.lr_lambdas[0](self.scheduler.last_epoch)
+            record["learning_rate"] = float(self.base_rate) * float(factor)

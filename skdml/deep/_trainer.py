@@ -414,9 +414,9 @@ class DeepTrainer:
             else:
                 schedule = warmup_stable_decay(self.optimizer, n_steps, n_warmup,
                                                max(1, int(DECAY_FRACTION * n_steps)), steps_done)
-            callbacks.append(LRSchedule(schedule))
+            callbacks.append(LRSchedule(schedule, base_rate=cfg.learning_rate))
         else:  # a constant rate: recorded in every epoch's row all the same
-            callbacks.append(LRSchedule())
+            callbacks.append(LRSchedule(base_rate=cfg.learning_rate))
         callbacks.extend(self.extra_callbacks)
         if cfg.checkpoint_path is not None and self.ddp.is_main:
             callbacks.append(Checkpoint(cfg.checkpoint_path, lambda loop: self.state(

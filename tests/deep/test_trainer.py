@@ -418,3 +418,20 @@ def test_a_resume_that_does_not_match_says_what_differs(blobs, tmp_path):
     with pytest.raises(ValueError, match="was trained without one"):
         make(max_iter=2, checkpoint_path=path, warm_start=True, validation_fraction=0.3,
              early_stopping=True).fit(X, y)
+
+
+@pytest.mark.parametrize("schedule", ["constant", "cosine"])
+def test_history_learning_rate_is_the_learning_rate_whatever_the_first_group(schedule):
+    # a user group at rate 0 came first in the optimiser: the column read 0.0
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 10)
+    X = rng.rand(40, 1, 8, 8).astype(np.float32)
+    params = {"lr_schedule": schedule,
+              "param_groups": [("backbone.blocks.0.*", {"lr": 0.0})]}
+    plain = make(backbone=None, max_iter=3, learning_rate=1e-3,
+                 optimizer_params={"lr_schedule": schedule}).fit(X, y)
+    grouped = make(backbone=None, max_iter=3, learning_rate=1e-3,
+                   optimizer_params=params).fit(X, y)
+    rates = [r["learning_rate"] for r in grouped.history_]
+    assert rates == pytest.approx([r["learning_rate"] for r in plain.history_])
+    assert rates[0] > 0
