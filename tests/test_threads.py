@@ -360,11 +360,61 @@ def test_the_issue_deep_fit_threads_when_the_machine_is_busy(clean_thread_env, m
     monkeypatch.setattr(_threads, "other_load", lambda: 4.0)
     torch_threads = []
     real = torch.set_num_threads
-    monkeypatch.setattr(torch, "set_num_threads",
-                        lambda n: torch_threads.append(n) or real(n))
+    # the counts set inside sections (a section's exit also restores the count it found)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: (
+        torch_threads.append(n) if _threads._SHARED["active"] else None) or real(n))
     fit = DeepMetricTransformer(max_iter=1, device="cpu", random_state=0).fit
     monkeypatch.setattr(_openmp, "PASSIVE_WAITS", passive)
     real(1 if passive else 2)  # so that every section of the fit must set its own count
     fit(X, y)
     # spinning threads: every section runs on one thread; sleeping ones keep the budget
     assert torch_threads and set(torch_threads) == {2 if passive else 1}, torch_threads
+
+
+def test_a_fit_leaves_torch_threads_of_new_threads_as_it_found_them(monkeypatch):
+    # threadpoolctl's restore of torch's OpenMP runtime hid from torch that its own
+    # setting (the default of every new thread) was still the section's 1
+    import threading
+
+    from skdml.linear import LMNN
+
+    monkeypatch.delenv("SKDML_NUM_THREADS", raising=False)
+
+    def in_a_new_thread():
+        out = []
+        t = threading.Thread(target=lambda: out.append(torch.get_num_threads()))
+        t.start()
+        t.join()
+        return out[0]
+
+    before = in_a_new_thread()
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(3), 10)
+    LMNN(n_components=2, random_state=0).fit(rng.randn(30, 4) + 3 * y[:, None], y)
+    assert in_a_new_thread() == before
+
+
+def test_a_users_blas_limit_caps_every_section():
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from skdml._utils import thread_limits
+
+    def blas():
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    if not blas():
+        pytest.skip("no BLAS library found by threadpoolctl")
+    with threadpool_limits(limits=1, user_api="blas"):
+        with thread_limits(2):
+            assert blas() == {1}
+        assert blas() == {1}
+
+
+def test_a_huge_override_is_clamped_with_a_short_warning(monkeypatch):
+    from skdml._utils import _threads
+
+    monkeypatch.setenv("SKDML_NUM_THREADS", "9" * 5000)
+    monkeypatch.setattr(_threads, "_WARNED", set())
+    with pytest.warns(RuntimeWarning, match=r"\(5000 characters\) exceeds") as caught:
+        assert _threads.choose_n_threads() >= 1
+    assert len(str(caught[0].message)) < 200

@@ -1,6 +1,6 @@
 """One thread policy for every skdml fit, transform and score.
 
-Three rules, applied by :func:`thread_limits` to both torch's intra-op pool and
+Four rules, applied by :func:`thread_limits` to both torch's intra-op pool and
 the BLAS pools (through threadpoolctl, a scikit-learn dependency):
 
 1. **An explicit override wins.** ``SKDML_NUM_THREADS=n`` in the environment
@@ -56,7 +56,7 @@ from contextlib import contextmanager
 
 import torch
 from joblib import cpu_count
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from .. import _openmp
 from ._warnings import warn_user
@@ -70,7 +70,14 @@ ENV_OVERRIDE = "SKDML_NUM_THREADS"
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 #: Process-wide record of the open :func:`thread_limits` sections (see there).
 _SHARED_LOCK = threading.Lock()
-_SHARED = {"active": 0, "torch": None, "blas": None}
+_SHARED = {"active": 0, "torch": None, "blas": None, "blas_cap": None}
+
+
+def _blas_pools():
+    """The BLAS libraries' thread pools (threadpoolctl), and only them: limiting through
+    ``threadpool_limits`` also recorded torch's OpenMP runtime, whose restore then hid from
+    torch that its own setting was still reduced (new threads inherited it)."""
+    return ThreadpoolController().select(user_api="blas")
 _LOCAL = threading.local()
 #: Floating-point operations per step below which one thread is used (about 10 ms on one core).
 SMALL_STEP_FLOPS = 1e9
@@ -108,7 +115,9 @@ def _override():
     text = value.strip()
     text = text[1:] if text.startswith("+") else text  # one sign, as int() reads it
     # plain ASCII digits only: int() also reads "2_0" as 20 and other scripts' digits
-    n = int(text) if text.isascii() and text.isdigit() else None
+    digits = text.isascii() and text.isdigit()
+    # beyond 18 digits (int() refuses 4,300): more threads than any machine has
+    n = (int(text) if len(text.lstrip("0")) <= 18 else 2**62) if digits else None
     if n is None or n < 1:
         raise ValueError(
             f"{ENV_OVERRIDE}={value!r} is not a positive integer: set it to the number of "
@@ -117,7 +126,8 @@ def _override():
     if n > cpus:
         if value not in _WARNED:
             _WARNED.add(value)
-            warn_user(f"{ENV_OVERRIDE}={value} exceeds the {cpus} CPUs this process may "
+            shown = value if len(value) <= 24 else f"{value[:12]}... ({len(value)} characters)"
+            warn_user(f"{ENV_OVERRIDE}={shown} exceeds the {cpus} CPUs this process may "
                       f"use; skdml uses {cpus} threads.", RuntimeWarning)
         n = cpus
     return n
@@ -330,9 +340,16 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
     with _SHARED_LOCK:
         if _SHARED["active"] == 0:
             _SHARED["torch"] = torch_before
-            _SHARED["blas"] = threadpool_limits(limits=wanted, user_api="blas")
+            pools = _blas_pools()
+            # a limit the user set on the BLAS pools (threadpoolctl) caps every section
+            sizes = [lib.num_threads for lib in pools.lib_controllers]
+            _SHARED["blas_cap"] = min(sizes) if sizes else None
+        if _SHARED["blas_cap"] is not None:
+            wanted = min(wanted, _SHARED["blas_cap"])
+        if _SHARED["active"] == 0:
+            _SHARED["blas"] = pools.limit(limits=wanted)
         else:
-            threadpool_limits(limits=wanted, user_api="blas")
+            _blas_pools().limit(limits=wanted)
         _SHARED["active"] += 1
         if torch.get_num_threads() != torch_wanted:
             torch.set_num_threads(torch_wanted)
@@ -349,7 +366,7 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
             else:
                 restore, restore_blas = stack[-1] if stack else (None, None)
                 if restore_blas is not None:
-                    threadpool_limits(limits=restore_blas, user_api="blas")
+                    _blas_pools().limit(limits=restore_blas)
             restore = torch_before if _torch_threads_per_thread() else restore
-            if restore is not None and torch.get_num_threads() != restore:
+            if restore is not None:  # always: torch's default for new threads comes back too
                 torch.set_num_threads(restore)
