@@ -123,6 +123,9 @@ def loss_keys(loss):
     if isinstance(loss, str) and loss == "auto":
         raise ValueError("loss='auto' is chosen by the learner and takes no options: name "
                          "the loss (e.g. loss='lmnn' or loss='binomial') to set loss__<key>.")
+    if isinstance(loss, str) and loss not in LOSSES:
+        raise ValueError(f"loss={loss!r} is not a loss name; the names are "
+                         f"{', '.join(sorted(LOSSES))} (or pass a loss class or module).")
     target = LOSSES.get(loss) if isinstance(loss, str) else loss
     if not isinstance(target, type):
         raise ValueError(f"The loss {type(loss).__name__} is already built: set its options "

@@ -79,7 +79,8 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
     ----------
     n_components : int, default=None
         Embedding dimension. ``None`` means ``min(n_features, n_samples,
-        128)`` (or the number of rows of an ``init`` array): a step costs
+        128)``, and at most an int ``n_reduce`` (or the number of rows of an
+        ``init`` array): a step costs
         O(n_features x n_components), and 128 is the deep learner's default.
     loss : "auto", str or callable, default="auto"
         The metric loss: ``"lmnn"``, ``"binomial"``, ``"triplet"``, ``"npair"``

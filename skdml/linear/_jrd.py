@@ -120,7 +120,8 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
     ----------
     n_components : int, default=None
         Embedding dimension. ``None`` means ``min(n_features, n_samples,
-        128)`` (or the number of rows of an ``init`` array): a step costs
+        128)``, and at most an int ``n_reduce`` (or the number of rows of an
+        ``init`` array): a step costs
         O(n_features x n_components), and 128 is the deep learner's default.
     regularizer_weight : float, default=1.0
         Weight of the JRS regulariser (the paper's alpha = 1 on CUB and
@@ -180,7 +181,7 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         ``0.015 / n_batches`` (``n_batches`` batches an epoch), at most 0.01,
         so that an epoch moves ``L`` as far on a small data set as on a large
         one: 3e-4 on USPS (50 batches an epoch, where larger rates over-fit
-        within the first epoch), 0.01 on AT&T (2 batches an epoch, where
+        within the first epoch), 0.0075 on AT&T (2 batches an epoch, where
         3e-4 had not converged after 300 epochs). See the
         :doc:`linear study </reports/linear_study>`.
     n_classes_per_batch : int or "auto", default="auto"
@@ -238,7 +239,8 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         epochs, or the refit's after stratified validation; the returned
         model's epoch is ``best_iteration_``, 0 when the start was kept).
     history_ : list of dict
-        Per epoch (Adam) or iteration (conjugate gradient), as for :class:`~skdml.ECAML`.
+        Per epoch (Adam) or iteration (conjugate gradient), as for :class:`~skdml.ECAML`,
+        plus ``"neighbor_loss"`` (the neighbour term) when ``neighbor_weight_ > 0``.
     best_validation_score_ : float
         The best held-out score (see ``validation_split``; only with early stopping).
     best_iteration_ : int

@@ -298,7 +298,11 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         """Check an ``init`` array against the data; return ``n_components``."""
         init = self.init
         if not isinstance(init, np.ndarray):
-            return check_n_components(self.n_components, n_features, n_samples)
+            n_components = check_n_components(self.n_components, n_features, n_samples)
+            if self.n_components is None and isinstance(self.n_reduce, Integral):
+                # a reduction to n_reduce dimensions leaves at most that many directions
+                n_components = min(n_components, int(self.n_reduce))
+            return n_components
         init = check_init_array(init, n_features, self.n_components)
         return check_n_components(init.shape[0], n_features)
 

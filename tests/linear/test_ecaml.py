@@ -549,3 +549,24 @@ def test_loss_params_nested_names_set_the_loss_parameters_like_the_deep_learner(
     assert est.loss_params == {"margin": 0.3}
     est = ECAML(loss="triplet", loss_params={"margin": 0.1}).set_params(loss_params__margin=0.2)
     assert est.loss_params == {"margin": 0.2}
+
+
+@pytest.mark.parametrize("learner", ["ECAML", "JRD"])
+def test_an_int_n_reduce_bounds_the_default_n_components(learner):
+    import skdml
+
+    learner = getattr(skdml, learner)
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(3), 10)
+    X = rng.randn(30, 40) + y[:, None]
+    est = learner(n_reduce=10, max_iter=1, random_state=0).fit(X, y)
+    assert est.components_.shape == (10, 40)
+    with pytest.raises(ValueError, match="n_reduce=10 is smaller than n_components=20"):
+        learner(n_components=20, n_reduce=10, max_iter=1).fit(X, y)
+
+
+def test_set_params_names_an_unknown_loss_as_such():
+    from skdml import DeepMetricTransformer
+
+    with pytest.raises(ValueError, match="'contrastive' is not a loss name"):
+        DeepMetricTransformer(loss="contrastive").set_params(loss__margin=0.2)
