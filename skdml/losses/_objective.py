@@ -56,13 +56,19 @@ class MetricObjective:
 
     def regularization(self, embeddings, labels, *, layers=None, cosines=None):
         """The unweighted regulariser on the representation the loss works on."""
-        if isinstance(self.loss, MetricLoss):  # e.g. unit rows for AM-Softmax (JRD Eq. 9)
-            embeddings = self.loss.prepare(embeddings)
         if isinstance(self.regularizer, JRSRegularizer):
+            if isinstance(self.loss, MetricLoss) and self.loss.normalize_embeddings:
+                # unit rows for AM-Softmax (JRD Eq. 9); rows the learner normalised already
+                # (linear JRD, a normalising deep head) are kept bit for bit
+                norms = torch.linalg.vector_norm(embeddings.detach(), dim=1, keepdim=True)
+                near_unit = (norms - 1).abs() <= 8 * torch.finfo(embeddings.dtype).eps
+                embeddings = torch.where(near_unit, embeddings, self.loss.prepare(embeddings))
             reps = self.regularizer.representations(layers, embeddings, self.loss)
             if cosines is not None and hasattr(self.loss, "class_cosines"):
                 reps[-1] = cosines
             return self.regularizer(reps, labels)
+        if isinstance(self.loss, MetricLoss):
+            embeddings = self.loss.prepare(embeddings)
         return self.regularizer(embeddings, labels)
 
     def __call__(self, embeddings, labels, *, regularizer_embeddings=None, layers=None):

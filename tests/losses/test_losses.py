@@ -1070,6 +1070,10 @@ def test_seventh_audit_loss_edges():
     objective = MetricObjective(am, JRSRegularizer(), 1.0)
     assert objective(z, y)[1]["regularizer"].item() == pytest.approx(
         objective(z2, y)[1]["regularizer"].item(), rel=1e-12)
+    # rows a learner normalised already are used bit for bit (linear JRD's fits unchanged)
+    unit = torch.nn.functional.normalize(z, dim=1)
+    value = objective(unit, y)[1]["regularizer"]
+    assert torch.equal(value, JRSRegularizer()([unit, am.class_cosines(unit)], y))
     # float labels refused, integer embeddings refused (not truncated)
     with pytest.raises(ValueError, match="integer dtype"):
         deml_pair_weights(torch.tensor([0.2, 0.7, 1.0]))
