@@ -137,14 +137,10 @@ def knn_score(L, X_train, X_val, y_train, y_val):
 
     Averaging the 1-NN and 10-NN accuracies gives a smoother signal than the
     1-NN accuracy alone, which saturates early on small data sets while the
-    10-NN accuracy still improves. The search is skdml's exact neighbour engine.
+    10-NN accuracy still improves. The search is skdml's exact neighbour engine;
+    the mean of :func:`knn_sample_scores`, which the validation runs record.
     """
-    from ..metrics import knn_accuracy
-
-    with torch.no_grad():
-        Z_train, Z_val = (X_train @ L.T).numpy(), (X_val @ L.T).numpy()
-    ks = [min(k, len(y_train)) for k in VALIDATION_KS]
-    return float(np.mean(knn_accuracy(Z_val, y_val, Z_train, y_train, k=ks)))
+    return float(knn_sample_scores(L, X_train, X_val, y_train, y_val).mean())
 
 
 def knn_sample_scores(L, X_train, X_val, y_train, y_val):
@@ -155,6 +151,7 @@ def knn_sample_scores(L, X_train, X_val, y_train, y_val):
     a paired test.
     """
     from ..metrics import nearest_neighbors
+    from ..metrics._neighbors import knn_votes
 
     with torch.no_grad():
         Z_train, Z_val = (X_train @ L.T).numpy(), (X_val @ L.T).numpy()
@@ -163,18 +160,7 @@ def knn_sample_scores(L, X_train, X_val, y_train, y_val):
     truth = np.where(classes[np.minimum(truth, len(classes) - 1)] == np.asarray(y_val), truth, -1)
     ks = [min(k, len(y_train)) for k in VALIDATION_KS]
     labels = codes[nearest_neighbors(Z_val, max(ks), X_ref=Z_train)]
-    out = np.zeros(len(y_val))
-    step = max(1, 2**22 // len(classes))  # rows of votes at a time: memory O(2**22)
-    for first in range(0, len(y_val), step):
-        rows = slice(first, first + step)
-        part = labels[rows]
-        offset = (np.arange(part.shape[0]) * len(classes))[:, None]
-        for k in ks:
-            votes = np.bincount((part[:, :k] + offset).ravel(),
-                                minlength=part.shape[0] * len(classes))
-            # argmax: the smallest label among ties
-            out[rows] += votes.reshape(part.shape[0], -1).argmax(axis=1) == truth[rows]
-    return out / len(ks)
+    return knn_votes(labels, truth, ks, len(classes)).mean(axis=1)
 
 
 def knn_purity(L, X_train, X_val, y_train, y_val, k=max(VALIDATION_KS)):

@@ -521,15 +521,25 @@ def knn_accuracy(X, y, X_ref, y_ref, k=(1, 10), *, metric="euclidean", batch_siz
     for start, stop, nbrs in neighbor_blocks(X, R, depth, exclude_self=False, metric=metric,
                                              batch_size=batch_size, device=device,
                                              ref_keys=yr, cuts=ks):
-        labels = yr[nbrs]
-        step = max(1, 2**22 // n_classes)
-        for first in range(0, stop - start, step):
-            part = labels[first:first + step]
-            truth = yq[start + first:start + first + part.shape[0]]
-            offset = (np.arange(part.shape[0]) * n_classes)[:, None]
-            for i, kk in enumerate(ks):
-                votes = np.bincount((part[:, :kk] + offset).ravel(),
-                                    minlength=part.shape[0] * n_classes)
-                predicted = votes.reshape(part.shape[0], n_classes).argmax(axis=1)
-                correct[i] += np.count_nonzero(predicted == truth)
+        correct += knn_votes(yr[nbrs], yq[start:stop], ks, n_classes).sum(axis=0)
     return [float(c / X.shape[0]) for c in correct]
+
+
+def knn_votes(labels, truth, ks, n_classes):
+    """Whether each query's k-NN vote is right, for each ``k`` in ``ks``: bool ``(n, len(ks))``.
+
+    ``labels``: the class codes (``0 .. n_classes - 1``) of each query's neighbours,
+    nearest first; ``truth``: each query's code (-1: a class no reference has). A tie
+    goes to the smallest code. The votes are counted in blocks of about ``2**22``.
+    """
+    out = np.zeros((labels.shape[0], len(ks)), dtype=bool)
+    step = max(1, 2**22 // n_classes)
+    for first in range(0, labels.shape[0], step):
+        part = labels[first:first + step]
+        rows = slice(first, first + part.shape[0])
+        offset = (np.arange(part.shape[0]) * n_classes)[:, None]
+        for i, kk in enumerate(ks):
+            votes = np.bincount((part[:, :kk] + offset).ravel(),
+                                minlength=part.shape[0] * n_classes)
+            out[rows, i] = votes.reshape(part.shape[0], n_classes).argmax(axis=1) == truth[rows]
+    return out
