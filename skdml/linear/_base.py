@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._utils import warn_user
 
 __all__ = ["BaseMahalanobis", "MahalanobisDistance", "check_init_array", "check_n_components",
+           "check_not_constant",
            "warn_if_orthogonal_is_euclidean"]
 
 
@@ -144,6 +145,42 @@ def check_n_components(n_components, n_features, n_samples=None):
             "learner cannot learn more independent directions than the input has."
         )
     return int(n_components)
+
+
+def check_not_constant(X, learner=None):
+    """Refuse an ``X`` whose samples are all equal: there is no distance to learn.
+
+    The one test of the learners that read ``X`` itself (the pair learners test
+    their pairs instead): every column's samples equal, bit for bit. Not a
+    threshold on the spread relative to the largest value: a constant column of
+    1e13 beside iris's features leaves them a relative spread of 1e-13, a real
+    one that float64 holds exactly enough.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        The validated input.
+    learner : str, default=None
+        The learner's name, to start the message with.
+
+    Raises
+    ------
+    ValueError
+        When ``X`` is empty or constant.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_not_constant(np.eye(3))
+    >>> check_not_constant(np.ones((4, 2)), "LMNN")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: LMNN: X is constant (all samples are equal); there is no distance ...
+    """
+    if X.size == 0 or not np.any(np.ptp(X, axis=0) > 0):
+        prefix = f"{learner}: " if learner else ""
+        raise ValueError(f"{prefix}X is constant (all samples are equal); there is no "
+                         "distance between samples to learn.")
 
 
 def warn_if_orthogonal_is_euclidean(name, manifold, n_components, dim):

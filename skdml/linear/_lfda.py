@@ -11,7 +11,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from .._utils import transactional_fit
 from .._utils._params import StrictInterval
-from ._base import BaseMahalanobis, check_n_components
+from ._base import BaseMahalanobis, check_n_components, check_not_constant
 from ._classic import check_classic_input
 
 __all__ = ["LFDA"]
@@ -123,9 +123,8 @@ class LFDA(BaseMahalanobis):
         X, y, self.classes_ = check_classic_input(self, X, y)
         d = X.shape[1]
         dim = check_n_components(self.n_components, d)
+        check_not_constant(X, "LFDA")
         spread = float(np.abs(X - X.mean(axis=0)).max())
-        if spread == 0.0:
-            raise ValueError("LFDA: X is constant; there is nothing to discriminate.")
         # the problem is scale-free (the ratios do not move, the directions scale by 1/c):
         # solved at unit spread, with a power of two (exact), so that the float32 products
         # neither underflow nor overflow at any input scale

@@ -15,7 +15,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
-from ._base import BaseMahalanobis, check_n_components
+from ._base import BaseMahalanobis, check_n_components, check_not_constant
 from ._classic import check_classic_input, initial_map
 
 __all__ = ["LMNN", "lmnn_loss_grad", "target_neighbors"]
@@ -159,9 +159,7 @@ class LMNN(BaseMahalanobis):
             raise ValueError("LMNN needs a class with at least 2 samples: with every class a "
                              "single sample there is no target neighbour to pull.")
         n, d = X.shape
-        if not np.any(np.ptp(X, axis=0) > 0):
-            raise ValueError("LMNN: X is constant (all samples are equal); there is no "
-                             "distance between samples to learn.")
+        check_not_constant(X, "LMNN")
         dim = check_n_components(self.n_components, d)
         # the loss and the target neighbours read differences of samples only: centred, the
         # distances' expansion |z_i|^2 - 2 z_i.z_j + |z_j|^2 does not cancel an offset (at

@@ -14,7 +14,7 @@ from sklearn.utils.validation import validate_data
 
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
-from ._base import BaseMahalanobis, check_n_components
+from ._base import BaseMahalanobis, check_n_components, check_not_constant
 from ._classic import initial_map
 
 __all__ = ["MLKR", "mlkr_loss"]
@@ -134,9 +134,7 @@ class MLKR(BaseMahalanobis):
                              "labels? use LMNN, LFDA or ECAML).")
         y = y.astype(np.float64)  # bool targets too (numpy refuses their differences)
         n, d = X.shape
-        if not np.any(np.ptp(X, axis=0) > 0):
-            raise ValueError("MLKR: X is constant (all samples are equal); there is no "
-                             "distance between samples to learn.")
+        check_not_constant(X, "MLKR")
         with np.errstate(over="ignore", invalid="ignore"):
             finite_y = np.isfinite(np.ptp(y) ** 2 * n)  # a bound on the summed squared errors
         if not finite_y:

@@ -26,6 +26,8 @@ from sklearn.decomposition import PCA
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.utils import check_random_state
 
+from ._base import check_not_constant
+
 __all__ = ["InputSpace", "initial_components", "orthonormal_rows", "polar", "qr_retraction",
            "reduce_input"]
 
@@ -97,13 +99,7 @@ class InputSpace:
         """
         dtype = np.float32 if np.asarray(X).dtype == np.float32 else np.float64
         X = np.asarray(X, dtype=dtype)
-        # constant: every column's samples equal, bit for bit. Not a threshold on the spread
-        # relative to the largest value: a constant column of 1e13 beside iris's features left
-        # them a relative spread of 1e-13, a real one that float64 holds exactly enough
-        if X.size == 0 or not np.any(np.ptp(X, axis=0) > 0):
-            raise ValueError(
-                "X is constant (all samples are equal): there is no distance between samples "
-                "to learn.")
+        check_not_constant(X)
         peak = float(max(np.max(X), -np.min(X)))
         peak = peak if np.isfinite(peak) and peak > 0 else 1.0
         X = X / dtype(peak)

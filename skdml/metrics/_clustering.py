@@ -23,6 +23,7 @@ from sklearn.utils._param_validation import Interval, validate_params
 from threadpoolctl import threadpool_limits
 
 from .._utils import choose_n_threads, thread_limits, warn_user
+from ._exact import centre_on_median
 from ._validation import check_embeddings, check_labels
 
 __all__ = ["nmi_score", "clustering_f1_score", "clustering_scores"]
@@ -92,10 +93,7 @@ def _standardise(X):
     coordinate-wise median (never 0 unless all points coincide, and at least
     ``max |X - median| / (n d)``, so no point can overflow afterwards).
     """
-    Z = X.astype(np.float64)  # a copy
-    peak = float(np.max(np.abs(Z)))
-    np.ldexp(Z, -math.frexp(peak)[1], out=Z)  # exact: max |Z| in [0.5, 1)
-    Z -= np.median(Z, axis=0)
+    Z = centre_on_median(X)  # a float64 copy
     spread = float(np.mean(np.abs(Z)))
     if spread == 0.0:
         raise ValueError(

@@ -83,7 +83,8 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-__all__ = ["Frame", "UnitRows", "ieee_float32", "normalise_rows", "pair_distances", "zero_rows"]
+__all__ = ["Frame", "UnitRows", "centre_on_median", "ieee_float32", "normalise_rows",
+           "pair_distances", "zero_rows"]
 
 _U32 = 2.0 ** -24
 _U64 = 2.0 ** -53
@@ -124,6 +125,27 @@ def normalise_rows(A):
     norm[norm == 0.0] = 1.0
     A /= norm[:, None]
     return A
+
+
+def centre_on_median(X):
+    """A float64 copy of ``X`` centred on its coordinate-wise median, its peak in ``[0.5, 1)``.
+
+    A translation and a power of two change no argmin nor k-means partition, so
+    the scorers that compute in float64 start from this: offsets (``X + 1e8``)
+    no longer cancel in the products, nor do extreme scales (``1e200``) overflow
+    in them. Centred before the scaling (a huge offset scaled first would flush
+    the rest into subnormals), after halving twice where the difference from
+    the median could overflow (values of 1e308 beside -1e308). Every step is
+    exact but for subnormals; a constant ``X`` becomes all zeros.
+    """
+    X = np.array(X, dtype=np.float64)
+    if _abs_max(X) >= 2.0 ** 1022:
+        np.ldexp(X, -2, out=X)
+    X -= np.median(X, axis=0)
+    peak = _abs_max(X)
+    if peak > 0:
+        np.ldexp(X, -math.frexp(peak)[1], out=X)
+    return X
 
 
 def zero_rows(X):

@@ -11,7 +11,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from .._utils import thread_limits, warn_user
-from ._exact import normalise_rows
+from ._exact import centre_on_median, normalise_rows
 from ._validation import check_embeddings, check_labels
 
 __all__ = ["few_shot_accuracy"]
@@ -211,20 +211,12 @@ def _as_float64_for(X, metric):
     """``X`` in float64, ready for :func:`_episode_accuracies` with ``metric``.
 
     Cosine: unit rows. Euclidean: a translation and a power of two change no
-    argmin, so the coordinates are centred on their median (halved twice first
-    where that could overflow) and scaled by an exact power of two; offsets (``X + 1e8``) then do not cancel nor extreme
-    scales (``1e200``) overflow in the products.
+    argmin, so the coordinates are centred on their median and scaled by an exact
+    power of two (:func:`~skdml.metrics._exact.centre_on_median`).
     """
-    X = np.array(X, dtype=np.float64)
     if metric == "cosine":
-        return normalise_rows(X)
-    if float(np.max(np.abs(X), initial=0.0)) >= 2.0 ** 1022:
-        np.ldexp(X, -2, out=X)  # x - median of 1e308 and -1e308 would overflow
-    X -= np.median(X, axis=0)  # before the scaling below: a huge offset would flush the rest
-    peak = float(np.max(np.abs(X), initial=0.0))
-    if peak > 0:
-        np.ldexp(X, -np.frexp(peak)[1], out=X)
-    return X
+        return normalise_rows(np.array(X, dtype=np.float64))
+    return centre_on_median(X)
 
 
 def _mean_and_ci95(acc):
