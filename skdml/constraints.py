@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, check_random_state, column_or_1d
 
-from ._utils import warn_user
+from ._utils import is_missing_label, keep_label_types, warn_user
 
 __all__ = ["Constraints"]
 
@@ -49,12 +49,12 @@ def _positive_int(value, name):
 
 
 def _is_nan(values):
-    """Which entries are a float NaN (numbers and object arrays alike)."""
+    """Which entries are missing: a float NaN, or in an object array None, NaN or pandas NA."""
     if values.dtype.kind in "fc":
         return np.isnan(values)
     if values.dtype.kind != "O":
         return np.zeros(values.shape, dtype=bool)
-    return np.array([isinstance(v, numbers.Real) and v != v for v in values], dtype=bool)
+    return np.array([is_missing_label(v) for v in values.tolist()], dtype=bool)
 
 
 class Constraints:
@@ -91,19 +91,22 @@ class Constraints:
     """
 
     def __init__(self, partial_labels, unknown_label=-1):
-        labels = column_or_1d(np.asarray(partial_labels), warn=True)
+        labels = column_or_1d(np.asarray(keep_label_types(partial_labels)), warn=True)
         self.partial_labels = labels
         self.unknown_label = unknown_label
         missing = _is_nan(labels)
         if isinstance(unknown_label, numbers.Real) and unknown_label != unknown_label:
-            known = ~missing  # unknown_label=np.nan: NaN marks the unknown samples
+            known = ~missing  # unknown_label=np.nan: a missing label marks the unknown samples
         else:
+            if np.any(missing):  # before comparing: pandas NA cannot be compared
+                advice = ("unknown_label=None says every sample is labelled: pass "
+                          "unknown_label=np.nan to mark these samples unknown" if
+                          unknown_label is None else "give unlabelled samples the "
+                          f"unknown_label ({unknown_label!r}), or pass unknown_label=np.nan")
+                raise ValueError("partial_labels contains NaN or a missing value (None, pandas "
+                                 f"NA); {advice}.")
             known = np.ones(len(labels), dtype=bool) if unknown_label is None else \
                 labels != unknown_label
-            if np.any(missing & known):
-                raise ValueError("partial_labels contains NaN; give unlabelled samples the "
-                                 f"unknown_label ({unknown_label!r}), or pass "
-                                 "unknown_label=np.nan.")
         self._known = np.flatnonzero(known)
         try:
             _, self._classes = np.unique(labels[self._known], return_inverse=True)

@@ -20,16 +20,10 @@ from sklearn.model_selection import BaseCrossValidator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_consistent_length, column_or_1d
 
+from ._utils import is_missing_label, keep_label_types
+
 __all__ = ["ClassDisjointSplit", "FirstHalfClassSplit"]
 
-
-
-def _missing(label):
-    """Whether an object label is NaN or a missing value (pandas ``NA``: comparing it fails)."""
-    try:
-        return bool(label != label)
-    except TypeError:
-        return True
 
 def _classes_of(X, y, splitter):
     """Validate ``y`` for a class-disjoint split; return (classes, class index per sample)."""
@@ -38,7 +32,7 @@ def _classes_of(X, y, splitter):
             f"{splitter} splits by class and needs the labels: the 'y' parameter should "
             "not be None."
         )
-    y = column_or_1d(np.asarray(y), warn=True)
+    y = column_or_1d(np.asarray(keep_label_types(y)), warn=True)
     if X is not None:
         check_consistent_length(X, y)
     if y.shape[0] == 0:
@@ -47,7 +41,7 @@ def _classes_of(X, y, splitter):
         raise ValueError(f"{splitter}: y contains NaN or infinity.")
     if y.dtype == object and any(label is None for label in y):
         raise ValueError(f"{splitter}: y contains None; every sample needs a class label.")
-    if y.dtype == object and any(map(_missing, y)):
+    if y.dtype == object and any(map(is_missing_label, y)):
         raise ValueError(f"{splitter}: y contains NaN or a missing value; every sample needs "
                          "a class label.")
     try:

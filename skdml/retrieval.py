@@ -28,7 +28,8 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._utils import atomic_write_bytes, check_output_file, warn_user
+from ._utils import (atomic_write_bytes, check_orderable_labels, check_output_file, integer_ids,
+                     keep_label_types, warn_user)
 from .metrics import (as_host_labels, check_embeddings, label_kind, nearest_neighbors,
                       normalise_rows, pair_distances)
 
@@ -147,23 +148,12 @@ def _read_index_file(path, bad):
     return arrays, meta
 
 
-def _integer_ids(values):
-    """Python integers as int64, else uint64 (ids above 2**63), exactly; refused beyond."""
-    low, high = min(values), max(values)
-    if -2**63 <= low and high < 2**63:
-        return np.array(values, dtype=np.int64)
-    if 0 <= low and high < 2**64:
-        return np.array(values, dtype=np.uint64)
-    raise ValueError(f"Integer labels from {low} to {high} fit no 64-bit integer type, so "
-                     "they cannot be kept exactly; pass them as strings.")
-
-
 def _check_labels(y, n_samples, what):
     """Item labels (any ids: class labels, file names, database keys) as a savable 1-D array."""
     if isinstance(y, (list, tuple)) and y and all(
             isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in y):
-        y = _integer_ids(list(y))  # numpy would make ids past int64 float64 (2**63 + 1 -> 2**63)
-    y = np.asarray(as_host_labels(y))
+        y = integer_ids(list(y))  # numpy would make ids past int64 float64 (2**63 + 1 -> 2**63)
+    y = np.asarray(as_host_labels(keep_label_types(y)))
     if y.ndim == 2 and y.shape[1] == 1:
         y = y.ravel()
     if y.ndim != 1:
@@ -176,9 +166,11 @@ def _check_labels(y, n_samples, what):
         if all(isinstance(v, str) for v in values):
             y = np.array(values, dtype=str)
         elif all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
-            y = _integer_ids(values)
+            y = integer_ids(values)
         elif all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values):
             y = np.array(values, dtype=np.float64)  # numbers in an object column (pandas)
+        else:
+            check_orderable_labels(y)  # numbers beside strings: named as such
     if y.dtype.kind not in "biufU":
         raise ValueError(
             f"y must hold numbers or strings (got dtype {y.dtype}): the index stores its labels "

@@ -143,7 +143,7 @@ def test_nan_labels_are_refused_unless_they_mark_the_unknown_samples():
     assert not np.isin(pairs, [2, 5]).any() and set(labels.tolist()) == {-1, 1}
     chunks = Constraints(y, unknown_label=np.nan).chunks(2, 2, random_state=0)
     np.testing.assert_array_equal(chunks[[2, 5]], [-1, -1])
-    with pytest.raises(ValueError, match="mixes label types"):
+    with pytest.raises(ValueError, match="missing value .*unknown_label=None says every"):
         Constraints(np.array(["a", "b", None], dtype=object), unknown_label=None)
 
 

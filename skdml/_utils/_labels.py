@@ -1,24 +1,117 @@
-"""The one check of class labels that numpy cannot order (numbers beside strings)."""
+"""Class labels as the user gave them: numbers kept apart from strings, missing labels refused.
+
+numpy merges ``[0, "0"]`` into the one string ``"0"``, sklearn's checks fail
+on pandas ``NA`` with ``boolean value of NA is ambiguous``, and an object
+column of integers is an ``'unknown'`` target to ``type_of_target``: every
+entry point that reads labels (the learners, the scorers, the splitters, the
+index, :class:`~skdml.Constraints`) goes through these helpers first.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+import numbers
 
-__all__ = ["check_orderable_labels"]
+import numpy as np
+import torch
+
+__all__ = ["check_label_input", "check_orderable_labels", "integer_ids", "is_missing_label",
+           "keep_label_types"]
+
+
+def is_missing_label(label):
+    """Whether one label is None, NaN or a missing value (pandas ``NA``: comparing it fails)."""
+    if label is None:
+        return True
+    try:
+        return bool(label != label)
+    except TypeError:
+        return True
+
+
+def integer_ids(values):
+    """Python integers as int64, else uint64 (ids above 2**63), exactly; refused beyond."""
+    low, high = min(values), max(values)
+    if -2**63 <= low and high < 2**63:
+        return np.array(values, dtype=np.int64)
+    if 0 <= low and high < 2**64:
+        return np.array(values, dtype=np.uint64)
+    raise ValueError(f"Integer labels from {low} to {high} fit no 64-bit integer type, so "
+                     "they cannot be kept exactly; pass them as strings.")
+
+
+def _is_integer(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def keep_label_types(y):
+    """A list or tuple of labels as an array, numbers kept apart from strings.
+
+    ``np.asarray([0, "0"])`` makes both the string ``"0"``: one class where there
+    are two. Mixed, they become an object array, which :func:`check_orderable_labels`
+    refuses. Anything but a list or tuple is returned unchanged.
+
+    Examples
+    --------
+    >>> keep_label_types([0, 0, "0"])
+    array([0, 0, '0'], dtype=object)
+    >>> keep_label_types(["a", "b"])
+    array(['a', 'b'], dtype='<U1')
+    """
+    if not isinstance(y, (list, tuple)):
+        return y
+    values = np.asarray(y)
+    if values.dtype.kind in "US" and not all(isinstance(v, (str, bytes)) for v in y):
+        values = np.empty(len(y), dtype=object)
+        values[:] = list(y)
+    return values
+
+
+def check_label_input(y, name="y"):
+    """Raw class labels, before scikit-learn's validation reads them.
+
+    Lists keep their types (:func:`keep_label_types`); labels that are None,
+    NaN or pandas ``NA`` are refused here, with their position (scikit-learn's
+    check fails on ``NA`` with ``boolean value of NA is ambiguous``). Anything
+    else is returned unchanged (a DataFrame keeps its type for scikit-learn).
+
+    Examples
+    --------
+    >>> check_label_input(np.array(["a", None], dtype=object))
+    Traceback (most recent call last):
+    ...
+    ValueError: y contains a missing label (None, NaN or pandas NA) at position 1; every ...
+    """
+    y = keep_label_types(y)
+    if isinstance(y, torch.Tensor):
+        return y  # numbers only, maybe on an accelerator
+    values = np.asarray(y)
+    if values.dtype == object:
+        missing = next((i for i, v in enumerate(values.ravel().tolist())
+                        if is_missing_label(v)), None)
+        if missing is not None:
+            raise ValueError(
+                f"{name} contains a missing label (None, NaN or pandas NA) at position "
+                f"{missing}; every sample needs a class label: drop the unlabelled samples "
+                "or give them a label of their own.")
+    return y
 
 
 def check_orderable_labels(y, name="y"):
-    """Refuse an object array of labels mixing types that cannot be sorted.
+    """Labels as an array: integers in an object array made integers; mixed types refused.
 
     ``np.unique`` (behind scikit-learn's ``type_of_target`` and every label
     encoding) sorts the labels: numbers beside strings raised numpy's
-    ``'<' not supported between instances of 'int' and 'str'``. Other arrays
-    pass unchanged.
+    ``'<' not supported between instances of 'int' and 'str'``. An object array
+    of integers (a pandas ``object`` column) is scikit-learn's ``'unknown'``
+    target: it becomes int64 (uint64 above 2**63), exactly. Other arrays pass
+    unchanged.
 
     Examples
     --------
     >>> check_orderable_labels(np.array(["a", "b"]))
     array(['a', 'b'], dtype='<U1')
+    >>> check_orderable_labels(np.array([2, 1], dtype=object))
+    array([2, 1])
     >>> check_orderable_labels(np.array(["a", 1], dtype=object))
     Traceback (most recent call last):
     ...
@@ -26,10 +119,13 @@ def check_orderable_labels(y, name="y"):
     """
     y = np.asarray(y)
     if y.dtype.kind == "O":
+        flat = y.ravel().tolist()
+        if flat and all(map(_is_integer, flat)):
+            return integer_ids(flat).reshape(y.shape)
         try:
             np.unique(y.ravel())
         except TypeError as exc:
-            kinds = sorted({type(v).__name__ for v in y.ravel().tolist()})
+            kinds = sorted({type(v).__name__ for v in flat})
             raise ValueError(f"{name} mixes label types {kinds} that cannot be ordered "
                              f"({exc}); use one type (all strings, or all numbers).") from exc
     return y

@@ -9,7 +9,7 @@ import torch
 from sklearn.utils.multiclass import check_classification_targets
 from torch.utils.data import DataLoader, Dataset
 
-from .._utils import check_orderable_labels
+from .._utils import check_label_input, check_orderable_labels, keep_label_types
 
 __all__ = ["as_source", "dataset_labels", "first_items", "input_shape_of", "make_loader",
            "prepare_source", "to_model_input"]
@@ -126,26 +126,13 @@ def input_shape_of(sample_shape, what="X"):
         f"samples of shape {shape} (array rank {len(shape) + 1}).")
 
 
-def _label_array(labels):
-    """``labels`` as an array; numbers mixed with strings stay numbers (an object array).
-
-    ``np.asarray([1, "1"])`` makes both the string ``"1"``: one class where there are
-    two. Kept apart, the mixed types reach the label check, which refuses them.
-    """
-    y = np.asarray(labels)
-    if y.dtype.kind in "US" and not all(isinstance(lab, (str, bytes)) for lab in labels):
-        y = np.empty(len(labels), dtype=object)
-        y[:] = list(labels)
-    return y
-
-
 def dataset_labels(dataset, y):
     """Labels of a ``Dataset``: ``y``, else its ``targets``, else one pass over its items."""
     n = len(dataset)
     if y is None:
         targets = getattr(dataset, "targets", None)
         if targets is not None:
-            y = _label_array(targets.cpu() if isinstance(targets, torch.Tensor) else targets)
+            y = keep_label_types(targets.cpu() if isinstance(targets, torch.Tensor) else targets)
         else:
             labels = []
             for i in range(n):
@@ -156,11 +143,12 @@ def dataset_labels(dataset, y):
                         "or make it yield (x, y) pairs.")
                 lab = item[1]
                 labels.append(lab.item() if isinstance(lab, torch.Tensor) else lab)
-            y = _label_array(labels)
-    y = np.asarray(y)
+            y = keep_label_types(labels)
+    y = np.asarray(check_label_input(y, "y (the Dataset's labels)"))
     if y.ndim != 1 or y.shape[0] != n:
         raise ValueError(f"Expected {n} labels for the Dataset, got shape {y.shape}.")
-    check_classification_targets(check_orderable_labels(y, "y (the Dataset's labels)"))
+    y = check_orderable_labels(y, "y (the Dataset's labels)")
+    check_classification_targets(y)
     return y
 
 

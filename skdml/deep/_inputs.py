@@ -171,9 +171,10 @@ def _moments(source, indices, input_shape):
 
     total, count = 0.0, 0
     for x in chunks():
-        if unchecked and not bool(torch.isfinite(x).all()):
-            raise ValueError("Input X contains NaN or infinity (an item of the training "
-                             "data); every input value must be finite.")
+        if unchecked and not bool(torch.isfinite(x.float()).all()):  # the network's float32
+            raise ValueError("Input X contains NaN or infinity, or a value too large for "
+                             "float32 (an item of the training data); every input value must "
+                             "be finite in float32.")
         total = total + x.sum(dim=axes)
         count += x.numel() // (x.shape[1] if x.ndim > 1 else 1)
     mean = total / count

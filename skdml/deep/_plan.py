@@ -18,7 +18,7 @@ from sklearn.utils.validation import validate_data
 from torch import nn
 from torch.utils.data import Dataset
 
-from .._utils import check_orderable_labels
+from .._utils import check_label_input, check_orderable_labels
 from ..losses import MetricObjective, build_loss, get_regularizer
 from ._data import as_source, dataset_labels, dataset_shape, input_shape_of
 
@@ -48,8 +48,9 @@ def validate_fit_input(est, X, y):
     if y is None:
         raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y "
                          "is None: labels are missing.")
-    X, y = validate_data(est, X, y, allow_nd=True, dtype=np.float32)
-    check_classification_targets(check_orderable_labels(y))
+    X, y = validate_data(est, X, check_label_input(y), allow_nd=True, dtype=np.float32)
+    y = check_orderable_labels(y)
+    check_classification_targets(y)
     source = as_source(X)
     return source, y, tuple(source.shape[1:])
 

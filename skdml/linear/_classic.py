@@ -26,7 +26,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from .._utils import check_orderable_labels, transactional_fit
+from .._utils import check_label_input, check_orderable_labels, transactional_fit
 from ._base import check_init_array
 
 __all__ = ["SupervisedMixin", "SupervisedPairsMixin", "check_classic_input",
@@ -168,9 +168,11 @@ def initial_map(init, X, dim, rng, y=None):
 
 def check_classic_input(estimator, X, y):
     """``(X float64, y encoded, classes)`` for a supervised classic learner; >= 2 classes."""
-    X, y = validate_data(estimator, X, y, dtype=np.float64, ensure_min_samples=2)
+    X, y = validate_data(estimator, X, check_label_input(y), dtype=np.float64,
+                         ensure_min_samples=2)
+    y = check_orderable_labels(y)
     if y.dtype.kind not in "iub":  # 1-d integer labels are always classes (its fast answer)
-        check_classification_targets(check_orderable_labels(y))
+        check_classification_targets(y)
     try:  # LabelEncoder's codes, without its overhead
         classes, y = np.unique(y, return_inverse=True)
     except TypeError:  # mixed label types: LabelEncoder's own error

@@ -132,6 +132,10 @@ class MLKR(BaseMahalanobis):
         if y.dtype.kind not in "iufb":  # y_numeric converts object arrays only, not strings
             raise ValueError(f"MLKR regresses numeric targets; y has dtype {y.dtype} (class "
                              "labels? use LMNN, LFDA or ECAML).")
+        if y.dtype.kind in "iu" and y.size:
+            # the loss reads differences of targets only (each is predicted by a weighted
+            # mean of the others): taken exactly in integers first, 10**18 + k kept k
+            y = (y.astype(object) - int(y.min())).astype(np.float64)
         y = y.astype(np.float64)  # bool targets too (numpy refuses their differences)
         n, d = X.shape
         check_not_constant(X, "MLKR")
@@ -140,6 +144,11 @@ class MLKR(BaseMahalanobis):
         if not finite_y:
             raise ValueError("MLKR: the targets y are too large for their squared errors to "
                              "be finite in float64; rescale y.")
+        if not np.ptp(y) > 0:
+            warn_user("MLKR: y is constant, so every metric predicts it exactly (zero loss): "
+                      "the start is returned. MLKR learns from targets that vary.")
+        # centred: an offset (y + 1e12) would take the targets' low digits in the products
+        y = y - np.median(y)
         dim = check_n_components(self.n_components, d)
         # the loss reads differences of samples only: centred, the distances' expansion
         # |z_i|^2 - 2 z_i.z_j + |z_j|^2 does not cancel an offset (at 1e6, gradient errors of

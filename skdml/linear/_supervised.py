@@ -33,7 +33,7 @@ from sklearn.utils.validation import validate_data
 from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLossError, Progress,
                          Trainable, Validation, n_held_out_classes, run_manopt, train_epochs,
                          validation_holdout)
-from .._utils import (check_orderable_labels, thread_limits, torch_rng_scope, torch_seed,
+from .._utils import (check_label_input, check_orderable_labels, thread_limits, torch_rng_scope, torch_seed,
                       transactional_fit, warn_user)
 from .._utils._params import StrictInterval
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
@@ -67,9 +67,10 @@ def check_supervised_input(estimator, X, y):
     Raises a clear ``ValueError`` for NaN/inf, empty input, a single class or
     a class with a single sample (no positive pair can be formed from it).
     """
-    X, y = validate_data(estimator, X, y, dtype=[np.float64, np.float32], ensure_min_samples=2,
-                         y_numeric=False)
-    check_classification_targets(check_orderable_labels(y))
+    X, y = validate_data(estimator, X, check_label_input(y), dtype=[np.float64, np.float32],
+                         ensure_min_samples=2, y_numeric=False)
+    y = check_orderable_labels(y)
+    check_classification_targets(y)
     encoder = LabelEncoder()
     y_enc = encoder.fit_transform(y)
     classes = encoder.classes_

@@ -17,7 +17,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils import check_array
 from sklearn.utils.multiclass import type_of_target
 
-from .._utils import check_orderable_labels, warn_user
+from .._utils import check_label_input, check_orderable_labels, warn_user
 
 __all__ = ["as_host_array", "as_host_labels", "check_embeddings", "check_labels", "check_k",
            "check_pair", "encode_labels", "label_kind", "prepare_retrieval"]
@@ -68,7 +68,7 @@ def check_embeddings(X, name):
 
 def check_labels(y, n_samples, name, x_name):
     """1-D discrete labels with one label per sample."""
-    y = np.asarray(as_host_labels(y))
+    y = np.asarray(check_label_input(as_host_labels(y), name))
     if y.ndim == 2 and y.shape[1] == 1:  # a column: flattened with scikit-learn's warning
         warn_user("A column-vector y was passed when a 1d array was expected. Please change "
                   "the shape of y to (n_samples, ), for example using ravel().",
@@ -81,7 +81,7 @@ def check_labels(y, n_samples, name, x_name):
             f"{x_name} and {name} have inconsistent lengths: {n_samples} samples "
             f"but {y.shape[0]} labels."
         )
-    check_orderable_labels(y, name)
+    y = check_orderable_labels(y, name)
     try:
         kind = type_of_target(y, input_name=name)
     except ValueError as exc:

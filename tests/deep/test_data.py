@@ -193,3 +193,14 @@ def test_a_builder_that_returns_a_module_it_keeps_gives_each_fit_its_own_copy():
     assert a.module_.backbone is not shared and b.module_.backbone is not a.module_.backbone
     assert all(torch.equal(p, q) for p, q in zip(shared.parameters(), before))
     np.testing.assert_array_equal(a.transform(X), Za)
+
+
+def test_a_dataset_item_beyond_float32_is_named_as_the_input():
+    # finite in the float64 check, infinite in the network's float32: blamed on the loss before
+    from torch.utils.data import TensorDataset
+
+    X, y = zero_shot_vectors(per_class=5)
+    X = X.astype(np.float64)
+    X[0, 0] = 1e39
+    with pytest.raises(ValueError, match="too large for float32"):
+        fast(max_iter=1).fit(TensorDataset(torch.from_numpy(X), torch.from_numpy(y)))

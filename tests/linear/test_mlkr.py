@@ -183,3 +183,28 @@ def test_mlkr_takes_boolean_targets_and_a_refit_from_its_solution_is_quiet():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an optimal given start is no scale problem
         MLKR(init=first.components_).fit(X, y)
+
+
+def test_an_offset_on_the_targets_does_not_move_the_metric():
+    # MLKR's loss reads differences of targets only; uncentred, y + 1e12 moved components_ by
+    # 3e-2 (relative) and int64 targets 10**18 + k collapsed to 3 distinct floats
+    rng = np.random.RandomState(0)
+    X = rng.randn(40, 4)
+    y = X[:, 0] * 3 + rng.randn(40) * 0.1
+    ticks = np.round(y * 1000).astype(np.int64)
+    ticks -= ticks.min()
+
+    def fit(target):
+        return MLKR(n_components=2, max_iter=100, random_state=0).fit(X, target).components_
+
+    ref = fit(y)
+    assert np.abs(fit(y + 1e9) - ref).max() <= 1e-5 * np.abs(ref).max()
+    int_ref = fit(ticks.astype(np.float64))
+    np.testing.assert_array_equal(fit(ticks + 10**18), int_ref)
+    np.testing.assert_array_equal(fit(ticks.astype(np.uint64) + np.uint64(2**63)), int_ref)
+
+
+def test_a_constant_target_is_said_to_teach_nothing():
+    X = np.random.RandomState(0).randn(30, 3)
+    with pytest.warns(UserWarning, match="y is constant"):
+        MLKR(max_iter=5).fit(X, np.full(30, 3.0))

@@ -1,0 +1,83 @@
+"""Class labels as given: numbers kept apart from strings, missing labels refused, object ints.
+
+Every entry point that reads class labels goes through ``skdml._utils._labels``;
+these tests call the public entry points (learners, scorers, splitter, index,
+``Constraints``, the deep learner on arrays and on a ``Dataset``).
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from skdml import LFDA, ECAML, Constraints, DeepMetricTransformer
+from skdml.metrics import recall_at_k
+from skdml.model_selection import ClassDisjointSplit
+from skdml.retrieval import RetrievalIndex
+
+X = np.random.RandomState(0).randn(30, 4)
+MIXED = [0] * 10 + ["0"] * 10 + [1] * 10  # three classes: 0, "0" and 1
+
+
+def _deep():
+    return DeepMetricTransformer(max_iter=1, device="cpu", random_state=0)
+
+
+ENTRY_POINTS = {
+    "LFDA": lambda y: LFDA(k=3).fit(X, y),
+    "ECAML": lambda y: ECAML(max_iter=1, random_state=0).fit(X, y),
+    "deep": lambda y: _deep().fit(X, y),
+    "recall_at_k": lambda y: recall_at_k(X, y),
+    "ClassDisjointSplit": lambda y: next(ClassDisjointSplit(random_state=0).split(X, y)),
+    "RetrievalIndex": lambda y: RetrievalIndex().fit(X, y),
+    "Constraints": lambda y: Constraints(y).positive_negative_pairs(5, random_state=0),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_a_list_mixing_numbers_and_strings_is_refused_not_merged(entry):
+    # np.asarray made 0 and "0" one class: every entry point "fitted" two classes of three
+    with pytest.raises(ValueError, match="mixes label types|cannot be sorted"):
+        ENTRY_POINTS[entry](MIXED)
+
+
+@pytest.mark.parametrize("entry", sorted(set(ENTRY_POINTS) - {"RetrievalIndex"}))
+def test_a_pandas_na_label_is_named(entry):
+    # a bare "boolean value of NA is ambiguous" from scikit-learn's check before
+    y = pd.Series([None] + [f"c{i % 3}" for i in range(1, 30)], dtype="string")
+    with pytest.raises(ValueError, match="missing"):
+        ENTRY_POINTS[entry](y)
+
+
+def test_constraints_take_pandas_na_as_unknown_when_asked():
+    y = pd.Series([None] + [f"c{i % 3}" for i in range(1, 30)], dtype="string")
+    pairs = Constraints(y, unknown_label=np.nan).positive_negative_pairs(5, random_state=0)
+    assert 0 not in np.concatenate([pairs[0].ravel(), pairs[1].ravel()])
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_integer_labels_in_an_object_column_are_integers(entry):
+    # scikit-learn's type_of_target calls them 'unknown': the learners and scorers refused
+    # what the index and the splitter accepted
+    ints = np.arange(30) % 3
+    out_obj = ENTRY_POINTS[entry](pd.Series(ints, dtype=object))
+    out_int = ENTRY_POINTS[entry](ints)
+    if hasattr(out_int, "components_"):
+        np.testing.assert_array_equal(out_obj.components_, out_int.components_)
+    elif isinstance(out_int, float):
+        assert out_obj == out_int
+
+
+def test_the_deep_learner_reads_object_integer_labels_as_integers():
+    est = _deep().fit(X, pd.Series(np.arange(30) % 3, dtype=object))
+    assert est.classes_.dtype.kind == "i"
+
+
+def test_a_dataset_labels_with_none_are_named():
+    from torch.utils.data import TensorDataset
+
+    class Labelled(TensorDataset):
+        targets = [None] + [i % 3 for i in range(1, 30)]
+
+    with pytest.raises(ValueError, match="missing label"):
+        _deep().fit(Labelled(torch.from_numpy(X).float()))
