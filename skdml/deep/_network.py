@@ -100,7 +100,17 @@ class EmbeddingNet(nn.Module):
     def embed(self, features):  # float64 features were cast by _check_features
         """The head's embedding of backbone ``features``, L2-normalised when ``normalize``."""
         z = self.head(features)
-        return F.normalize(z, dim=1) if self.normalize else z
+        if not self.normalize:
+            return z
+        out = F.normalize(z, dim=1)
+        if torch.is_grad_enabled():
+            return out
+        # inference: a row whose norm overflows float32 (entries past 1e19) came back all
+        # zeros; its direction is that of the row divided by its largest entry. The other rows
+        # keep F.normalize's bits (no read back to the host)
+        overflow = torch.isinf(torch.linalg.vector_norm(z, dim=1, keepdim=True))
+        peak = z.abs().amax(dim=1, keepdim=True).clamp_min(torch.finfo(z.dtype).tiny)
+        return torch.where(overflow, F.normalize(z / peak, dim=1), out)
 
     def forward(self, x, prepared=False):
         """``prepared=True``: ``x`` already went through :meth:`prepare` (a training batch

@@ -279,7 +279,17 @@ class BaseMahalanobis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        return X @ self.components_.T.astype(X.dtype, copy=False)
+        with np.errstate(over="ignore", invalid="ignore"):
+            Z = X @ self.components_.T.astype(X.dtype, copy=False)
+        if not np.all(np.isfinite(Z)):
+            bad = int(np.sum(~np.all(np.isfinite(Z), axis=1)))
+            advice = ("pass X as float64, whose range is wider" if X.dtype == np.float32 else
+                      "rescale X (the rows lie beyond float64's range once mapped)")
+            raise ValueError(
+                f"{type(self).__name__}.transform: the embedding of {bad} row(s) of X overflows "
+                f"{X.dtype.name} (|X @ components_.T| past {np.finfo(X.dtype).max:.1e}); "
+                f"{advice}.")
+        return Z
 
     def get_mahalanobis_matrix(self):
         """Return ``M = components_.T @ components_`` of shape (n_features, n_features)."""

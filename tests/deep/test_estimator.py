@@ -23,7 +23,8 @@ from skdml._utils import cuda_syncs
 from skdml.metrics import recall_at_k, recall_at_k_scorer
 from skdml.model_selection import ClassDisjointSplit
 
-from _deep_helpers import assert_same_params, make, params_of, tiny_cnn, tiny_mlp
+from _deep_helpers import (assert_same_params, fast, make, params_of, tiny_cnn, tiny_mlp,
+                           zero_shot_vectors)
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -435,3 +436,13 @@ def test_cuda_fit_runs_channels_last_and_keeps_it_after_unpickling():
     assert _first_conv_weight(back).is_cuda
     assert _first_conv_weight(back).is_contiguous(memory_format=torch.channels_last)
     np.testing.assert_allclose(back.transform(X), est.transform(X), atol=1e-6)
+
+
+def test_a_row_far_beyond_the_training_range_keeps_a_unit_embedding():
+    # the float32 norm of its embedding overflowed and F.normalize returned the zero vector
+    X, y = zero_shot_vectors(per_class=5)
+    est = fast(max_iter=1).fit(X, y)
+    far = np.vstack([np.full((1, X.shape[1]), 1e20, np.float32), X[:1] * 1e30, X[:1]])
+    Z = est.transform(far)
+    np.testing.assert_allclose(np.linalg.norm(Z, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(Z[2], est.transform(X[:1])[0], atol=1e-6)  # an ordinary row

@@ -125,3 +125,15 @@ def test_pair_distances_are_computed_in_blocks_with_the_same_values(monkeypatch)
     monkeypatch.setattr(_base, "_PAIR_BLOCK_BYTES", 8 * 4 * 3)  # 3 rows a block
     np.testing.assert_array_equal(_base.mapped_distances(A, B, L), whole)
     assert np.isfinite(whole).all()
+
+
+def test_a_transform_that_overflows_its_dtype_is_refused():
+    # float32 rows whose embedding passes 3.4e38 came back NaN, with numpy's RuntimeWarning only
+    from skdml.linear import LFDA
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    est = LFDA().fit(X * 1e-10, y)  # components_ of about 1e10
+    assert np.all(np.isfinite(est.transform(np.full((1, 4), 1e30))))  # float64: in range
+    with pytest.raises(ValueError, match="overflows float32.*float64"):
+        est.transform(np.full((1, 4), 1e30, np.float32))
