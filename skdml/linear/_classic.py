@@ -26,7 +26,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from .._utils import check_label_input, check_orderable_labels, transactional_fit
+from .._utils import check_label_input, check_orderable_labels, transactional_fit, warn_user
 from ._base import check_init_array
 
 __all__ = ["SupervisedMixin", "SupervisedPairsMixin", "check_classic_input",
@@ -126,6 +126,27 @@ def prior_metric(prior, X, name="prior", random_state=None, strict_pd=True):
         raise ValueError(f"{name} must be positive {'definite' if strict_pd else 'semi-definite'}"
                          f"; its smallest eigenvalue is {w.min():.3g}.")
     return (M + M.T) / 2.0
+
+
+#: ``||M - P|| / ||P||`` below which a classic learner is said to have kept its prior.
+PRIOR_KEPT = 1e-4
+
+
+def warn_if_prior_kept(estimator, M, P):
+    """Warn that the learned metric ``M`` is its prior ``P`` to within :data:`PRIOR_KEPT`.
+
+    LSML's and SDML's LogDet term towards the prior does not scale with ``X``,
+    their constraints' term does (as its square): on inputs in small units the
+    prior wins and the fit returns it, which the user should hear. Not for a
+    user's array prior (which may be the solution already) nor ``max_iter=0``.
+    """
+    if isinstance(estimator.prior, np.ndarray) or not estimator.max_iter:
+        return
+    if np.linalg.norm(M - P) <= PRIOR_KEPT * np.linalg.norm(P):
+        warn_user(f"{type(estimator).__name__} barely moved from its prior (the metric is the "
+                  f"prior to within {PRIOR_KEPT:g}): at this scale of X the LogDet term "
+                  "towards the prior outweighs the constraints, whose term shrinks with the "
+                  "square of the scale. Standardise X (e.g. StandardScaler) first.")
 
 
 def initial_map(init, X, dim, rng, y=None):

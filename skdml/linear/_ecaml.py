@@ -282,6 +282,9 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
     _nested_params = {"loss": "loss_params", "loss_params": "loss_params",
                       "regularizer": {"log": "ec_log"}}
 
+    #: What learns in one dimension (the 1-d warning of ``fit``).
+    _raw_distance_advice = "a loss on raw distances (loss=\"lmnn\")"
+
     _parameter_constraints: dict = {
         **LinearMetricLearner._parameter_constraints,
         "loss": [StrOptions({"auto", *ECAML_LOSSES}), callable],

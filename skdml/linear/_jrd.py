@@ -63,6 +63,10 @@ class _JRDObjective(LinearObjective):
     def embed(self, X):
         return F.normalize(X @ self.L.T + self.bias, dim=1)
 
+    @property
+    def reads_directions_only(self):
+        return self.neighbor_loss is None  # the neighbour term reads transform's raw map
+
     def __call__(self, X, y):
         # JRS over (input, embedding, class level), AM-Softmax on the embedding
         total, terms = self.objective(self.embed(X), y, layers=[X])
@@ -291,6 +295,9 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
 
     #: ``set_params(loss__margin=...)``: the AM-Softmax options are the margin and scale parameters
     _nested_params = {"loss": {"margin": "margin", "scale": "scale"}}
+
+    #: What learns in one dimension (the 1-d warning of ``fit``).
+    _raw_distance_advice = "the neighbour term on the raw map (neighbor_weight > 0)"
 
     _parameter_constraints: dict = {
         **LinearMetricLearner._parameter_constraints,

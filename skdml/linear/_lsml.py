@@ -20,6 +20,7 @@ from ._classic import (
     components_from_metric,
     prior_metric,
     unique_points,
+    warn_if_prior_kept,
 )
 from ._weakly import BaseQuadrupletsLearner
 
@@ -99,7 +100,9 @@ class _LSMLMixin:
             raise ValueError(f"{type(self).__name__}: the loss is not finite at the start or "
                              "where L-BFGS stopped (distances beyond float64's range); scale "
                              "the input towards unit size.")
-        self.components_ = components_from_metric(L.T @ L)
+        M = L.T @ L
+        warn_if_prior_kept(self, M, P)
+        self.components_ = components_from_metric(M)
 
 
 _PARAMS_DOC = """\

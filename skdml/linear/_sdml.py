@@ -19,6 +19,7 @@ from ._classic import (
     components_from_metric,
     prior_metric,
     unique_points,
+    warn_if_prior_kept,
 )
 from ._weakly import BasePairsLearner
 
@@ -77,6 +78,7 @@ class _SDMLMixin:
         if truncated:
             warn_user(f"{name}: the graphical lasso did not converge in max_iter="
                       f"{self.max_iter} iterations; raise max_iter.", ConvergenceWarning)
+        warn_if_prior_kept(self, M, P)
         self.components_ = components_from_metric(M)
 
     def __sklearn_tags__(self):

@@ -109,6 +109,12 @@ class LinearObjective:
     def embed(self, X):
         return X @ self.L.T
 
+    @property
+    def reads_directions_only(self):
+        """Whether the objective reads unit embeddings only (a 1-d one is then +1 or -1)."""
+        loss = getattr(self.objective, "loss", None)
+        return bool(getattr(loss, "normalize_embeddings", False))
+
     def __call__(self, X, y):
         """``(total, terms)`` of a batch."""
         return self.objective(self.embed(X), y)
@@ -288,6 +294,12 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
         for key, value in fitted.items():
             setattr(self, key, value)
         self._store_extras(objective, space)
+        if n_components == 1 and objective.reads_directions_only and self.max_iter:
+            # scikit-learn's common checks fit n_components=1: warned, not refused
+            warn_user(
+                f"{type(self).__name__}: n_components=1 with a loss on unit embeddings (each "
+                "sample +1 or -1, whose gradient in L is 0): the map stays at its start. Use "
+                f"n_components >= 2, or {self._raw_distance_advice}.")
         if not converged:
             warn_user(
                 f"{type(self).__name__} ({self.solver} solver) did not converge within "

@@ -570,3 +570,19 @@ def test_set_params_names_an_unknown_loss_as_such():
 
     with pytest.raises(ValueError, match="'contrastive' is not a loss name"):
         DeepMetricTransformer(loss="contrastive").set_params(loss__margin=0.2)
+
+
+def test_one_dimension_on_unit_embeddings_says_the_map_cannot_move():
+    # a unit 1-d embedding is the sign of Lx, whose gradient is 0: the fit returned its start
+    # bit for bit, quietly
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    kw = dict(n_components=1, early_stopping=False, max_iter=20, random_state=0)
+    with pytest.warns(UserWarning, match="n_components=1 with a loss on unit embeddings"):
+        ECAML(loss="binomial", **kw).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="n_components=1")
+        ECAML(loss="lmnn", **kw).fit(X, y)  # raw distances learn in 1-d: no warning

@@ -1,5 +1,7 @@
 """skdml.linear.LSML and LSML_Supervised: the objective, its gradient, learning, metric-learn."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -133,3 +135,21 @@ def test_a_covariance_prior_reads_every_sample_whatever_the_seed():
     M0, M1 = (SDML(prior="covariance", balance_param=1e-5, random_state=seed, preprocessor=X)
               .fit(pairs, labels).get_mahalanobis_matrix() for seed in (0, 1))
     np.testing.assert_array_equal(M0, M1)
+
+
+def test_inputs_in_small_units_say_the_prior_was_kept():
+    # the LogDet term outweighs the quadruplets' (which shrinks with the scale squared): the
+    # identity prior came back to within 7e-10, quietly
+    from sklearn.datasets import load_iris
+    from sklearn.preprocessing import StandardScaler
+
+    from skdml.linear import SDML_Supervised
+
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    for est in (LSML_Supervised(random_state=0), SDML_Supervised(random_state=0)):
+        with pytest.warns(UserWarning, match="barely moved from its prior"):
+            est.fit(X * 1e-4, y)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*barely moved")
+        LSML_Supervised(random_state=0).fit(X, y)  # at unit scale it moves
