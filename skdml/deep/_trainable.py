@@ -159,8 +159,23 @@ def embed(net, loader, *, n_components, device, input_shape, amp=False):
                          "DeepMetricTransformer does not accept non-finite inputs.")
     Z = torch.cat(out).numpy() if out else np.zeros((0, n_components), np.float32)
     if not np.all(np.isfinite(Z)):
-        raise ValueError(
-            "The network produced NaN or infinite embeddings (in evaluation mode); check the "
-            "input for NaN/inf and the backbone's eval-mode behaviour (e.g. batch norm "
-            "statistics).")
+        raise ValueError("The network produced NaN or infinite embeddings (in evaluation "
+                         f"mode): {_why_not_finite(net, loader, device, input_shape)}")
     return Z
+
+
+def _why_not_finite(net, loader, device, input_shape):
+    """The likeliest cause of non-finite embeddings, looked for only once they happened."""
+    state = list(net.parameters()) + list(net.buffers())
+    if not all(bool(torch.isfinite(t).all()) for t in state if t.is_floating_point()):
+        return ("the network's weights or batch-norm statistics are not finite, so training "
+                "diverged; lower learning_rate.")
+    with torch.inference_mode():
+        for xb, _ in loader:
+            prepared = net.prepare(to_model_input(xb, device, input_shape))
+            if not bool(torch.isfinite(prepared).all()):
+                return ("an input lies so far from the training data that its standardised "
+                        "value overflows float32 (|x - mean| / std past 3.4e38); rescale it "
+                        "like the training data.")
+    return ("check the input's scale against the training data's, the backbone's eval-mode "
+            "behaviour (e.g. batch norm statistics) and the learning_rate.")

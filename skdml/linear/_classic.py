@@ -102,8 +102,13 @@ def prior_metric(prior, X, name="prior", random_state=None, strict_pd=True):
             return np.eye(d)
         if prior == "random":
             return make_spd_matrix(d, random_state=check_random_state(random_state))
+        # inverted as D^-1 R^-1 D^-1 (R the correlations, D the spreads as powers of two,
+        # exact): the rank test reads R, so features 1e4 and 1e-4 apart are not singular
         cov = np.atleast_2d(np.cov(X, rowvar=False))
-        w, V = eigh(cov)
+        spread = np.sqrt(np.diag(cov))
+        usable = np.isfinite(spread) & (spread > 0)
+        scale = np.exp2(np.round(np.log2(np.where(usable, spread, 1.0))))
+        w, V = eigh(cov / scale[:, None] / scale[None, :])
         if w.min() <= RANK_TOL * max(w.max(), 1e-300):
             if strict_pd:
                 raise ValueError(
@@ -111,7 +116,7 @@ def prior_metric(prior, X, name="prior", random_state=None, strict_pd=True):
                     "singular (fewer samples than features, or linearly dependent features). "
                     f"Reduce the input with PCA or use {name}='identity'.")
             w = np.where(w > RANK_TOL * w.max(), w, np.inf)  # pseudo-inverse
-        return (V / w) @ V.T
+        return (V / w) @ V.T / scale[:, None] / scale[None, :]
     M = check_array(prior, dtype=np.float64, input_name=name)
     if M.shape != (d, d):
         raise ValueError(f"{name} must have shape ({d}, {d}) (n_features squared); got "

@@ -110,29 +110,39 @@ class RCA(BaseMahalanobis):
         if not np.any(counts >= 2):
             raise ValueError("RCA needs a chunklet of at least 2 samples; every chunk has one "
                              "sample (or every sample is -1).")
-        Xc = X[in_chunk]
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        sums = np.add.reduceat(Xc[np.argsort(inverse, kind="stable")], starts, axis=0)
-        centred = Xc - (sums / counts[:, None])[inverse]
-        C = centred.T @ centred / len(Xc)
-        if dim < d:
-            S_t = np.atleast_2d(np.cov(Xc, rowvar=False))
-            try:
-                w, A = eigh(C, S_t, subset_by_index=[0, dim - 1])
-            except LinAlgError as exc:
-                raise ValueError("RCA: the total covariance of the chunked samples is singular; "
-                                 "reduce the input with PCA first.") from exc
-            # A.T @ S_t @ A = I and A.T @ C @ A = diag(w): whitening scales the columns
-            _check_rank(w)
-            self.components_ = (A / np.sqrt(w)).T
-        else:
-            self.components_ = inverse_cholesky_factor((C + C.T) / 2.0)
-        return self
+        # RCA is invariant to one scale per feature (L X and L D^-1 . D X whiten alike): solved
+        # with the features at comparable scales, by powers of two (exact: features at unit
+        # scale keep their bits), so that features 1e4 and 1e-4 apart are not found singular
+        with np.errstate(over="ignore"):
+            spread = X[in_chunk].std(axis=0)
+        usable = np.isfinite(spread) & (spread > 0)
+        scale = np.exp2(np.round(np.log2(np.where(usable, spread, 1.0))))
+        self.components_ = _whitening(X / scale, in_chunk, inverse, counts, dim, d) / scale
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         return tags
+
+
+def _whitening(X, in_chunk, inverse, counts, dim, d):
+    """RCA's map ``L`` (``(dim, d)``) of the chunklets' samples: ``L C L^T = I``."""
+    Xc = X[in_chunk]
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    sums = np.add.reduceat(Xc[np.argsort(inverse, kind="stable")], starts, axis=0)
+    centred = Xc - (sums / counts[:, None])[inverse]
+    C = centred.T @ centred / len(Xc)
+    if dim < d:
+        S_t = np.atleast_2d(np.cov(Xc, rowvar=False))
+        try:
+            w, A = eigh(C, S_t, subset_by_index=[0, dim - 1])
+        except LinAlgError as exc:
+            raise ValueError("RCA: the total covariance of the chunked samples is singular; "
+                             "reduce the input with PCA first.") from exc
+        # A.T @ S_t @ A = I and A.T @ C @ A = diag(w): whitening scales the columns
+        _check_rank(w)
+        return (A / np.sqrt(w)).T
+    return inverse_cholesky_factor((C + C.T) / 2.0)
 
 
 def _check_rank(w):

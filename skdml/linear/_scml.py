@@ -316,7 +316,10 @@ class _SCMLMixin:
             raise ValueError(
                 f"{type(self).__name__}: the dual averaging ended with every weight 0 (every "
                 "triplet already holds, beta outweighs the violations, or the steps are too "
-                "long): lower beta, or raise gamma (shorter steps).")
+                "long): lower beta, or raise gamma (shorter steps). The violations scale with "
+                "the square of X (here its largest |x| is "
+                f"{float(np.abs(X).max()):.3g}), beta does not: on inputs in small units, "
+                "standardise X first (e.g. StandardScaler).")
         self.basis_, self.weights_ = basis[active], w[active]
         if active.sum() < d:  # a low-rank metric: L = sqrt(w) * B, fewer rows than features
             self.components_ = np.sqrt(self.weights_)[:, None] * self.basis_

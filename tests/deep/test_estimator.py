@@ -446,3 +446,12 @@ def test_a_row_far_beyond_the_training_range_keeps_a_unit_embedding():
     Z = est.transform(far)
     np.testing.assert_allclose(np.linalg.norm(Z, axis=1), 1.0, rtol=1e-5)
     np.testing.assert_allclose(Z[2], est.transform(X[:1])[0], atol=1e-6)  # an ordinary row
+
+
+def test_a_row_whose_standardised_value_overflows_is_named_as_such():
+    # "check the input for NaN/inf and the batch norm statistics" for a finite row of 1e30
+    # given to a model fitted at 1e-20 (no batch norm there)
+    X, y = zero_shot_vectors(per_class=5)
+    est = fast(max_iter=1).fit(X * 1e-20, y)
+    with pytest.raises(ValueError, match="standardised value overflows float32"):
+        est.transform(np.full((1, X.shape[1]), 1e30, np.float32))

@@ -84,14 +84,16 @@ out["L"] = rca.fit(inp["X"], inp["y"]).components_
                                rtol=1e-8, atol=1e-10)
 
 
-@pytest.mark.parametrize("scale, eigh_calls, singular",
-                         [(1e-2, 0, False), (2.3e-4, 1, False), (1e-7, 1, True)])
-def test_rca_whitening_decides_singularity_by_the_eigenvalues(scale, eigh_calls, singular):
+@pytest.mark.parametrize("noise, eigh_calls, singular",
+                         [(1e-4, 0, False), (5e-5, 1, False), (1e-8, 1, True)])
+def test_rca_whitening_decides_singularity_by_the_eigenvalues(noise, eigh_calls, singular):
     """The Cholesky whitening's trace test and its eigenvalue fallback: covariances of
-    condition 2e6 (trace test passes) and 3e9 (past the trace bound: the eigenvalues decide)
-    are whitened, a numerically singular one (condition 2e16) is refused."""
+    condition 1.3e9 (trace test passes) and 5.4e9 (past the trace bound: the eigenvalues
+    decide) are whitened, a numerically singular one is refused. The conditioning is a
+    feature that nearly copies another (a feature's own scale no longer counts: RCA
+    whitens the features at comparable scales)."""
     X, y = noisy_classes(n=120)
-    X = X * np.r_[scale, np.ones(X.shape[1] - 1)]
+    X[:, 1] = X[:, 0] + noise * np.random.RandomState(0).randn(len(X))
     with mock.patch("numpy.linalg.eigh", wraps=np.linalg.eigh) as eigh:
         if singular:
             with pytest.raises(ValueError, match="within-chunklet covariance is singular"):
@@ -106,3 +108,31 @@ def test_rca_whitening_decides_singularity_by_the_eigenvalues(scale, eigh_calls,
     np.testing.assert_allclose(rca.components_ @ C @ rca.components_.T, np.eye(X.shape[1]),
                                atol=1e-6)
     np.testing.assert_allclose(rca.get_mahalanobis_matrix() @ C, np.eye(X.shape[1]), atol=1e-6)
+
+
+def test_features_on_scales_far_apart_are_whitened_not_refused():
+    # RCA is invariant to one scale per feature; features 1e4 .. 1e-4 apart were refused as a
+    # singular within-chunklet covariance ("add chunked samples")
+    from sklearn.datasets import load_iris
+    from sklearn.preprocessing import StandardScaler
+
+    from skdml.linear import RCA_Supervised
+
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    s = np.logspace(4, -4, 4)
+    ref = RCA_Supervised(random_state=0).fit(X, y).components_
+    got = RCA_Supervised(random_state=0).fit(X * s, y).components_
+    np.testing.assert_allclose(got * s, ref, rtol=1e-6, atol=1e-9 * np.abs(ref).max())
+
+
+def test_a_covariance_prior_of_features_far_apart_is_their_inverse_covariance():
+    from sklearn.datasets import load_iris
+
+    from skdml.linear._classic import prior_metric
+
+    X = load_iris().data
+    s = np.logspace(4, -4, 4)
+    P = prior_metric("covariance", X * s)
+    np.testing.assert_allclose(P * np.outer(s, s), np.linalg.inv(np.cov(X, rowvar=False)),
+                               rtol=1e-8)

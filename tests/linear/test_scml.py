@@ -246,3 +246,13 @@ def test_triplet_diff_bases_then_the_dual_averaging_from_the_seed_afresh():
     np.testing.assert_array_equal(drawn.get_mahalanobis_matrix(), given.get_mahalanobis_matrix())
     np.testing.assert_allclose(on_triplets.get_mahalanobis_matrix(),
                                drawn.get_mahalanobis_matrix(), rtol=1e-10, atol=1e-10)
+
+
+def test_every_weight_zero_on_inputs_in_small_units_names_the_scale():
+    from sklearn.datasets import load_iris
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    with pytest.raises(ValueError, match="every weight 0.*standardise X first"):
+        SCML_Supervised(random_state=0).fit(X * 1e-3, y)
