@@ -139,7 +139,10 @@ class ClassDisjointSplit(BaseCrossValidator):
         else:
             # rounded to 12 digits first: 0.07 * 100 is 7.000000000000001, which ceil takes to 8
             # and at least 1: a fraction rounding to 0 (1e-14) left every test fold empty
-            n_test = max(1, int(np.ceil(round(float(ts) * n_classes, 12))))
+            # a numpy float as the decimal it prints: float32(0.3) is 0.30000001192..., which
+            # took 4 test classes of 10
+            fraction = float(str(ts)) if isinstance(ts, np.floating) else float(ts)
+            n_test = max(1, int(np.ceil(round(fraction * n_classes, 12))))
         if n_test >= n_classes:
             raise ValueError(
                 f"test_size={ts!r} asks for {n_test} test classes but y has only {n_classes} "

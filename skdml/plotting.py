@@ -13,6 +13,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 from sklearn.utils.validation import check_array
 
 from skdml.metrics import nearest_neighbors
+from ._utils._params import StrictInterval
 
 __all__ = ["plot_retrieval"]
 
@@ -55,7 +56,7 @@ def _image_shape(n_features, image_shape):
         "query_indices": ["array-like"],
         "embeddings": [dict, None],
         "y": ["array-like", None],
-        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_neighbors": [StrictInterval(numbers.Integral, 1, None, closed="left")],
         "image_shape": [tuple, list, None],
         "metric": [StrOptions({"euclidean", "cosine"})],
         "cmap": [str],

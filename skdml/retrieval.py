@@ -25,13 +25,14 @@ from numbers import Integral
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, _fit_context
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._utils import (atomic_write_bytes, check_orderable_labels, check_output_file, integer_ids,
                      keep_label_types, warn_user)
 from .metrics import (as_host_labels, check_embeddings, label_kind, nearest_neighbors,
                       normalise_rows, pair_distances)
+from ._utils._params import StrictInterval
 
 __all__ = ["RetrievalIndex"]
 
@@ -267,7 +268,7 @@ class RetrievalIndex(BaseEstimator):
         "transformer": [None, HasMethods(["transform"])],
         "metric": [StrOptions({"euclidean", "cosine"})],
         "backend": [StrOptions({"exact", "faiss", "auto"})],
-        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
         "device": [str, torch.device, None],
     }
 

@@ -537,3 +537,11 @@ def test_downloaded_file_has_ordinary_permissions(served, tmp_path):
         os.umask(old)
     mode = (tmp_path / "shared" / "att_faces_64x64.mat").stat().st_mode & 0o777
     assert mode == 0o664  # 0o666 & ~umask, not mkstemp's 0o600
+
+
+def test_a_bad_timeout_is_refused_even_when_the_file_is_cached():
+    # checked only on the download path before: a cached load accepted timeout=-1
+    with pytest.raises(ValueError, match="timeout must be a positive"):
+        load_usps(SHARED, download_if_missing=False, timeout=-1)
+    with pytest.raises(ValueError, match="deadline must be a positive"):
+        load_usps(SHARED, download_if_missing=False, deadline="soon")

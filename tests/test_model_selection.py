@@ -297,3 +297,12 @@ def test_pandas_na_among_labels_is_refused():
     with pytest.raises(ValueError, match="NaN or a missing value"):
         next(ClassDisjointSplit(n_splits=1, test_size=1, random_state=0).split(
             np.zeros((8, 1)), y))
+
+
+def test_a_numpy_float32_test_size_takes_the_classes_its_decimal_says():
+    # float32(0.3) is 0.30000001192...: ceil took 4 test classes of 10 (and 2 for 0.1)
+    y = np.repeat(np.arange(10), 3)
+    X = np.zeros((30, 1))
+    for ts, expected in ((np.float32(0.3), 3), (np.float32(0.1), 1), (np.float64(0.3), 3)):
+        _, test = next(ClassDisjointSplit(n_splits=1, test_size=ts, random_state=0).split(X, y))
+        assert len(np.unique(y[test])) == expected

@@ -82,8 +82,8 @@ def check_label_input(y, name="y"):
     ValueError: y contains a missing label (None, NaN or pandas NA) at position 1; every ...
     """
     y = keep_label_types(y)
-    if isinstance(y, torch.Tensor):
-        return y  # numbers only, maybe on an accelerator
+    if y is None or isinstance(y, torch.Tensor):
+        return y  # no labels (the caller says y is required), or numbers on an accelerator
     values = np.asarray(y)
     if values.dtype == object:
         missing = next((i for i, v in enumerate(values.ravel().tolist())

@@ -107,7 +107,7 @@ LOADER_PARAMS = {
     "download_if_missing": ["boolean"],
     "return_X_y": ["boolean"],
     "url": [str, None],
-    "timeout": "no_validation",  # checked by _seconds before any network access
+    "timeout": "no_validation",  # checked by _seconds first, on every call
     "deadline": "no_validation",
 }
 
@@ -250,6 +250,9 @@ def fetch_file(filename, data_home=None, *, download_if_missing=True, url=None,
     if filename not in SHA256 or filename not in SIZES:
         raise ValueError(f"Unknown data file {filename!r}; expected one of {sorted(SHA256)} "
                          "(a file needs an entry in both SHA256 and SIZES).")
+    # checked on every call, not only when a download needs them: a bad value is not hidden
+    # until the cache is missing
+    timeout, deadline = _seconds(timeout, "timeout"), _seconds(deadline, "deadline")
     home = get_data_home(data_home)
     _check_home(home)
     path = home / filename
@@ -263,7 +266,6 @@ def fetch_file(filename, data_home=None, *, download_if_missing=True, url=None,
         raise FileNotFoundError(
             f"Data file {filename!r} not found in {str(home)!r} and download_if_missing=False. "
             + _by_hand(filename, home))
-    timeout, deadline = _seconds(timeout, "timeout"), _seconds(deadline, "deadline")
     source = URLS[filename] if url is None else url
     tmp = home / f".{filename}.{secrets.token_hex(6)}.part"
     try:

@@ -180,7 +180,7 @@ callable, default="auto"
 
         One key at a time: ``set_params(optimizer__weight_decay=0.1)``.
     max_iter : int or "auto", default="auto"
-        Most epochs, counted over resumed runs too (``warm_start``).
+        Most epochs (at least 1), counted over resumed runs too (``warm_start``).
         ``"auto"``: 30 for vector arrays with the default backbone, whose
         embedding starts from the input's principal components, 90 otherwise
         (images, ``Dataset`` inputs, your backbone; see the user guide).

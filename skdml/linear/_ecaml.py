@@ -222,7 +222,8 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
         "regularizer", "seconds"}`` (means over the epoch's batches), plus
         ``"validation_score"`` (the held-out score, see ``validation_split``)
         in the validation run and ``"refit": True`` in the refit. Batch: one record
-        per iteration, ``{"iteration", "loss", "gradient_norm"}``.
+        per iteration, ``{"iteration", "loss", "gradient_norm"}``, after a record
+        of the start (iteration 0): ``n_iter_ + 1`` records (none for ``max_iter=0``).
     best_validation_score_ : float
         The best held-out score (only when early stopping is used).
     best_iteration_ : int

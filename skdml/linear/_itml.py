@@ -211,7 +211,8 @@ _PARAMS_DOC = """\
         Slack trade-off: the larger, the harder the constraints (``np.inf``:
         no slack).
     max_iter : int, default=1000
-        Sweeps over the constraints at most.
+        Sweeps over the constraints at most (at least 1: ``prior`` is the start
+        itself, when you want it).
     tol : float, default=3e-3
         Stop when the relative change of the dual variables over a sweep,
         ``sum |lambda - lambda_old| / (sum lambda + sum lambda_old)``, is

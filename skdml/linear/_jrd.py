@@ -152,8 +152,9 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         characters the term won, by 7 points of Recall@1 on the test
         characters).
     margin : float, default=0.1
-        AM-Softmax additive margin ``m`` in [0, 1); also set by
-        ``set_params(loss__margin=...)``, as in the deep learner.
+        AM-Softmax additive margin ``m`` in [0, 1) (on cosines, a margin of 1
+        or more can never be met; the deep learner's ``AMSoftmaxLoss`` allows
+        it); also set by ``set_params(loss__margin=...)``, as in the deep learner.
     scale : float, default=20.0
         AM-Softmax scale ``s`` (fixed to 20 in the paper); also
         ``loss__scale``.

@@ -76,7 +76,7 @@ class LMNN(BaseMahalanobis):
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
-    target_neighbors_ : ndarray of shape (n_samples, n_neighbors)
+    target_neighbors_ : ndarray of shape (n_samples, min(n_neighbors, largest class - 1))
         The training samples' target neighbours (-1: none, in a small class).
     n_iter_ : int
         L-BFGS iterations run.
@@ -227,6 +227,9 @@ def target_neighbors(X, y, n_neighbors):
            [ 1],
            [-1]])
     """
+    # at most (largest class - 1) columns: n_neighbors=10**12 asked for a 291 TiB table
+    n_neighbors = min(n_neighbors, max(int(np.bincount(np.unique(y, return_inverse=True)[1])
+                                           .max()) - 1, 0))
     targets = np.full((len(X), n_neighbors), -1, dtype=np.int64)
     for c in np.unique(y):
         members = np.flatnonzero(y == c)

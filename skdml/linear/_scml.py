@@ -33,6 +33,8 @@ _BLOCK = 2 ** 16
 #: ``dist_diff`` is built only when its rows are drawn this many times on average (a
 #: row costs about as much to build, memory pages included, as 4 to 5 gathers of it).
 _REUSE = 5
+#: Triplet draws of one fit at most (int64: 1 GiB), all made before the dual averaging.
+_MAX_DRAWS = 2**27
 
 #: Iterations whose batches are gathered at once by :func:`rda_weights`.
 _GATHER = 16
@@ -145,6 +147,11 @@ def rda_weights(dist_diff, beta, gamma, max_iter, batch_size, output_iter, rng, 
     evaluated for every kept ``w`` in one pass at the end.
     """
     n, k = dist_diff.shape
+    if max_iter * batch_size > _MAX_DRAWS:
+        raise ValueError(
+            f"{name}: max_iter x batch_size = {max_iter * batch_size:,} triplet draws, made up "
+            f"front ({8 * max_iter * batch_size / 2**30:,.1f} GiB); at most {_MAX_DRAWS:,} "
+            "(metric-learn's defaults draw 100,000): lower max_iter or batch_size.")
     draws = rng.randint(0, n, size=(max_iter, batch_size))
     checks = list(range(output_iter - 1, max_iter, output_iter))
     if not checks or checks[-1] != max_iter - 1:
@@ -344,7 +351,8 @@ _PARAMS_DOC = """\
     gamma : float, default=5e-3
         Step-size parameter of the dual averaging.
     max_iter : int, default=10000
-        Stochastic iterations.
+        Stochastic iterations (at least 1). Every batch is drawn before the
+        first iteration: ``max_iter * batch_size`` draws, at most ``2**27``.
     output_iter : int, default=500
         The full objective is evaluated every ``output_iter`` iterations (and at
         the last); the best weights are kept.
@@ -458,7 +466,11 @@ class SCML_Supervised(SupervisedMixin, _SCMLMixin, BaseMahalanobis):
     Parameters
     ----------
     k_genuine : int, default=3
+        Target neighbours of each sample: its nearest samples of its own class,
+        the positives of its triplets.
     k_impostor : int, default=10
+        Impostors of each sample: its nearest samples of other classes, the
+        negatives of its triplets (``k_genuine * k_impostor`` triplets a sample).
     basis : {"lda", "triplet_diffs"} or ndarray of shape (n_basis, n_features), default="lda"
         ``"lda"``: local LDA directions around k-means centres (Shi et al.).
 {params}

@@ -29,7 +29,8 @@ _CONSTRAINTS = {
     "balance_param": [StrictInterval(Real, 0, None, closed="left")],
     "sparsity_param": [StrictInterval(Real, 0, None, closed="neither")],
     "prior": [StrOptions({"identity", "covariance", "random"}), np.ndarray],
-    "max_iter": [StrictInterval(Integral, 1, None, closed="left")],
+    # scikit-learn's graphical lasso counts its iterations in a C unsigned int
+    "max_iter": [StrictInterval(Integral, 1, 2**32 - 1, closed="both")],
     "tol": [StrictInterval(Real, 0, None, closed="neither")],
     "verbose": ["verbose"],
     "random_state": ["random_state"],
@@ -97,7 +98,8 @@ _PARAMS_DOC = """\
         The prior ``P`` (the identity, the inverse covariance of the samples,
         a random SPD matrix or a given SPD matrix).
     max_iter : int, default=100
-        Iterations of the graphical lasso at most.
+        Iterations of the graphical lasso at most (from 1 to ``2**32 - 1``, the
+        graphical lasso's own bound).
     tol : float, default=1e-4
         Tolerance of the graphical lasso.
     verbose : int, default=0

@@ -33,8 +33,8 @@ from sklearn.utils.validation import validate_data
 from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLossError, Progress,
                          Trainable, Validation, n_held_out_classes, run_manopt, train_epochs,
                          validation_holdout)
-from .._utils import (check_label_input, check_orderable_labels, thread_limits, torch_rng_scope, torch_seed,
-                      transactional_fit, warn_user)
+from .._utils import (check_label_input, check_orderable_labels, thread_limits,
+                      torch_rng_scope, torch_seed, transactional_fit, warn_user)
 from .._utils._params import StrictInterval
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
 from ._base import (BaseMahalanobis, check_init_array, check_n_components,

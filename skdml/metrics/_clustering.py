@@ -19,12 +19,13 @@ import torch
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils._param_validation import validate_params
 from threadpoolctl import threadpool_limits
 
 from .._utils import choose_n_threads, thread_limits, warn_user
 from ._exact import centre_on_median
 from ._validation import check_embeddings, check_labels
+from .._utils._params import StrictInterval
 
 __all__ = ["nmi_score", "clustering_f1_score", "clustering_scores"]
 
@@ -32,7 +33,7 @@ _CONSTRAINTS = {
     "X": ["array-like"],
     "y": ["array-like"],
     "random_state": ["random_state"],
-    "n_init": [Interval(Integral, 1, None, closed="left")],
+    "n_init": [StrictInterval(Integral, 1, None, closed="left")],
 }
 
 

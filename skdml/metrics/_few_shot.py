@@ -8,11 +8,12 @@ from numbers import Integral
 import numpy as np
 import torch
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+from sklearn.utils._param_validation import StrOptions, validate_params
 
 from .._utils import thread_limits, warn_user
 from ._exact import centre_on_median, normalise_rows
 from ._validation import check_embeddings, check_labels
+from .._utils._params import StrictInterval
 
 __all__ = ["few_shot_accuracy"]
 
@@ -74,10 +75,10 @@ def _episode_accuracies(X, episodes, n_shot, metric):
     {
         "X": ["array-like"],
         "y": ["array-like"],
-        "n_way": [Interval(Integral, 2, None, closed="left")],
-        "n_shot": [Interval(Integral, 1, None, closed="left")],
-        "n_queries": [Interval(Integral, 1, None, closed="left")],
-        "n_episodes": [Interval(Integral, 1, None, closed="left")],
+        "n_way": [StrictInterval(Integral, 2, None, closed="left")],
+        "n_shot": [StrictInterval(Integral, 1, None, closed="left")],
+        "n_queries": [StrictInterval(Integral, 1, None, closed="left")],
+        "n_episodes": [StrictInterval(Integral, 1, None, closed="left")],
         "metric": [StrOptions({"euclidean", "cosine"})],
         "random_state": ["random_state"],
     },

@@ -58,11 +58,12 @@ from __future__ import annotations
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from .._utils._params import StrictInterval
 from numbers import Integral
 
 import numpy as np
 import torch
-from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+from sklearn.utils._param_validation import StrOptions, validate_params
 
 from .._utils import choose_n_threads, evenly_spaced, resolve_device, thread_limits
 from ._exact import Frame, ieee_float32
@@ -369,13 +370,13 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
 
 _COMMON = {
     "metric": [StrOptions(set(_METRICS))],
-    "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+    "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
     "device": [str, torch.device, None],
 }
 
 
 @validate_params(
-    {"X": ["array-like"], "k": [Interval(Integral, 1, None, closed="left")],
+    {"X": ["array-like"], "k": [StrictInterval(Integral, 1, None, closed="left")],
      "X_ref": ["array-like", None], **_COMMON},
     prefer_skip_nested_validation=True,
 )
@@ -456,7 +457,7 @@ def nearest_neighbors(X, k, *, X_ref=None, metric="euclidean", batch_size=None, 
 
 @validate_params(
     {"X": ["array-like"], "y": ["array-like"], "X_ref": ["array-like"],
-     "y_ref": ["array-like"], "k": [Interval(Integral, 1, None, closed="left"), "array-like"],
+     "y_ref": ["array-like"], "k": [StrictInterval(Integral, 1, None, closed="left"), "array-like"],
      **_COMMON},
     prefer_skip_nested_validation=True,
 )

@@ -7,10 +7,11 @@ from numbers import Integral
 
 import numpy as np
 import torch
-from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+from sklearn.utils._param_validation import StrOptions, validate_params
 
 from ._neighbors import neighbor_blocks
 from ._validation import check_k, prepare_retrieval
+from .._utils._params import StrictInterval
 
 __all__ = ["recall_at_k", "map_at_r", "r_precision", "retrieval_scores"]
 
@@ -24,10 +25,10 @@ _CONSTRAINTS = {
     "metric": [StrOptions({"euclidean", "cosine"})],
     "X_ref": ["array-like", None],
     "y_ref": ["array-like", None],
-    "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+    "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
     "device": [str, torch.device, None],
 }
-_K = {"k": [Interval(Integral, 1, None, closed="left"), "array-like"]}
+_K = {"k": [StrictInterval(Integral, 1, None, closed="left"), "array-like"]}
 
 
 def _retrieval(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device):

@@ -20,10 +20,11 @@ from numbers import Integral
 import numpy as np
 import torch
 from joblib import Parallel, delayed, effective_n_jobs
-from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+from sklearn.utils._param_validation import StrOptions, validate_params
 
 from ._retrieval import query_scores, reduce_query_scores
 from ._validation import as_host_array
+from .._utils._params import StrictInterval
 
 __all__ = ["fingerprint", "shard_rows", "sharded_retrieval_scores",
            "distributed_retrieval_scores"]
@@ -97,15 +98,15 @@ def _check_tiling(parts, n_queries):
 #: The parameters both sharded scorers share with :func:`~skdml.metrics.retrieval_scores`.
 _SHARED_CONSTRAINTS = {
     "X": ["array-like"], "y": ["array-like"],
-    "k": [Interval(Integral, 1, None, closed="left"), "array-like"],
+    "k": [StrictInterval(Integral, 1, None, closed="left"), "array-like"],
     "metric": [StrOptions({"euclidean", "cosine"})], "X_ref": ["array-like", None],
     "y_ref": ["array-like", None],
-    "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+    "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
     "device": [str, torch.device, None]}
 
 
 @validate_params(
-    {**_SHARED_CONSTRAINTS, "n_shards": [Interval(Integral, 1, None, closed="left"), None],
+    {**_SHARED_CONSTRAINTS, "n_shards": [StrictInterval(Integral, 1, None, closed="left"), None],
      "n_jobs": [Integral, None]},
     prefer_skip_nested_validation=True,
 )
