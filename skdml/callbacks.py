@@ -22,7 +22,8 @@ never after an error.
 
 Callbacks act during ``fit`` only, and **a fitted model is saved without them**:
 pickling a fitted learner stores ``callbacks=None`` (an unfitted one, e.g. a
-clone sent to a ``GridSearchCV`` worker, keeps them). So a model fitted with a
+clone sent to a ``GridSearchCV`` worker, keeps them, and so do ``copy.copy`` and
+``copy.deepcopy``, which are not saving). So a model fitted with a
 callback class defined in a script unpickles anywhere; pass the callbacks again
 (``set_params(callbacks=[...])``) to watch a refit or a ``warm_start``.
 
@@ -51,6 +52,7 @@ Stop when the training loss falls below a threshold, and keep every epoch's reco
 
 from __future__ import annotations
 
+import copy
 import inspect
 
 from ._training import Callback as _LoopCallback
@@ -71,6 +73,22 @@ class SavedWithoutCallbacksMixin:
         if fitted and state.get("callbacks") is not None:
             state = dict(state, callbacks=None)
         return state
+
+    def _copy(self, memo=None):
+        """A copy through the pickling state (every ``__getstate__`` of the class), with the
+        callbacks kept: ``copy.copy`` and ``copy.deepcopy`` are not pickling."""
+        new = type(self).__new__(type(self))
+        if memo is not None:
+            memo[id(self)] = new
+        state = dict(self.__getstate__(), callbacks=self.__dict__.get("callbacks"))
+        new.__setstate__(state if memo is None else copy.deepcopy(state, memo))
+        return new
+
+    def __copy__(self):
+        return self._copy()
+
+    def __deepcopy__(self, memo):
+        return self._copy(memo)
 
 
 class Callback:

@@ -1,5 +1,6 @@
 """Public training callbacks: a user callback sees every epoch and step, and can stop training."""
 
+import pickle
 import warnings
 
 import numpy as np
@@ -225,3 +226,25 @@ def test_each_training_of_a_fit_is_named_to_the_callbacks(digits):
             rng.randn(60, 5).astype(np.float32), np.repeat(np.arange(4), 15))
     assert runs.runs[0] == "fit" and len(runs.runs) >= 2
     assert all(run.startswith("collapse refit (") for run in runs.runs[1:])
+
+
+def test_a_copy_of_a_fitted_learner_keeps_its_callbacks():
+    # copy.copy and copy.deepcopy went through the pickling state, which drops them
+    import copy
+
+    from sklearn.datasets import load_iris
+
+    from skdml import ECAML
+    from skdml.callbacks import Callback
+
+    class Watch(Callback):
+        pass
+
+    X, y = load_iris(return_X_y=True)
+    watch = Watch()
+    est = ECAML(n_components=2, max_iter=2, random_state=0, callbacks=[watch]).fit(X, y)
+    deep, shallow = copy.deepcopy(est), copy.copy(est)
+    assert isinstance(deep.callbacks[0], Watch) and deep.callbacks[0] is not watch
+    assert shallow.callbacks[0] is watch
+    np.testing.assert_array_equal(deep.transform(X), est.transform(X))
+    assert pickle.loads(pickle.dumps(est)).callbacks is None  # pickling still drops them

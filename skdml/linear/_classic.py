@@ -27,7 +27,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._utils import check_label_input, check_orderable_labels, transactional_fit, warn_user
-from ._base import check_init_array
+from ._base import check_init_array, warn_if_outlying_rows
 
 __all__ = ["SupervisedMixin", "SupervisedPairsMixin", "check_classic_input",
            "components_from_metric", "initial_map", "prior_metric", "supervised_pairs",
@@ -207,6 +207,7 @@ def check_classic_input(estimator, X, y):
     if len(classes) < 2:
         raise ValueError(f"{type(estimator).__name__} is supervised and needs at least 2 "
                          f"classes; y holds only 1 class ({classes[0]!r}).")
+    warn_if_outlying_rows(X, type(estimator).__name__)
     return X, y, classes
 
 

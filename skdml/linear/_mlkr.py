@@ -14,7 +14,8 @@ from sklearn.utils.validation import validate_data
 
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
-from ._base import BaseMahalanobis, check_n_components, check_not_constant
+from ._base import (BaseMahalanobis, check_n_components, check_not_constant,
+                    warn_if_outlying_rows)
 from ._classic import initial_map
 
 __all__ = ["MLKR", "mlkr_loss"]
@@ -139,6 +140,7 @@ class MLKR(BaseMahalanobis):
         y = y.astype(np.float64)  # bool targets too (numpy refuses their differences)
         n, d = X.shape
         check_not_constant(X, "MLKR")
+        warn_if_outlying_rows(X, "MLKR")
         with np.errstate(over="ignore", invalid="ignore"):
             finite_y = np.isfinite(np.ptp(y) ** 2 * n)  # a bound on the summed squared errors
         if not finite_y:

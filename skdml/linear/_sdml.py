@@ -57,9 +57,15 @@ class _SDMLMixin:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
-                _, M, self.n_iter_ = graphical_lasso(
-                    S, alpha=self.sparsity_param, max_iter=self.max_iter, tol=self.tol,
-                    verbose=bool(self.verbose), return_n_iter=True)
+                # scikit-learn's coordinate descent draws (and ignores) a number from numpy's
+                # global generator: a seeded fit must leave the user's stream where it was
+                global_state = np.random.get_state()
+                try:
+                    _, M, self.n_iter_ = graphical_lasso(
+                        S, alpha=self.sparsity_param, max_iter=self.max_iter, tol=self.tol,
+                        verbose=bool(self.verbose), return_n_iter=True)
+                finally:
+                    np.random.set_state(global_state)
         except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
             raise ValueError(
                 f"{name}: the graphical lasso failed ({exc}). The matrix it is given, the "

@@ -15,7 +15,8 @@ from sklearn.utils.validation import validate_data
 from .._training import SOLVERS, NonFiniteLossError, run_manopt
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
-from ._base import BaseMahalanobis, check_n_components, warn_if_orthogonal_is_euclidean
+from ._base import (BaseMahalanobis, check_n_components, warn_if_orthogonal_is_euclidean,
+                    warn_if_outlying_rows)
 from ._preprocessing import InputSpace
 from ._suml_objective import SUMLObjective, sample_triplets
 
@@ -365,6 +366,7 @@ class SUML(BaseMahalanobis):
             target = max(n_components, 256)
         else:
             target = max(n_components, int(self.n_reduce))
+        warn_if_outlying_rows(X, "SUML")
         # the optimisation stays in the span of the data (at most n_samples dimensions)
         space, Xr = InputSpace.fit(X, target, rng)
         if space.dim < n_components:

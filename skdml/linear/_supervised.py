@@ -37,7 +37,7 @@ from .._utils import (check_label_input, check_orderable_labels, thread_limits,
                       torch_rng_scope, torch_seed, transactional_fit, warn_user)
 from .._utils._params import StrictInterval
 from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
-from ._base import (BaseMahalanobis, check_init_array, check_n_components,
+from ._base import (BaseMahalanobis, check_init_array, check_n_components, warn_if_outlying_rows,
                     warn_if_orthogonal_is_euclidean)
 from ._preprocessing import InputSpace, initial_components, polar, qr_retraction
 from ._validation import (choose_run, improves, knn_purity, knn_sample_scores,
@@ -211,6 +211,7 @@ class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
             The fitted estimator.
         """
         X, y, classes = check_supervised_input(self, X, y)
+        warn_if_outlying_rows(X, type(self).__name__)
         check_callbacks(self.callbacks)
         if self.callbacks and self.solver == "conjugate_gradient":
             raise ValueError("callbacks are called by the Adam solver's training loop; "

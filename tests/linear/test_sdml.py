@@ -94,3 +94,15 @@ def test_a_graphical_lasso_cut_short_is_named_as_the_cause():
 def test_sdml_refuses_pairs_of_equal_points():
     with pytest.raises(ValueError, match="every pair joins two equal points"):
         SDML_Supervised(random_state=0).fit(np.ones((12, 3)), np.repeat([0, 1, 2], 4))
+
+
+def test_a_seeded_fit_leaves_numpys_global_stream_alone():
+    # scikit-learn's graphical lasso draws from np.random: the user's next draw changed
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    np.random.seed(0)
+    expected = np.random.rand()
+    np.random.seed(0)
+    SDML_Supervised(balance_param=1e-4, prior="covariance", random_state=0).fit(X, y)
+    assert np.random.rand() == expected
