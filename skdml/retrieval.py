@@ -29,7 +29,7 @@ from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._utils import (atomic_write_bytes, check_orderable_labels, check_output_file, integer_ids,
-                     keep_label_types, warn_user)
+                     is_missing_label, keep_label_types, warn_user)
 from .metrics import (as_host_labels, check_embeddings, label_kind, nearest_neighbors,
                       normalise_rows, pair_distances)
 from ._utils._params import StrictInterval
@@ -171,6 +171,11 @@ def _check_labels(y, n_samples, what):
         elif all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values):
             y = np.array(values, dtype=np.float64)  # numbers in an object column (pandas)
         else:
+            missing = next((i for i, v in enumerate(values) if v is None or
+                            (is_missing_label(v) and not isinstance(v, float))), None)
+            if missing is not None:  # None or pandas NA (a float NaN is a label here)
+                raise ValueError(f"y contains a missing label (None or pandas NA) at position "
+                                 f"{missing}; give every item a label, or none (y=None).")
             check_orderable_labels(y)  # numbers beside strings: named as such
     if y.dtype.kind not in "biufU":
         raise ValueError(

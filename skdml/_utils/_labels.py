@@ -60,9 +60,13 @@ def keep_label_types(y):
     if not isinstance(y, (list, tuple)):
         return y
     values = np.asarray(y)
-    if values.dtype.kind in "US" and not all(isinstance(v, (str, bytes)) for v in y):
-        values = np.empty(len(y), dtype=object)
-        values[:] = list(y)
+    if values.dtype.kind in "US":
+        # the leaves, in the list's own shape: a column [["a"], ["b"]] stays a column of
+        # strings (flattened by the caller's check), [[0], ["0"]] an object column
+        leaves = np.empty(values.shape, dtype=object)
+        leaves[...] = y if values.ndim == 1 else np.array(y, dtype=object)
+        if not all(isinstance(v, (str, bytes)) for v in leaves.ravel()):
+            values = leaves
     return values
 
 

@@ -209,11 +209,13 @@ def warn_if_outlying_rows(X, learner):
             return
         worst = int(np.argmax(dist))
         ratio = dist[worst] / typical
-    if ratio > OUTLIER_RATIO:
-        warn_user(f"{learner}: row {worst} of X lies {ratio:.3g} times farther from the median "
-                  "than the median row does, so it dominates the scale and the learned metric. "
-                  "Remove outliers, or scale X robustly (e.g. sklearn's RobustScaler or "
-                  "QuantileTransformer) first.")
+        n_far = int(np.sum(dist > OUTLIER_RATIO * typical))
+    # a handful of rows only: many rows that far out are a distant group (a class), not outliers
+    if ratio > OUTLIER_RATIO and n_far <= max(3, n // 100):
+        warn_user(f"{learner}: {n_far} row(s) of X (row {worst}: {ratio:.3g} times) lie over "
+                  f"{OUTLIER_RATIO:g} times farther from the median than the median row does, "
+                  "so they dominate the scale and the learned metric. Remove outliers, or "
+                  "scale X robustly (e.g. sklearn's RobustScaler or QuantileTransformer) first.")
 
 
 def warn_if_orthogonal_is_euclidean(name, manifold, n_components, dim):
@@ -315,6 +317,9 @@ class BaseMahalanobis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         with np.errstate(over="ignore", invalid="ignore"):
             Z = X @ self.components_.T.astype(X.dtype, copy=False)
         if not np.all(np.isfinite(Z)):
+            if not np.all(np.isfinite(self.components_)):
+                raise ValueError(f"{type(self).__name__}.transform: components_ is not finite "
+                                 "(the model was modified or corrupted); refit it.")
             bad = int(np.sum(~np.all(np.isfinite(Z), axis=1)))
             advice = ("pass X as float64, whose range is wider" if X.dtype == np.float32 else
                       "rescale X (the rows lie beyond float64's range once mapped)")

@@ -137,15 +137,16 @@ def prior_metric(prior, X, name="prior", random_state=None, strict_pd=True):
 PRIOR_KEPT = 1e-4
 
 
-def warn_if_prior_kept(estimator, M, P):
+def warn_if_prior_kept(estimator, M, P, violated=True):
     """Warn that the learned metric ``M`` is its prior ``P`` to within :data:`PRIOR_KEPT`.
 
     LSML's and SDML's LogDet term towards the prior does not scale with ``X``,
     their constraints' term does (as its square): on inputs in small units the
     prior wins and the fit returns it, which the user should hear. Not for a
-    user's array prior (which may be the solution already) nor ``max_iter=0``.
+    user's array prior (which may be the solution already) nor ``max_iter=0``, nor
+    when no constraint is ``violated`` at the prior (it is then the solution).
     """
-    if isinstance(estimator.prior, np.ndarray) or not estimator.max_iter:
+    if isinstance(estimator.prior, np.ndarray) or not estimator.max_iter or not violated:
         return
     if np.linalg.norm(M - P) <= PRIOR_KEPT * np.linalg.norm(P):
         warn_user(f"{type(estimator).__name__} barely moved from its prior (the metric is the "

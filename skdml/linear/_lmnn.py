@@ -228,8 +228,8 @@ def target_neighbors(X, y, n_neighbors):
            [-1]])
     """
     # at most (largest class - 1) columns: n_neighbors=10**12 asked for a 291 TiB table
-    n_neighbors = min(n_neighbors, max(int(np.bincount(np.unique(y, return_inverse=True)[1])
-                                           .max()) - 1, 0))
+    largest = int(np.bincount(np.unique(y, return_inverse=True)[1]).max(initial=1))
+    n_neighbors = min(n_neighbors, max(largest - 1, 0))
     targets = np.full((len(X), n_neighbors), -1, dtype=np.int64)
     for c in np.unique(y):
         members = np.flatnonzero(y == c)

@@ -101,7 +101,10 @@ class _LSMLMixin:
                              "where L-BFGS stopped (distances beyond float64's range); scale "
                              "the input towards unit size.")
         M = L.T @ L
-        warn_if_prior_kept(self, M, P)
+        # a quadruplet violated under the prior: else the prior is the solution, and kept
+        violated = bool(np.any(np.einsum("ij,jk,ik->i", vab, P, vab) >
+                               np.einsum("ij,jk,ik->i", vcd, P, vcd)))
+        warn_if_prior_kept(self, M, P, violated)
         self.components_ = components_from_metric(M)
 
 

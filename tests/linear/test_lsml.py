@@ -153,3 +153,15 @@ def test_inputs_in_small_units_say_the_prior_was_kept():
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*barely moved")
         LSML_Supervised(random_state=0).fit(X, y)  # at unit scale it moves
+
+
+def test_a_prior_that_already_satisfies_every_quadruplet_is_kept_quietly():
+    # a review regression: the prior-kept warning told standardised data to standardise
+    from sklearn.preprocessing import StandardScaler
+
+    rs = np.random.RandomState(0)
+    X = StandardScaler().fit_transform(np.r_[rs.randn(30, 2), rs.randn(30, 2) + 20])
+    y = np.r_[np.zeros(30), np.ones(30)]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*barely moved")
+        LSML_Supervised(random_state=0).fit(X, y)

@@ -153,5 +153,28 @@ def test_one_row_that_dominates_the_scale_is_named(learner):
         warnings.filterwarnings("error", message=".*farther from the median")
         est.fit(X, y)  # ordinary data: no warning
     X[7] = 1e4
-    with pytest.warns(UserWarning, match="row 7 of X lies .* farther from the median"):
+    with pytest.warns(UserWarning, match=r"1 row\(s\) of X \(row 7: .* farther from the median"):
         est.fit(X, y)
+
+
+def test_non_finite_components_are_named_not_blamed_on_x():
+    from skdml.linear import LFDA
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    est = LFDA().fit(X, y)
+    est.components_[0, 0] = np.nan
+    with pytest.raises(ValueError, match="components_ is not finite"):
+        est.transform(X)
+
+
+def test_a_distant_group_is_not_called_an_outlier():
+    # a review regression: 40 % of the rows far from a tight majority were "one row"
+    from skdml import LMNN
+
+    rng = np.random.RandomState(0)
+    X = np.r_[rng.randn(60, 2) * 0.01, rng.randn(40, 2) + 50]
+    y = np.r_[np.zeros(60), np.ones(40)]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*farther from the median")
+        LMNN(max_iter=2).fit(X, y)
