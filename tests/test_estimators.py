@@ -50,7 +50,8 @@ FAST = {
              dict(n_components=2, batch_size=10, probability="softmax", manifold="stiefel",
                   dtype="float64", n_triplets=200, max_iter=5, random_state=0)],
     "ECAML": [dict(max_iter=3, random_state=0),
-              dict(max_iter=3, solver="conjugate_gradient", loss="triplet", random_state=0)],
+              dict(max_iter=3, solver="conjugate_gradient", loss="triplet", random_state=0),
+              dict(max_iter=2, n_reduce=2, random_state=0)],  # the internal PCA
     "JRD": [dict(max_iter=3, random_state=0),
             dict(max_iter=3, solver="conjugate_gradient", manifold="stiefel", random_state=0)],
     "DeepMetricTransformer": [dict(n_components=3, max_iter=1, n_samples_per_class=2,
@@ -146,3 +147,33 @@ def test_sklearn_compatible(estimator, check):
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.filterwarnings("ignore", message=".*L is orthogonal", category=UserWarning)
         check(estimator)
+
+
+#: scikit-learn's output checks, which ``parametrize_with_checks`` does not run: pandas
+#: output per estimator and globally (an internal PCA once followed the global setting and
+#: broke the fit), and the feature names out.
+_OUTPUT_CHECKS = ["check_set_output_transform", "check_set_output_transform_pandas",
+                  "check_global_output_transform_pandas",
+                  "check_transformer_get_feature_names_out",
+                  "check_transformer_get_feature_names_out_pandas"]
+
+
+def _transformers():
+    from skdml.linear._weakly import _TupleLearner
+
+    return [est for est in _instances() if hasattr(est, "get_feature_names_out")
+            and not isinstance(est, _TupleLearner)]
+
+
+@pytest.mark.parametrize("check_name", _OUTPUT_CHECKS)
+@pytest.mark.parametrize("estimator", _transformers(),
+                         ids=lambda est: f"{type(est).__name__}-{id(est) % 1000:03d}")
+def test_output_and_feature_names(estimator, check_name):
+    from sklearn.base import clone
+    from sklearn.utils import estimator_checks
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.filterwarnings("ignore", message=".*L is orthogonal", category=UserWarning)
+        getattr(estimator_checks, check_name)(type(estimator).__name__, clone(estimator))
+

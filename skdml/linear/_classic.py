@@ -183,7 +183,8 @@ def initial_map(init, X, dim, rng, y=None):
         n_lda = min(dim, len(np.unique(y)) - 1)
         if n_lda < dim:
             raise ValueError(f"init='lda' gives at most n_classes - 1 = {n_lda} components; "
-                             f"n_components={dim}.")
+                             f"n_components={dim}. Set n_components <= {n_lda}, or use "
+                             "init='pca'.")
         scalings = LinearDiscriminantAnalysis(n_components=dim).fit(X, y).scalings_
         if scalings.shape[1] < dim:
             raise ValueError(f"init='lda' found {scalings.shape[1]} discriminant directions "

@@ -57,7 +57,11 @@ class LMNN(BaseMahalanobis):
         The start ``L``: ``"auto"`` is the identity when ``n_components``
         equals ``n_features`` (the paper's Euclidean start), PCA below (the
         identity's first rows when PCA has fewer directions: ``n_components
-        >= n_samples``);
+        >= n_samples``); ``"lda"`` the discriminant directions of
+        :class:`~sklearn.discriminant_analysis.LinearDiscriminantAnalysis`, at
+        most ``n_classes - 1`` of them, so ``n_components`` must be set that
+        low (as in metric-learn; ECAML and JRD complete them with principal
+        axes); ``"random"`` a Gaussian matrix;
         an array of shape (n_components, n_features), finite and of full
         row rank, is used as given.
     max_iter : int, default=200

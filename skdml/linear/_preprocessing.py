@@ -67,8 +67,10 @@ def reduce_input(X, n_dims, random_state=None):
     # Exact SVD unless the data are large in both directions: randomized PCA is
     # approximate and, on AT&T (280 x 4096), slower than the exact one.
     solver = "full" if min(X.shape) <= 1000 else "auto"
+    # numpy out whatever the user's global output is (sklearn.set_config(transform_output=
+    # "pandas") made this a DataFrame, read back as a read-only view under pandas 3)
     pca = PCA(n_components=n_dims, svd_solver=solver, random_state=random_state)
-    X_reduced = pca.fit_transform(X)
+    X_reduced = pca.set_output(transform="default").fit_transform(X)
     return X_reduced.astype(X.dtype, copy=False), pca.components_.astype(X.dtype, copy=False)
 
 

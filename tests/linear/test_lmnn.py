@@ -207,3 +207,12 @@ def test_lmnn_refit_from_its_own_solution_does_not_blame_the_scale():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         LMNN(init=first.components_, random_state=0).fit(X, y)
+
+
+def test_lda_start_beyond_the_classes_says_what_to_set():
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    with pytest.raises(ValueError, match="n_components <= 2, or use init='pca'"):
+        LMNN(init="lda", max_iter=2).fit(X, y)
+    assert LMNN(init="lda", n_components=2, max_iter=2).fit(X, y).components_.shape == (2, 4)

@@ -106,3 +106,12 @@ def test_a_seeded_fit_leaves_numpys_global_stream_alone():
     np.random.seed(0)
     SDML_Supervised(balance_param=1e-4, prior="covariance", random_state=0).fit(X, y)
     assert np.random.rand() == expected
+
+
+def test_the_defaults_failure_names_the_missing_minimum_not_max_iter():
+    # at metric-learn's defaults the fit failed advising to raise max_iter, even at 10,000
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    with pytest.raises(ValueError, match="smallest eigenvalue .* no minimum"):
+        SDML_Supervised(max_iter=200, random_state=0).fit(X, y)
