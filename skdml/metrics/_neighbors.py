@@ -63,7 +63,7 @@ from numbers import Integral
 
 import numpy as np
 import torch
-from sklearn.utils._param_validation import StrOptions, validate_params
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from .._utils import choose_n_threads, evenly_spaced, resolve_device, thread_limits
 from ._exact import Frame, ieee_float32
@@ -376,7 +376,7 @@ _COMMON = {
 
 
 @validate_params(
-    {"X": ["array-like"], "k": [StrictInterval(Integral, 1, None, closed="left")],
+    {"X": ["array-like"], "k": [Interval(Integral, 1, None, closed="left")],
      "X_ref": ["array-like", None], **_COMMON},
     prefer_skip_nested_validation=True,
 )
@@ -457,7 +457,7 @@ def nearest_neighbors(X, k, *, X_ref=None, metric="euclidean", batch_size=None, 
 
 @validate_params(
     {"X": ["array-like"], "y": ["array-like"], "X_ref": ["array-like"],
-     "y_ref": ["array-like"], "k": [StrictInterval(Integral, 1, None, closed="left"), "array-like"],
+     "y_ref": ["array-like"], "k": [Interval(Integral, 1, None, closed="left"), "array-like"],
      **_COMMON},
     prefer_skip_nested_validation=True,
 )

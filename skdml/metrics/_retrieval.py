@@ -7,7 +7,7 @@ from numbers import Integral
 
 import numpy as np
 import torch
-from sklearn.utils._param_validation import StrOptions, validate_params
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._neighbors import neighbor_blocks
 from ._validation import check_k, prepare_retrieval
@@ -28,7 +28,7 @@ _CONSTRAINTS = {
     "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
     "device": [str, torch.device, None],
 }
-_K = {"k": [StrictInterval(Integral, 1, None, closed="left"), "array-like"]}
+_K = {"k": [Interval(Integral, 1, None, closed="left"), "array-like"]}
 
 
 def _retrieval(X, y, ks, *, want_map, metric, X_ref, y_ref, batch_size, device):

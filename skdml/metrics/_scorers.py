@@ -5,7 +5,7 @@ from __future__ import annotations
 from numbers import Integral
 
 import torch
-from sklearn.utils._param_validation import StrOptions, validate_params
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._clustering import clustering_f1_score, nmi_score
 from ._retrieval import map_at_r, r_precision, recall_at_k
@@ -51,7 +51,7 @@ class _EmbeddingScorer:
         return f"{self._name}_scorer({args})"
 
 
-@validate_params({"k": [StrictInterval(Integral, 1, None, closed="left")], **_SEARCH},
+@validate_params({"k": [Interval(Integral, 1, None, closed="left")], **_SEARCH},
                  prefer_skip_nested_validation=True)
 def recall_at_k_scorer(k=1, *, metric="euclidean", batch_size=None, device=None):
     """Scorer computing :func:`recall_at_k` of the fold's embedding.

@@ -20,7 +20,7 @@ from numbers import Integral
 import numpy as np
 import torch
 from joblib import Parallel, delayed, effective_n_jobs
-from sklearn.utils._param_validation import StrOptions, validate_params
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._retrieval import query_scores, reduce_query_scores
 from ._validation import as_host_array
@@ -98,7 +98,7 @@ def _check_tiling(parts, n_queries):
 #: The parameters both sharded scorers share with :func:`~skdml.metrics.retrieval_scores`.
 _SHARED_CONSTRAINTS = {
     "X": ["array-like"], "y": ["array-like"],
-    "k": [StrictInterval(Integral, 1, None, closed="left"), "array-like"],
+    "k": [Interval(Integral, 1, None, closed="left"), "array-like"],
     "metric": [StrOptions({"euclidean", "cosine"})], "X_ref": ["array-like", None],
     "y_ref": ["array-like", None],
     "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
