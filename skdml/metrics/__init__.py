@@ -28,8 +28,8 @@ accuracy of nearest-prototype classification (Prototypical Networks), with a
 Clustering scores (k-means with as many clusters as classes):
 
 - :func:`nmi_score`: ``NMI = 2 I(clusters; classes) / (H(clusters) + H(classes))``.
-- :func:`clustering_f1_score`: pairwise F1 from the contingency table, in
-  ``O(n + n_clusters x n_classes)``.
+- :func:`clustering_f1_score`: pairwise F1 from the contingency table's non-zero cells, in
+  ``O(n)`` memory.
 - :func:`clustering_scores`: both from one k-means run.
 
 Scorer factories for ``scoring=`` in :func:`~sklearn.model_selection.cross_val_score`

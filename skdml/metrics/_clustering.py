@@ -37,11 +37,32 @@ _CONSTRAINTS = {
 }
 
 
+class _Contingency:
+    """The contingency table of two 0-based code arrays, by its non-zero cells only.
+
+    At most ``n`` cells are non-zero, and the scores read only them and the row
+    and column totals: a dense ``(n_classes, n_clusters)`` table grew with n**2
+    where classes have a fixed size (5 images a class at 32,000 samples: 937 MB
+    for 2 MB of input). ``cells`` are in row-major order, as ``np.nonzero`` of
+    the dense table gives them, so the scores sum in the same order.
+    """
+
+    def __init__(self, classes, clusters):
+        n_clusters = int(clusters.max()) + 1
+        keys, self.cells = np.unique(classes.astype(np.int64) * n_clusters + clusters,
+                                     return_counts=True)
+        self.cell_rows, self.cell_cols = np.divmod(keys, n_clusters)
+        self.rows = np.bincount(classes).astype(np.int64)  # class sizes
+        self.cols = np.bincount(clusters).astype(np.int64)  # cluster sizes
+        self.n = int(classes.size)
+
+    def sum(self):
+        return self.n
+
+
 def _contingency(classes, clusters):
-    """Dense contingency table (n_classes, n_clusters) of two 0-based code arrays."""
-    n_classes, n_clusters = classes.max() + 1, clusters.max() + 1
-    flat = np.bincount(classes * n_clusters + clusters, minlength=n_classes * n_clusters)
-    return flat.reshape(n_classes, n_clusters).astype(np.int64)
+    """The contingency table (:class:`_Contingency`) of two 0-based code arrays."""
+    return _Contingency(classes, clusters)
 
 
 def _entropy(counts, n):
@@ -51,13 +72,12 @@ def _entropy(counts, n):
 
 def _nmi_from_table(table):
     """``2 I / (H(rows) + H(cols))`` from a contingency table."""
-    n = table.sum()
-    rows, cols = table.sum(axis=1), table.sum(axis=0)
+    n, rows, cols = table.n, table.rows, table.cols
     h_rows, h_cols = _entropy(rows, n), _entropy(cols, n)
     if h_rows + h_cols == 0.0:  # both partitions are trivial and identical
         return 1.0
-    i, j = np.nonzero(table)
-    nij = table[i, j].astype(np.float64)
+    i, j = table.cell_rows, table.cell_cols
+    nij = table.cells.astype(np.float64)
     mi = float(np.sum(nij / n * (np.log(nij) + np.log(n) - np.log(rows[i]) - np.log(cols[j]))))
     return float(np.clip(2.0 * max(mi, 0.0) / (h_rows + h_cols), 0.0, 1.0))
 
@@ -73,8 +93,8 @@ def _pair_f1_from_table(table):
         c = c.astype(np.int64)
         return int(np.sum(c * (c - 1) // 2))
 
-    tp = pairs(table.ravel())
-    same_class, same_cluster = pairs(table.sum(axis=1)), pairs(table.sum(axis=0))
+    tp = pairs(table.cells)
+    same_class, same_cluster = pairs(table.rows), pairs(table.cols)
     if same_class + same_cluster == 0:
         raise ValueError(
             "Pairwise F1 is undefined: no two samples share a class or a cluster."
@@ -280,7 +300,7 @@ def clustering_f1_score(X, y, *, random_state=None, n_init=1):
     A pair of samples is *predicted positive* when both fall in the same
     cluster, and *positive* when both share a class. Precision, recall and F1
     are counted over all ``n (n - 1) / 2`` pairs, but computed from the
-    contingency table in ``O(n + n_clusters x n_classes)``:
+    contingency table's non-zero cells in ``O(n log n)`` time and ``O(n)`` memory:
     ``F1 = 2 sum_ij C(n_ij, 2) / (sum_i C(a_i, 2) + sum_j C(b_j, 2))``.
 
     Parameters
