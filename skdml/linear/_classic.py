@@ -74,6 +74,19 @@ def unique_points(tuples, max_points=None, random_state=None):
     return X
 
 
+def feature_scales(spread):
+    """Each feature's spread rounded to a power of two (1 where it is 0 or not finite).
+
+    Dividing by them is exact, so features already at unit scale keep their bits,
+    and it brings features 1e4 and 1e-4 apart to comparable scales for a rank test.
+
+    >>> feature_scales(np.array([3.0, 0.2, 0.0]))
+    array([4.  , 0.25, 1.  ])
+    """
+    usable = np.isfinite(spread) & (spread > 0)
+    return np.exp2(np.round(np.log2(np.where(usable, spread, 1.0))))
+
+
 def prior_metric(prior, X, name="prior", random_state=None, strict_pd=True):
     """A Mahalanobis matrix (n_features, n_features) from its specification.
 
@@ -105,9 +118,7 @@ def prior_metric(prior, X, name="prior", random_state=None, strict_pd=True):
         # inverted as D^-1 R^-1 D^-1 (R the correlations, D the spreads as powers of two,
         # exact): the rank test reads R, so features 1e4 and 1e-4 apart are not singular
         cov = np.atleast_2d(np.cov(X, rowvar=False))
-        spread = np.sqrt(np.diag(cov))
-        usable = np.isfinite(spread) & (spread > 0)
-        scale = np.exp2(np.round(np.log2(np.where(usable, spread, 1.0))))
+        scale = feature_scales(np.sqrt(np.diag(cov)))
         w, V = eigh(cov / scale[:, None] / scale[None, :])
         if w.min() <= RANK_TOL * max(w.max(), 1e-300):
             if strict_pd:

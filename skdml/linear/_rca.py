@@ -13,7 +13,7 @@ from sklearn.utils.validation import validate_data
 from .._utils import transactional_fit
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis, check_n_components
-from ._classic import check_classic_input
+from ._classic import check_classic_input, feature_scales
 
 __all__ = ["RCA", "RCA_Supervised"]
 
@@ -114,9 +114,7 @@ class RCA(BaseMahalanobis):
         # with the features at comparable scales, by powers of two (exact: features at unit
         # scale keep their bits), so that features 1e4 and 1e-4 apart are not found singular
         with np.errstate(over="ignore"):
-            spread = X[in_chunk].std(axis=0)
-        usable = np.isfinite(spread) & (spread > 0)
-        scale = np.exp2(np.round(np.log2(np.where(usable, spread, 1.0))))
+            scale = feature_scales(X[in_chunk].std(axis=0))
         self.components_ = _whitening(X / scale, in_chunk, inverse, counts, dim, d) / scale
 
     def __sklearn_tags__(self):
