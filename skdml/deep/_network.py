@@ -108,10 +108,8 @@ class EmbeddingNet(nn.Module):
         # inference: a row whose norm overflows float32 (entries past 1e19) came back all
         # zeros; its direction is that of the row divided by its largest entry. The other rows
         # keep F.normalize's bits (no read back to the host)
-        # (a read of one flag: inference results go to the host right after anyway)
+        # (no branch on the values: torch.export and TorchScript need one graph for all rows)
         overflow = torch.isinf(torch.linalg.vector_norm(z, dim=1, keepdim=True))
-        if not bool(overflow.any()):
-            return out
         peak = z.abs().amax(dim=1, keepdim=True).clamp_min(torch.finfo(z.dtype).tiny)
         return torch.where(overflow, F.normalize(z / peak, dim=1), out)
 
