@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 from scipy.linalg import eigh
 from sklearn.base import _fit_context
@@ -27,6 +29,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._utils import check_label_input, check_orderable_labels, transactional_fit, warn_user
+from .._utils._params import StrictInterval
 from ._base import check_init_array, warn_if_outlying_rows
 
 __all__ = ["SupervisedMixin", "SupervisedPairsMixin", "check_classic_input",
@@ -224,15 +227,24 @@ def check_classic_input(estimator, X, y):
     return X, y, classes
 
 
+#: The ``n_constraints`` parameter of the ``*_Supervised`` learners that draw pairs or
+#: quadruplets from labels (ITML, LSML, MMC, SDML): its constraint, in one place.
+N_CONSTRAINTS = {"n_constraints": [StrictInterval(Integral, 1, None, closed="left"), None]}
+
+
+def constraint_count(n_constraints, y):
+    """``n_constraints``, or for ``None`` metric-learn's default, ``20 * n_classes ** 2``."""
+    return 20 * len(np.unique(y)) ** 2 if n_constraints is None else n_constraints
+
+
 def supervised_pairs(X, y, n_constraints, random_state, name):
     """Labelled pairs (n_pairs, 2, n_features) and their labels drawn from class labels.
 
-    ``n_constraints=None``: ``20 * n_classes ** 2`` of each kind (metric-learn's default).
+    ``n_constraints`` of each kind (:func:`constraint_count`).
     """
     from ..constraints import Constraints
 
-    if n_constraints is None:
-        n_constraints = 20 * len(np.unique(y)) ** 2
+    n_constraints = constraint_count(n_constraints, y)
     idx, labels = Constraints(y, unknown_label=None).labeled_pairs(
         n_constraints, random_state=random_state)
     if not np.any(labels == 1):

@@ -14,6 +14,7 @@ from .._utils import warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
 from ._classic import (
+    N_CONSTRAINTS,
     SupervisedPairsMixin,
     components_from_metric,
     prior_metric,
@@ -351,7 +352,7 @@ class ITML_Supervised(SupervisedPairsMixin, _ITMLMixin, BaseMahalanobis):
     """
 
     _parameter_constraints: dict = {
-        **_CONSTRAINTS, "n_constraints": [StrictInterval(Integral, 1, None, closed="left"), None]}
+        **_CONSTRAINTS, **N_CONSTRAINTS}
 
     def __init__(self, gamma=1.0, max_iter=1000, tol=3e-3, prior="identity", bounds=None,
                  n_constraints=None, verbose=0, random_state=None):

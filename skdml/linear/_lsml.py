@@ -16,8 +16,10 @@ from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
 from ._classic import (
+    N_CONSTRAINTS,
     SupervisedMixin,
     components_from_metric,
+    constraint_count,
     prior_metric,
     unique_points,
     warn_if_prior_kept,
@@ -246,7 +248,7 @@ class LSML_Supervised(SupervisedMixin, _LSMLMixin, BaseMahalanobis):
     """
 
     _parameter_constraints: dict = {
-        **_CONSTRAINTS, "n_constraints": [StrictInterval(Integral, 1, None, closed="left"), None]}
+        **_CONSTRAINTS, **N_CONSTRAINTS}
 
     def __init__(self, prior="identity", max_iter=1000, tol=1e-6, n_constraints=None, verbose=0,
                  random_state=None):
@@ -260,7 +262,7 @@ class LSML_Supervised(SupervisedMixin, _LSMLMixin, BaseMahalanobis):
     def _fit_labels(self, X, y, rng):
         from ..constraints import Constraints
 
-        n = self.n_constraints or 20 * len(self.classes_) ** 2
+        n = constraint_count(self.n_constraints, y)
         a, b, c, d = Constraints(y, unknown_label=None).positive_negative_pairs(
             n, same_length=True, random_state=rng)
         if len(a) == 0:

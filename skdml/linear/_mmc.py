@@ -15,6 +15,7 @@ from .._utils import thread_limits, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
 from ._classic import (
+    N_CONSTRAINTS,
     SupervisedPairsMixin,
     components_from_metric,
     prior_metric,
@@ -387,7 +388,7 @@ class MMC_Supervised(SupervisedPairsMixin, _MMCMixin, BaseMahalanobis):
     """
 
     _parameter_constraints: dict = {
-        **_CONSTRAINTS, "n_constraints": [StrictInterval(Integral, 1, None, closed="left"), None]}
+        **_CONSTRAINTS, **N_CONSTRAINTS}
 
     def __init__(self, max_iter=100, tol=1e-3, init="identity", diagonal=False, diagonal_c=1.0,
                  n_constraints=None, verbose=0, random_state=None):

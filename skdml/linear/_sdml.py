@@ -15,6 +15,7 @@ from .._utils import warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
 from ._classic import (
+    N_CONSTRAINTS,
     SupervisedPairsMixin,
     components_from_metric,
     prior_metric,
@@ -228,7 +229,7 @@ class SDML_Supervised(SupervisedPairsMixin, _SDMLMixin, BaseMahalanobis):
     """
 
     _parameter_constraints: dict = {
-        **_CONSTRAINTS, "n_constraints": [StrictInterval(Integral, 1, None, closed="left"), None]}
+        **_CONSTRAINTS, **N_CONSTRAINTS}
 
     def __init__(self, balance_param=0.5, sparsity_param=0.01, prior="identity", max_iter=100,
                  tol=1e-4, n_constraints=None, verbose=0, random_state=None):
