@@ -20,12 +20,18 @@ device; ``float()`` on it waits for the device). A callback is called on every
 epoch of the fit, including the epochs of a resumed (``warm_start``) fit, and
 never after an error.
 
-Callbacks act during ``fit`` only, and **a fitted model is saved without them**:
-pickling a fitted learner stores ``callbacks=None`` (an unfitted one, e.g. a
-clone sent to a ``GridSearchCV`` worker, keeps them, and so do ``copy.copy`` and
-``copy.deepcopy``, which are not saving). So a model fitted with a
-callback class defined in a script unpickles anywhere; pass the callbacks again
-(``set_params(callbacks=[...])``) to watch a refit or a ``warm_start``.
+A pickled learner keeps its callbacks, like every other parameter, so a
+``Pipeline(memory=...)`` cache hit or an estimator returned by a
+``cross_validate(n_jobs=2)`` worker refits exactly as the original would. A fitted
+learner saves them by value (``cloudpickle``, which scikit-learn's process pool
+already uses): a callback class defined in a script (its ``__main__``) loads
+without the script. Where the callbacks cannot be saved (they hold an open file,
+say) the fitted model is saved with ``callbacks=None`` and a warning says so; where
+a saved callback cannot be rebuilt (its class lives in a module that the loading
+process cannot import) the model loads with ``callbacks=None`` and a warning names
+the error: pass them again with ``set_params(callbacks=[...])`` to watch a refit
+or a ``warm_start``. An unfitted learner is pickled as it is (a callback that
+cannot be pickled fails there, before any training runs without it).
 
 Examples
 --------
@@ -52,16 +58,27 @@ Stop when the training loss falls below a threshold, and keep every epoch's reco
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import inspect
+import pickle
+
+import cloudpickle
 
 from ._training import Callback as _LoopCallback
+from ._utils import warn_user
 
 __all__ = ["Callback", "TrainingInfo"]
 
 
-class SavedWithoutCallbacksMixin:
-    """A fitted estimator pickles with ``callbacks=None`` (internal; see the module's notes).
+#: Set while :meth:`CallbackStateMixin._copy` reads the state: the live callbacks stay in it.
+_COPYING = contextvars.ContextVar("skdml_copying_callbacks", default=False)
+#: The state's key of a fitted learner's callbacks, saved by value (bytes).
+_SAVED = "_callbacks_pickle"
+
+
+class CallbackStateMixin:
+    """A fitted estimator pickles its callbacks by value (internal; see the module's notes).
 
     Fitted means holding a fitted attribute (a public name ending in ``_``), as
     scikit-learn's ``check_is_fitted`` reads it.
@@ -69,18 +86,42 @@ class SavedWithoutCallbacksMixin:
 
     def __getstate__(self):
         state = super().__getstate__()
+        callbacks = state.get("callbacks")
         fitted = any(k.endswith("_") and not k.startswith("_") for k in state)
-        if fitted and state.get("callbacks") is not None:
-            state = dict(state, callbacks=None)
-        return state
+        if callbacks is None or not fitted or _COPYING.get():
+            return state
+        try:
+            saved = cloudpickle.dumps(callbacks)
+        except Exception as exc:  # noqa: BLE001 (any pickling failure: the model still saves)
+            warn_user(f"{type(self).__name__} is saved with callbacks=None: its callbacks "
+                      f"cannot be pickled ({type(exc).__name__}: {exc}).")
+            return dict(state, callbacks=None)
+        return dict(state, callbacks=None, **{_SAVED: saved})
+
+    def __setstate__(self, state):
+        saved = state.get(_SAVED)
+        if saved is not None:
+            state = {k: v for k, v in state.items() if k != _SAVED}
+            try:
+                state["callbacks"] = pickle.loads(saved)
+            except Exception as exc:  # noqa: BLE001 (a class the loading process lacks)
+                warn_user(f"{type(self).__name__} loads with callbacks=None: the callbacks it "
+                          f"was saved with cannot be rebuilt here ({type(exc).__name__}: "
+                          f"{exc}). Pass them again with set_params(callbacks=[...]) to "
+                          "watch or stop a refit.")
+        super().__setstate__(state)
 
     def _copy(self, memo=None):
-        """A copy through the pickling state (every ``__getstate__`` of the class), with the
-        callbacks kept: ``copy.copy`` and ``copy.deepcopy`` are not pickling."""
+        """A copy through the state (every ``__getstate__`` of the class), with the live
+        callbacks: ``copy.copy`` and ``copy.deepcopy`` are not pickling."""
         new = type(self).__new__(type(self))
         if memo is not None:
             memo[id(self)] = new
-        state = dict(self.__getstate__(), callbacks=self.__dict__.get("callbacks"))
+        token = _COPYING.set(True)
+        try:
+            state = self.__getstate__()
+        finally:
+            _COPYING.reset(token)
         new.__setstate__(state if memo is None else copy.deepcopy(state, memo))
         return new
 

@@ -1,5 +1,6 @@
 """Public training callbacks: a user callback sees every epoch and step, and can stop training."""
 
+import os
 import pickle
 import warnings
 
@@ -151,15 +152,17 @@ def test_callback_error_leaves_estimator_unfitted(digits):
     lambda cbs: ECAML(n_components=3, max_iter=1, early_stopping=False, random_state=0,
                       callbacks=cbs),
 ], ids=["deep", "ecaml"])
-def test_a_fitted_model_is_saved_without_its_callbacks(make, monkeypatch):
-    """A callback class defined in a script does not stop the model loading elsewhere."""
+def test_a_fitted_model_keeps_its_callbacks_and_loads_where_their_module_is_gone(
+        make, monkeypatch):
+    """Pickling keeps the callbacks (a cached Pipeline step, a worker's estimator); a model
+    whose callback class cannot be imported where it is loaded still loads, and says so."""
     import pickle
     import sys
     import types
 
     from sklearn.base import clone
 
-    script = types.ModuleType("a_users_script")  # stands for a script's __main__
+    script = types.ModuleType("a_users_script")  # an importable module of the user's
     exec("from skdml.callbacks import Callback\n"
          "class LogAndStop(Callback):\n"
          "    def on_epoch_end(self, estimator, info):\n"
@@ -173,13 +176,97 @@ def test_a_fitted_model_is_saved_without_its_callbacks(make, monkeypatch):
     est.fit(X, y)
     saved = pickle.dumps(est)
     assert est.callbacks is not None  # the live model keeps them
-    monkeypatch.delitem(sys.modules, "a_users_script")  # "elsewhere": the script is gone
-    loaded = pickle.loads(saved)
+    assert isinstance(pickle.loads(saved).callbacks[0], script.LogAndStop)  # so does a copy
+    monkeypatch.delitem(sys.modules, "a_users_script")  # "elsewhere": the module is gone
+    with pytest.warns(UserWarning, match=r"loads with callbacks=None: .*ModuleNotFoundError"):
+        loaded = pickle.loads(saved)
     assert loaded.callbacks is None
     np.testing.assert_allclose(loaded.transform(X), est.transform(X), rtol=1e-6)
     clone(loaded)
     monkeypatch.setitem(sys.modules, "a_users_script", script)
     assert isinstance(pickle.loads(unfitted).callbacks[0], script.LogAndStop)
+
+
+def test_a_callback_class_of_a_script_is_saved_by_value(tmp_path):
+    # a class of the script's __main__ loads in a process that never ran the script
+    import subprocess
+    import sys
+
+    model = tmp_path / "model.pkl"
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import pickle\n"
+        "import numpy as np\n"
+        "from skdml import ECAML\n"
+        "from skdml.callbacks import Callback\n"
+        "class StopAt(Callback):\n"
+        "    def __init__(self, epoch):\n"
+        "        self.epoch = epoch\n"
+        "    def on_epoch_end(self, estimator, info):\n"
+        "        if info.epoch >= self.epoch:\n"
+        "            info.stop('enough')\n"
+        "rng = np.random.RandomState(0)\n"
+        "y = np.repeat(np.arange(3), 10)\n"
+        "X = rng.randn(30, 4) + 2 * y[:, None]\n"
+        "est = ECAML(n_components=2, max_iter=5, early_stopping=False, random_state=0,\n"
+        "            callbacks=[StopAt(2)]).fit(X, y)\n"
+        f"open({str(model)!r}, 'wb').write(pickle.dumps(est))\n")
+    env = {**os.environ, "SKDML_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, str(script)], check=True, env=env, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c",
+         f"import pickle; est = pickle.load(open({str(model)!r}, 'rb')); "
+         "print(type(est.callbacks[0]).__name__, est.callbacks[0].epoch, est.n_iter_)"],
+        check=True, env=env, cwd=tmp_path, capture_output=True, text=True).stdout
+    assert out.split() == ["StopAt", "2", "2"]
+
+
+class _StopAfterOne(Callback):
+    def on_epoch_end(self, estimator, info):
+        info.stop("one epoch")
+
+
+class _HoldsALock(Callback):
+    def __init__(self):
+        import threading
+
+        self.lock = threading.Lock()
+
+
+def test_a_cached_pipeline_step_refits_with_its_callbacks(tmp_path):
+    # Pipeline(memory=...) puts the unpickled fitted step in the user's pipeline: its
+    # callbacks were dropped, so the third fit trained 3 epochs where the first trained 1
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import Pipeline
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(3), 10)
+    X = rng.randn(30, 4) + 2 * y[:, None]
+    pipe = Pipeline([("ecaml", ECAML(n_components=2, max_iter=3, early_stopping=False,
+                                     callbacks=[_StopAfterOne()], random_state=0)),
+                     ("knn", KNeighborsClassifier(3))], memory=str(tmp_path))
+    for _ in range(3):
+        pipe.fit(X, y)
+        assert pipe[0].n_iter_ == 1
+        assert isinstance(pipe.get_params()["ecaml__callbacks"][0], _StopAfterOne)
+
+
+def test_callbacks_that_cannot_be_pickled_leave_a_fitted_model_savable():
+    import pickle
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(3), 10)
+    X = rng.randn(30, 4) + 2 * y[:, None]
+    est = ECAML(n_components=2, max_iter=2, early_stopping=False, random_state=0,
+                callbacks=[_HoldsALock()])
+    with pytest.raises(TypeError, match="lock"):  # unfitted: as it is, before any training
+        pickle.dumps(est)
+    est.fit(X, y)
+    with pytest.warns(UserWarning, match="saved with callbacks=None: its callbacks cannot"):
+        saved = pickle.dumps(est)
+    loaded = pickle.loads(saved)
+    assert loaded.callbacks is None
+    np.testing.assert_array_equal(loaded.transform(X), est.transform(X))
 
 
 def test_a_hook_with_the_wrong_signature_is_refused_before_training():
@@ -247,4 +334,4 @@ def test_a_copy_of_a_fitted_learner_keeps_its_callbacks():
     assert isinstance(deep.callbacks[0], Watch) and deep.callbacks[0] is not watch
     assert shallow.callbacks[0] is watch
     np.testing.assert_array_equal(deep.transform(X), est.transform(X))
-    assert pickle.loads(pickle.dumps(est)).callbacks is None  # pickling still drops them
+    assert isinstance(pickle.loads(pickle.dumps(est)).callbacks[0], Watch)  # by value

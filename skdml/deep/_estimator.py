@@ -15,7 +15,7 @@ from .._utils import (resolve_device, thread_limits, torch_rng_scope, torch_seed
                       transactional_fit, warn_user)
 from .._training._distributed import shared_seed
 from .._utils._params import NestedParamsMixin
-from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
+from ..callbacks import CallbackStateMixin, UserCallbacks, check_callbacks
 from ._config import (NESTED_PARAMS, PARAMETER_CONSTRAINTS,
                       EmbeddingConfig, LoaderConfig, check_loader_params, embedding_config,
                       loss_choices,
@@ -45,7 +45,7 @@ def _run_name(refit):
 
 
 @_fill_choices
-class DeepMetricTransformer(ModuleStateMixin, SavedWithoutCallbacksMixin, NestedParamsMixin,
+class DeepMetricTransformer(ModuleStateMixin, CallbackStateMixin, NestedParamsMixin,
                             ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Deep metric learning with any torch backbone, as a scikit-learn transformer.
 

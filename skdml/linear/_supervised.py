@@ -36,7 +36,7 @@ from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLoss
 from .._utils import (check_label_input, check_orderable_labels, thread_limits,
                       torch_rng_scope, torch_seed, transactional_fit, warn_user)
 from .._utils._params import StrictInterval
-from ..callbacks import SavedWithoutCallbacksMixin, UserCallbacks, check_callbacks
+from ..callbacks import CallbackStateMixin, UserCallbacks, check_callbacks
 from ._base import (BaseMahalanobis, check_init_array, check_n_components, warn_if_outlying_rows,
                     warn_if_orthogonal_is_euclidean)
 from ._preprocessing import InputSpace, initial_components, polar, qr_retraction
@@ -160,7 +160,7 @@ def _check_start_spreads(X, L0, init):
             "constant, as no gradient moves them. Use init='pca' or fewer components.")
 
 
-class LinearMetricLearner(SavedWithoutCallbacksMixin, BaseMahalanobis):
+class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
     """Base of ECAML and JRD: fits ``components_`` by minimising a torch objective.
 
     Subclasses implement ``_make_objective(n_classes, n_components, dim, candidate)``
