@@ -129,8 +129,16 @@ class MLKR(BaseMahalanobis):
         self : object
             The fitted estimator.
         """
+        labels = None if y is None else np.asarray(y)
+        if labels is not None and (labels.dtype.kind in "US" or (
+                labels.dtype.kind == "O"
+                and any(isinstance(v, (str, bytes)) for v in labels.ravel().tolist()))):
+            # before validate_data: its y_numeric conversion of a pandas column of strings
+            # (or categories) failed with numpy's "could not convert string to float"
+            raise ValueError(f"MLKR regresses numeric targets; y holds strings (dtype "
+                             f"{labels.dtype}: class labels? use LMNN, LFDA or ECAML).")
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
-        if y.dtype.kind not in "iufb":  # y_numeric converts object arrays only, not strings
+        if y.dtype.kind not in "iufb":
             raise ValueError(f"MLKR regresses numeric targets; y has dtype {y.dtype} (class "
                              "labels? use LMNN, LFDA or ECAML).")
         if y.dtype.kind in "iu" and y.size:

@@ -137,6 +137,14 @@ def test_string_targets_are_refused_with_a_clear_message():
     X = np.random.RandomState(0).randn(12, 3)
     with pytest.raises(ValueError, match="numeric targets"):
         MLKR().fit(X, np.array(list("abc") * 4))
+    # a pandas column of strings or categories failed in validate_data's conversion first
+    # ("could not convert string to float: 'a'"); numbers in an object column still work
+    pd = pytest.importorskip("pandas")
+    for y in (pd.Series(list("abc") * 4), pd.Series(pd.Categorical(list("abc") * 4)),
+              np.array([1.0, "a"] * 6, dtype=object)):
+        with pytest.raises(ValueError, match="numeric targets; y holds strings"):
+            MLKR().fit(X, y)
+    MLKR(max_iter=2).fit(X, np.arange(12).astype(object))
 
 
 def test_an_offset_changes_nothing():
