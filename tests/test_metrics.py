@@ -1026,3 +1026,16 @@ def test_huge_values_on_a_power_of_two_grid_are_searched():
         nearest_neighbors(np.array([[2.0**1022], [-(2.0**1022)], [0.0]]), 1), [[2], [2], [0]])
     np.testing.assert_array_equal(
         nearest_neighbors(np.array([[0.0], [2.0**1001], [2.0**1002]]), 1), [[1], [0], [1]])
+
+
+def test_map_at_r_and_r_precision_do_not_depend_on_the_order_of_the_rows():
+    # the per-query values were exact, but their mean was a pairwise sum in query order:
+    # permuting queries and references together moved the last bit (2 of 20 permutations)
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(300, 5), rng.randint(0, 6, 300)
+    want = retrieval_scores(X, y, k=1)
+    for seed in range(20):
+        p = np.random.RandomState(seed).permutation(300)
+        got = retrieval_scores(X[p], y[p], k=1)
+        assert got["map_at_r"] == want["map_at_r"]
+        assert got["r_precision"] == want["r_precision"]

@@ -144,8 +144,9 @@ def run_manopt(manifold, cost, euclidean_gradient, initial_point, *, euclidean_h
             lambda *args: euclidean_hessian(*args)))
     try:
         # CG's Hestenes-Stiefel beta is 0/0 after a failed line search (pymanopt then restarts
-        # along the gradient): numpy's "invalid value" warning is noise to the user
-        with np.errstate(invalid="ignore", divide="ignore"):
+        # along the gradient): numpy's "invalid value" warning is noise to the user; so is an
+        # underflow of a tiny term to 0 (np.seterr(all="raise") made it an error)
+        with np.errstate(invalid="ignore", divide="ignore", under="ignore"):
             result = optimizer.run(problem, initial_point=initial_point)
             n_iter = max(int(result.iterations) - offset, 0)
             logged = (result.log or {}).get("iterations") or {}

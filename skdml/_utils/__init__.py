@@ -8,7 +8,8 @@ from ._memory import keep_freed_buffers
 from ._sampling import evenly_spaced
 from ._threads import (ENV_OVERRIDE, SMALL_STEP_FLOPS, _THREAD_VARS, choose_n_threads,
                        thread_budget, thread_limits)
-from ._torch import as_float_tensor, cuda_syncs, resolve_device, torch_rng_scope, torch_seed
+from ._torch import (as_float_tensor, cuda_syncs, resolve_device, torch_fit_modes,
+                     torch_rng_scope, torch_seed)
 from ._transactional import transactional_fit
 from ._warnings import warn_user
 
@@ -16,5 +17,5 @@ __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "_THREAD_VARS", "as_float_tensor"
            "atomic_write_bytes", "check_label_input", "check_orderable_labels",
            "check_output_file", "choose_n_threads", "cuda_syncs", "evenly_spaced", "integer_ids",
            "is_missing_label", "keep_freed_buffers", "keep_label_types", "resolve_device",
-           "thread_budget", "thread_limits", "torch_rng_scope", "torch_seed", "transactional_fit",
-           "warn_user"]
+           "thread_budget", "thread_limits", "torch_fit_modes", "torch_rng_scope", "torch_seed",
+           "transactional_fit", "warn_user"]

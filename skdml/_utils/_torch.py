@@ -11,12 +11,37 @@ import numpy as np
 import torch
 
 __all__ = ["resolve_device", "torch_seed", "torch_rng_scope", "as_float_tensor",
-           "cuda_syncs"]
+           "cuda_syncs", "torch_fit_modes"]
 
 #: torch's default generators are process-wide: seeded sections in threads take turns.
 _TORCH_RNG_LOCK = threading.RLock()
 
 _DEVICE_TYPES = ("cpu", "cuda", "mps")
+
+
+@contextmanager
+def torch_fit_modes():
+    """torch's global modes as a training fit needs them, whatever the caller set; restored after.
+
+    Autograd on and inference mode off: a fit called inside the user's
+    ``torch.no_grad()`` or ``torch.inference_mode()`` block built its losses
+    without a graph ("element 0 of tensors does not require grad"). float32 as
+    the default dtype: under ``torch.set_default_dtype(torch.float64)`` the deep
+    learner built a float64 network for its float32 inputs. Also a decorator.
+
+    Examples
+    --------
+    >>> with torch.no_grad(), torch_fit_modes():
+    ...     torch.is_grad_enabled(), torch.get_default_dtype()
+    (True, torch.float32)
+    """
+    previous = torch.get_default_dtype()
+    with torch.inference_mode(False), torch.enable_grad():
+        torch.set_default_dtype(torch.float32)
+        try:
+            yield
+        finally:
+            torch.set_default_dtype(previous)
 
 
 def resolve_device(device) -> torch.device:

@@ -11,8 +11,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._utils import (resolve_device, thread_limits, torch_rng_scope, torch_seed,
-                      transactional_fit, warn_user)
+from .._utils import (resolve_device, thread_limits, torch_fit_modes, torch_rng_scope,
+                      torch_seed, transactional_fit, warn_user)
 from .._training._distributed import shared_seed
 from .._utils._params import NestedParamsMixin
 from ..callbacks import CallbackStateMixin, UserCallbacks, check_callbacks
@@ -401,6 +401,7 @@ callable, default="auto"
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
     @transactional_fit
+    @torch_fit_modes()
     def fit(self, X, y=None):
         """Train the network on ``X`` (arrays or a torch ``Dataset``) with labels ``y``.
 

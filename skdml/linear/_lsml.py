@@ -12,7 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import StrOptions
 
-from .._utils import thread_limits, transactional_fit, warn_user
+from .._utils import thread_limits, torch_fit_modes, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
 from ._classic import (
@@ -53,6 +53,7 @@ def lsml_loss(L, vab, vcd, weights, prior_inv):
 
 
 class _LSMLMixin:
+    @torch_fit_modes()
     def _lsml(self, quadruplets, weights, rng):
         vab = quadruplets[:, 0] - quadruplets[:, 1]
         vcd = quadruplets[:, 2] - quadruplets[:, 3]

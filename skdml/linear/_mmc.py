@@ -11,7 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
-from .._utils import thread_limits, warn_user
+from .._utils import thread_limits, torch_fit_modes, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
 from ._classic import (
@@ -225,6 +225,7 @@ class _MMCMixin:
                       ConvergenceWarning)
         return A_old
 
+    @torch_fit_modes()
     def _mmc_diagonal(self, A0, pos, neg, name):
         """Xing et al.'s Eq. 6 by L-BFGS on the square roots of the weights."""
         x0 = np.sqrt(np.clip(np.diag(A0), 0.0, None))

@@ -361,7 +361,11 @@ _PARAMS_DOC = """\
     verbose : int, default=0
         Print the objective at every evaluation.
     random_state : int, RandomState instance or None, default=None
-        Draws the bases and the batches.
+        Draws the bases and the batches. As in metric-learn, an integer seed
+        restarts for each step (the basis, then the batches: both draw the same
+        stream from its start), while a ``RandomState`` is drawn on in turn, so
+        ``random_state=0`` and ``np.random.RandomState(0)`` give different fits
+        (an integer gives metric-learn's fit for that seed).
 """
 
 

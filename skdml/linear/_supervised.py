@@ -34,7 +34,8 @@ from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLoss
                          Trainable, Validation, n_held_out_classes, run_manopt, train_epochs,
                          validation_holdout)
 from .._utils import (check_label_input, check_orderable_labels, thread_limits,
-                      torch_rng_scope, torch_seed, transactional_fit, warn_user)
+                      torch_fit_modes, torch_rng_scope, torch_seed, transactional_fit,
+                      warn_user)
 from .._utils._params import StrictInterval
 from ..callbacks import CallbackStateMixin, UserCallbacks, check_callbacks
 from ._base import (BaseMahalanobis, check_init_array, check_n_components, warn_if_outlying_rows,
@@ -195,6 +196,7 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
     @transactional_fit
+    @torch_fit_modes()
     def fit(self, X, y):
         """Fit the metric on labelled data.
 

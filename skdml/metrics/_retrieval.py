@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from numbers import Integral
 
@@ -51,8 +52,11 @@ def reduce_query_scores(parts):
     first_hit, ap, rp, not_lone = (np.concatenate([p[key] for p in parts])
                                    for key in ("first_hit", "ap", "rp", "not_lone"))
     recalls = {k: float(np.mean(first_hit[not_lone] < k)) for k in ks}
-    map_r = float(np.mean(ap[not_lone])) if want_map else None
-    r_prec = float(np.mean(rp[not_lone])) if want_map else None
+    # the correctly rounded mean (math.fsum): the same bits in any order of the queries (a
+    # pairwise sum in query order moved the last bit when the rows were permuted)
+    n_scored = int(np.count_nonzero(not_lone))
+    map_r = math.fsum(ap[not_lone]) / n_scored if want_map else None
+    r_prec = math.fsum(rp[not_lone]) / n_scored if want_map else None
     return {"recall_at_k": recalls, "map_at_r": map_r, "r_precision": r_prec}
 
 

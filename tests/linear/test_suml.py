@@ -523,3 +523,15 @@ def test_a_step_that_takes_no_iteration_counts_none(digits):
     est.partial_fit(np.repeat(X[:1], 5, axis=0))  # every triplet equal: gradient ~0
     np.testing.assert_array_equal(est.components_, components)
     assert est.n_iter_ == before
+
+
+@pytest.mark.parametrize("solver", ["conjugate_gradient", "trust_regions"])
+def test_suml_fits_with_numpy_errors_raised(solver):
+    # np.seterr(all="raise") (a debugging setting) made a harmless underflow of the
+    # objective a FloatingPointError
+    from sklearn.datasets import load_iris
+
+    X = load_iris(return_X_y=True)[0]
+    with np.errstate(all="raise"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        SUML(2, max_iter=5, n_triplets=100, solver=solver, random_state=0).fit(X)

@@ -1,0 +1,71 @@
+"""A fit owns torch's global modes: the caller's no_grad, inference mode or default dtype."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from skdml import ECAML, JRD, DeepMetricTransformer
+from skdml._utils import torch_fit_modes
+from skdml.linear import LSML_Supervised, MMC_Supervised
+
+
+def _data():
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(3), 12)
+    return rng.randn(36, 4) + 2 * y[:, None], y
+
+
+LEARNERS = {
+    "ecaml": lambda: ECAML(n_components=2, max_iter=2, random_state=0),
+    "ecaml-cg": lambda: ECAML(n_components=2, max_iter=2, solver="conjugate_gradient",
+                              random_state=0),
+    "jrd": lambda: JRD(n_components=2, max_iter=2, random_state=0),
+    "deep": lambda: DeepMetricTransformer(n_components=2, max_iter=1, device="cpu",
+                                          random_state=0),
+    "deep-images": lambda: DeepMetricTransformer(n_components=2, max_iter=1, device="cpu",
+                                                 random_state=0),
+    "lsml": lambda: LSML_Supervised(n_constraints=40, max_iter=5, random_state=0),
+    "mmc-diagonal": lambda: MMC_Supervised(diagonal=True, n_constraints=40, max_iter=5,
+                                           random_state=0),
+}
+MODES = {
+    "no_grad": torch.no_grad,
+    "inference_mode": torch.inference_mode,
+    "float64_default": None,
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", LEARNERS)
+def test_a_fit_trains_under_the_callers_torch_modes(name, mode):
+    # each failed: "element 0 of tensors does not require grad" (no_grad, inference mode),
+    # the deep learner's float64 network for float32 inputs (a float64 default dtype)
+    X, y = _data()
+    if name == "deep-images":
+        X = np.repeat(X[:, :, None], 4, axis=2).reshape(36, 1, 4, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = LEARNERS[name]().fit(X, y).transform(X)
+        if mode == "float64_default":
+            torch.set_default_dtype(torch.float64)
+            try:
+                est = LEARNERS[name]().fit(X, y)
+            finally:
+                assert torch.get_default_dtype() == torch.float64  # the caller's, restored
+                torch.set_default_dtype(torch.float32)
+        else:
+            with MODES[mode]():
+                est = LEARNERS[name]().fit(X, y)
+                assert not torch.is_grad_enabled()  # the caller's mode, restored
+    np.testing.assert_allclose(est.transform(X), want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_modes_are_restored_after_an_error():
+    with torch.no_grad():
+        with pytest.raises(RuntimeError, match="boom"), torch_fit_modes():
+            assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+            raise RuntimeError("boom")
+        assert not torch.is_grad_enabled()
+    assert torch.get_default_dtype() == torch.float32
