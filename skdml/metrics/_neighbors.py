@@ -109,7 +109,7 @@ def _keys(idx, qrows, ref_keys, query_keys):
 
 
 def _settle(vals, idx, floor, qrows, depth, order_depth, cuts, full, frame, ref_keys,
-            query_keys, repaired=None):
+            query_keys, repaired=None, keyed=False):
     """Certify (and where needed repair) the order of listed candidates.
 
     Returns ``ok`` (rows settled with this list) and ``idx`` reordered in place.
@@ -119,7 +119,10 @@ def _settle(vals, idx, floor, qrows, depth, order_depth, cuts, full, frame, ref_
     candidate. The uncertified pairs are few, and only they are visited.
     ``floor``: per row, a value at or below every unlisted reference's (from
     :func:`~skdml.metrics._select.smallest`). ``repaired``: a list to which the
-    number of candidates sent to the float64 pass is appended.
+    number of candidates sent to the float64 pass is appended. ``keyed``: the list
+    holds the ``L`` smallest references by (value, index) (the host selection of
+    :func:`~skdml.metrics._select.smallest`, or a full sort), so that in an exact
+    frame every unlisted reference comes after every listed one.
     """
     n_rows, L = idx.shape
     v = frame.estimate(vals, qrows)
@@ -150,10 +153,15 @@ def _settle(vals, idx, floor, qrows, depth, order_depth, cuts, full, frame, ref_
             np.greater(gap, (s_hi + s_lo)[:, None], out=sep[:, :-1])
         del gap
     # v is sorted: the positions provably before every unlisted reference form a prefix
-    with np.errstate(invalid="ignore"):
-        limit = beyond - s_hi
-        limit = np.where(np.isfinite(limit), limit - 2.0 ** -50 * np.abs(limit), limit)
-        n_before = np.count_nonzero(v < limit[:, None], axis=1)
+    if frame.exact and keyed:
+        # exact values listed by (value, index): an unlisted reference's value is larger,
+        # or equal with a larger index (a tie with the floor is ordered, not uncertain)
+        n_before = np.count_nonzero(np.isfinite(v), axis=1)
+    else:
+        with np.errstate(invalid="ignore"):
+            limit = beyond - s_hi
+            limit = np.where(np.isfinite(limit), limit - 2.0 ** -50 * np.abs(limit), limit)
+            n_before = np.count_nonzero(v < limit[:, None], axis=1)
     pos = np.arange(L)
     sep &= pos < n_before[:, None]
     eligible = sep & (pos >= depth[:, None] - 1)
@@ -250,7 +258,8 @@ def _rank_block(D, qrows, depth, order_depth, cuts, frame, ref_keys, query_keys,
             rows = pending[first:first + chunk_rows]
             vals, idx, floor = smallest(D, rows, L, full)
             ok, idx = _settle(vals, idx, floor, qrows[rows], depth[rows], order_depth[rows], cuts,
-                              full, frame, ref_keys, query_keys, repaired)
+                              full, frame, ref_keys, query_keys, repaired,
+                              keyed=full or D.device.type == "cpu")
             result[rows[ok]] = idx[ok, :k]
             retry.append(rows[~ok])
         pending = np.concatenate(retry)

@@ -188,9 +188,11 @@ def _sorted_keys(part, L, full):
                 out[good] = table[:, :L] - (np.flatnonzero(good) * n_ref)[:, None]
             todo &= ~good
     if todo.any():
-        rest = part[todo]
-        cand = np.argpartition(rest, L - 1, axis=1)[:, :L]
-        keys = _order_keys(np.take_along_axis(rest, cand, axis=1), cand)
+        # a partition of the unique (value, index) keys: the L smallest in that order (where
+        # the values tie past the list, the lowest columns), and no slow selection on tied
+        # rows (np.argpartition took 7-9x longer on rows of equal values)
+        keys = _order_keys(part[todo], np.arange(n_ref)[None, :])
+        keys = np.partition(keys, L - 1, axis=1)[:, :L] if L < n_ref else keys
         keys.sort(axis=1)
         out[todo] = keys
     return out
