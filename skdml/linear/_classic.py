@@ -232,6 +232,18 @@ def check_classic_input(estimator, X, y):
 N_CONSTRAINTS = {"n_constraints": [StrictInterval(Integral, 1, None, closed="left"), None]}
 
 
+def n_constraints_doc(what):
+    """The docstring entry of ``n_constraints``: ``what`` are the constraints drawn."""
+    return f"""    n_constraints : int, default=None
+        {what}; ``None``: ``20 * n_classes ** 2`` (metric-learn's default), at
+        most the pairs that exist. The default grows with the square of the
+        number of classes: with many small classes it reaches every ordered pair
+        of samples (4 million at 2,000 samples in classes of 2, each pair held as
+        two rows of ``X``: time and memory quadratic in the samples), so pass a
+        number there.
+"""
+
+
 def constraint_count(n_constraints, y):
     """``n_constraints``, or for ``None`` metric-learn's default, ``20 * n_classes ** 2``."""
     return 20 * len(np.unique(y)) ** 2 if n_constraints is None else n_constraints

@@ -17,6 +17,7 @@ from ._classic import (
     N_CONSTRAINTS,
     SupervisedPairsMixin,
     components_from_metric,
+    n_constraints_doc,
     prior_metric,
     unique_points,
 )
@@ -328,9 +329,7 @@ class ITML_Supervised(SupervisedPairsMixin, _ITMLMixin, BaseMahalanobis):
 
     Parameters
     ----------
-{params}    n_constraints : int, default=None
-        Pairs of each kind; ``None``: ``20 * n_classes ** 2`` (metric-learn's default).
-
+{params}{n_constraints}
     Attributes
     ----------
     components_ : ndarray of shape (n_features, n_features)
@@ -371,4 +370,5 @@ class ITML_Supervised(SupervisedPairsMixin, _ITMLMixin, BaseMahalanobis):
 if ITML.__doc__ is not None:  # docstrings kept (not python -OO)
     ITML.__doc__ = ITML.__doc__.replace("{params}", _PARAMS_DOC.replace("{extra}", ""))
     ITML_Supervised.__doc__ = ITML_Supervised.__doc__.replace(
+        "{n_constraints}", n_constraints_doc("Pairs of each kind")).replace(
         "{params}", _PARAMS_DOC.replace("{extra}", ", and the pairs"))

@@ -20,6 +20,7 @@ from ._classic import (
     SupervisedMixin,
     components_from_metric,
     constraint_count,
+    n_constraints_doc,
     prior_metric,
     unique_points,
     warn_if_prior_kept,
@@ -225,9 +226,7 @@ class LSML_Supervised(SupervisedMixin, _LSMLMixin, BaseMahalanobis):
 
     Parameters
     ----------
-{params}    n_constraints : int, default=None
-        Quadruplets; ``None``: ``20 * n_classes ** 2`` (metric-learn's default).
-
+{params}{n_constraints}
     Attributes
     ----------
     components_ : ndarray of shape (n_features, n_features)
@@ -275,4 +274,5 @@ class LSML_Supervised(SupervisedMixin, _LSMLMixin, BaseMahalanobis):
 if LSML.__doc__ is not None:  # docstrings kept (not python -OO)
     LSML.__doc__ = LSML.__doc__.replace("{params}", _PARAMS_DOC.replace("{extra}", ""))
     LSML_Supervised.__doc__ = LSML_Supervised.__doc__.replace(
+        "{n_constraints}", n_constraints_doc("Quadruplets")).replace(
         "{params}", _PARAMS_DOC.replace("{extra}", ", and the quadruplets"))

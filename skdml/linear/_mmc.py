@@ -18,6 +18,7 @@ from ._classic import (
     N_CONSTRAINTS,
     SupervisedPairsMixin,
     components_from_metric,
+    n_constraints_doc,
     prior_metric,
     unique_points,
 )
@@ -365,9 +366,7 @@ class MMC_Supervised(SupervisedPairsMixin, _MMCMixin, BaseMahalanobis):
 
     Parameters
     ----------
-{params}    n_constraints : int, default=None
-        Pairs of each kind; ``None``: ``20 * n_classes ** 2`` (metric-learn's default).
-
+{params}{n_constraints}
     Attributes
     ----------
     components_ : ndarray of shape (n_features, n_features)
@@ -408,4 +407,5 @@ class MMC_Supervised(SupervisedPairsMixin, _MMCMixin, BaseMahalanobis):
 if MMC.__doc__ is not None:  # docstrings kept (not python -OO)
     MMC.__doc__ = MMC.__doc__.replace("{params}", _PARAMS_DOC.replace("{extra}", ""))
     MMC_Supervised.__doc__ = MMC_Supervised.__doc__.replace(
+        "{n_constraints}", n_constraints_doc("Pairs of each kind")).replace(
         "{params}", _PARAMS_DOC.replace("{extra}", ", and the pairs"))

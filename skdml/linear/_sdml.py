@@ -18,6 +18,7 @@ from ._classic import (
     N_CONSTRAINTS,
     SupervisedPairsMixin,
     components_from_metric,
+    n_constraints_doc,
     prior_metric,
     unique_points,
     warn_if_prior_kept,
@@ -205,9 +206,7 @@ class SDML_Supervised(SupervisedPairsMixin, _SDMLMixin, BaseMahalanobis):
 
     Parameters
     ----------
-{params}    n_constraints : int, default=None
-        Pairs of each kind; ``None``: ``20 * n_classes ** 2`` (metric-learn's default).
-
+{params}{n_constraints}
     Attributes
     ----------
     components_ : ndarray of shape (n_features, n_features)
@@ -248,4 +247,5 @@ class SDML_Supervised(SupervisedPairsMixin, _SDMLMixin, BaseMahalanobis):
 if SDML.__doc__ is not None:  # docstrings kept (not python -OO)
     SDML.__doc__ = SDML.__doc__.replace("{params}", _PARAMS_DOC.replace("{extra}", ""))
     SDML_Supervised.__doc__ = SDML_Supervised.__doc__.replace(
+        "{n_constraints}", n_constraints_doc("Pairs of each kind")).replace(
         "{params}", _PARAMS_DOC.replace("{extra}", ", and the pairs"))
