@@ -19,15 +19,22 @@ _TORCH_RNG_LOCK = threading.RLock()
 _DEVICE_TYPES = ("cpu", "cuda", "mps")
 
 
+#: torch's default dtype is process-wide: fits in several threads share one saved value,
+#: set by the first to enter and put back by the last to leave.
+_DTYPE_LOCK = threading.Lock()
+_DTYPE_USERS = [0, None]  # fits inside torch_fit_modes, the caller's default dtype
+
+
 @contextmanager
 def torch_fit_modes():
     """torch's global modes as a training fit needs them, whatever the caller set; restored after.
 
-    Autograd on and inference mode off: a fit called inside the user's
-    ``torch.no_grad()`` or ``torch.inference_mode()`` block built its losses
-    without a graph ("element 0 of tensors does not require grad"). float32 as
-    the default dtype: under ``torch.set_default_dtype(torch.float64)`` the deep
-    learner built a float64 network for its float32 inputs. Also a decorator.
+    Autograd on and inference mode off (per thread): a fit called inside the
+    user's ``torch.no_grad()`` or ``torch.inference_mode()`` block built its
+    losses without a graph ("element 0 of tensors does not require grad").
+    float32 as the default dtype (process-wide, restored when the last fit of
+    any thread leaves): under ``torch.set_default_dtype(torch.float64)`` the
+    deep learner built a float64 network for its float32 inputs. Also a decorator.
 
     Examples
     --------
@@ -35,13 +42,19 @@ def torch_fit_modes():
     ...     torch.is_grad_enabled(), torch.get_default_dtype()
     (True, torch.float32)
     """
-    previous = torch.get_default_dtype()
-    with torch.inference_mode(False), torch.enable_grad():
-        torch.set_default_dtype(torch.float32)
-        try:
+    with _DTYPE_LOCK:
+        if _DTYPE_USERS[0] == 0:
+            _DTYPE_USERS[1] = torch.get_default_dtype()
+            torch.set_default_dtype(torch.float32)
+        _DTYPE_USERS[0] += 1
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
             yield
-        finally:
-            torch.set_default_dtype(previous)
+    finally:
+        with _DTYPE_LOCK:
+            _DTYPE_USERS[0] -= 1
+            if _DTYPE_USERS[0] == 0:
+                torch.set_default_dtype(_DTYPE_USERS[1])
 
 
 def resolve_device(device) -> torch.device:

@@ -69,3 +69,33 @@ def test_the_modes_are_restored_after_an_error():
             raise RuntimeError("boom")
         assert not torch.is_grad_enabled()
     assert torch.get_default_dtype() == torch.float32
+
+
+def test_fits_in_several_threads_put_the_callers_dtype_back_once_all_have_left():
+    # the default dtype is process-wide: a fit that left first put the caller's float64 back
+    # under a fit still running, and the last one to leave left float32 for good
+    import threading
+
+    torch.set_default_dtype(torch.float64)
+    try:
+        entered, release = threading.Barrier(3), threading.Event()
+        seen = []
+
+        def fit():
+            with torch_fit_modes():
+                entered.wait()
+                release.wait()
+                seen.append(torch.get_default_dtype())
+
+        threads = [threading.Thread(target=fit) for _ in range(2)]
+        for t in threads:
+            t.start()
+        entered.wait()
+        assert torch.get_default_dtype() == torch.float32
+        release.set()
+        for t in threads:
+            t.join()
+        assert seen == [torch.float32, torch.float32]
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(torch.float32)
