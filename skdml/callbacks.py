@@ -61,6 +61,7 @@ from __future__ import annotations
 import contextvars
 import copy
 import inspect
+import io
 import pickle
 
 import cloudpickle
@@ -77,6 +78,34 @@ _COPYING = contextvars.ContextVar("skdml_copying_callbacks", default=False)
 _SAVED = "_callbacks_pickle"
 
 
+_OWNER = "skdml-callbacks-owner"
+
+
+def _dump_callbacks(callbacks, owner):
+    """``callbacks`` pickled by value; a reference to ``owner`` (a callback that keeps the
+    estimator it watched) is a token, not a nested copy of the estimator."""
+    buffer = io.BytesIO()
+
+    class Pickler(cloudpickle.Pickler):
+        def persistent_id(self, obj):
+            return _OWNER if obj is owner else None
+
+    Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(callbacks)
+    return buffer.getvalue()
+
+
+def _load_callbacks(saved, owner):
+    """The callbacks of :func:`_dump_callbacks`, their references to the estimator on ``owner``."""
+
+    class Unpickler(pickle.Unpickler):
+        def persistent_load(self, pid):
+            if pid != _OWNER:
+                raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
+            return owner
+
+    return Unpickler(io.BytesIO(saved)).load()
+
+
 class CallbackStateMixin:
     """A fitted estimator pickles its callbacks by value (internal; see the module's notes).
 
@@ -91,7 +120,7 @@ class CallbackStateMixin:
         if callbacks is None or not fitted or _COPYING.get():
             return state
         try:
-            saved = cloudpickle.dumps(callbacks)
+            saved = _dump_callbacks(callbacks, self)
         except Exception as exc:  # noqa: BLE001 (any pickling failure: the model still saves)
             warn_user(f"{type(self).__name__} is saved with callbacks=None: its callbacks "
                       f"cannot be pickled ({type(exc).__name__}: {exc}).")
@@ -103,7 +132,7 @@ class CallbackStateMixin:
         if saved is not None:
             state = {k: v for k, v in state.items() if k != _SAVED}
             try:
-                state["callbacks"] = pickle.loads(saved)
+                state["callbacks"] = _load_callbacks(saved, self)
             except Exception as exc:  # noqa: BLE001 (a class the loading process lacks)
                 warn_user(f"{type(self).__name__} loads with callbacks=None: the callbacks it "
                           f"was saved with cannot be rebuilt here ({type(exc).__name__}: "

@@ -32,9 +32,12 @@ def torch_fit_modes():
     Autograd on and inference mode off (per thread): a fit called inside the
     user's ``torch.no_grad()`` or ``torch.inference_mode()`` block built its
     losses without a graph ("element 0 of tensors does not require grad").
-    float32 as the default dtype (process-wide, restored when the last fit of
-    any thread leaves): under ``torch.set_default_dtype(torch.float64)`` the
-    deep learner built a float64 network for its float32 inputs. Also a decorator.
+    float32 as the default dtype: under ``torch.set_default_dtype(torch.float64)``
+    the deep learner built a float64 network for its float32 inputs. torch's
+    default dtype is process-wide, so it is touched only when the caller's is not
+    float32 (torch's own default: then nothing changes): from the first fit to
+    enter until the last of any thread leaves, other threads see float32 too.
+    Also a decorator.
 
     Examples
     --------
@@ -45,6 +48,7 @@ def torch_fit_modes():
     with _DTYPE_LOCK:
         if _DTYPE_USERS[0] == 0:
             _DTYPE_USERS[1] = torch.get_default_dtype()
+        if _DTYPE_USERS[1] != torch.float32:
             torch.set_default_dtype(torch.float32)
         _DTYPE_USERS[0] += 1
     try:
@@ -53,7 +57,7 @@ def torch_fit_modes():
     finally:
         with _DTYPE_LOCK:
             _DTYPE_USERS[0] -= 1
-            if _DTYPE_USERS[0] == 0:
+            if _DTYPE_USERS[0] == 0 and _DTYPE_USERS[1] != torch.float32:
                 torch.set_default_dtype(_DTYPE_USERS[1])
 
 

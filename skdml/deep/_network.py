@@ -194,6 +194,14 @@ def probe_backbone(backbone, sample):
     """
     from torch.utils.flop_counter import FlopCounterMode
 
+    wrong = sorted({str(t.dtype) for t in (*backbone.parameters(), *backbone.buffers())
+                    if t.is_floating_point() and t.dtype != sample.dtype})
+    if wrong:
+        # torch's own error names matrices: "mat1 and mat2 must have the same dtype"
+        raise ValueError(
+            f"The backbone holds {' and '.join(wrong)} parameters or buffers; the learner "
+            f"trains in {sample.dtype} (its inputs are {sample.dtype}): pass backbone.float() "
+            "(a module built under torch.set_default_dtype(torch.float64) is float64).")
     backbone.eval()
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:

@@ -432,7 +432,9 @@ def nearest_neighbors(X, k, *, X_ref=None, metric="euclidean", batch_size=None, 
     The order is that of the float64 distances ``sum((x_r - x_q) ** 2)`` (or
     ``sum((u_r - u_q) ** 2)`` of the rows ``u = x / ||x||``, which is ``2 - 2 cos``
     with the digits ``1 - cos`` loses near 1) then index, computed after an exact
-    power-of-two rescaling where squares would overflow. Rigorous error bounds
+    power-of-two rescaling of the data (so that no square overflows, and tiny
+    values do not underflow to a tie: ``[[0], [3e-170], [1e-170]]`` ranks 2
+    before 1 from 0, where unscaled squares both underflow to 0). Rigorous error bounds
     on the float32 values decide which candidates need the float64 pass; on
     ordinary data it touches few of them.
 

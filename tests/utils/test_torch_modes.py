@@ -99,3 +99,22 @@ def test_fits_in_several_threads_put_the_callers_dtype_back_once_all_have_left()
         assert torch.get_default_dtype() == torch.float64
     finally:
         torch.set_default_dtype(torch.float32)
+
+
+def test_the_default_dtype_is_not_touched_when_it_is_float32(monkeypatch):
+    # torch's default dtype is process-wide: a fit set it (and put it back) even when it
+    # was float32 already, so a thread that changed it during the fit saw it reset
+    calls = []
+    monkeypatch.setattr(torch, "set_default_dtype", lambda dtype: calls.append(dtype))
+    with torch_fit_modes():
+        pass
+    assert calls == []
+
+
+def test_a_float64_backbone_is_refused_by_name():
+    # torch's error named matrices: "mat1 and mat2 must have the same dtype"
+    backbone = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU()).double()
+    X, y = _data()
+    with pytest.raises(ValueError, match=r"float64 parameters .* pass backbone.float\(\)"):
+        DeepMetricTransformer(backbone=backbone, n_components=2, max_iter=1, device="cpu",
+                              random_state=0).fit(X, y)
