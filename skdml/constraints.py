@@ -139,10 +139,15 @@ class Constraints:
         c, d : ndarray of shape (n_negative,)
             Indices of the two samples of each dissimilar pair.
         """
+        return self._positive_negative_pairs(n_constraints, same_length, random_state)
+
+    def _positive_negative_pairs(self, n_constraints, same_length, random_state, warn=True):
+        """:meth:`positive_negative_pairs`; ``warn=False``: no warning when fewer exist (a
+        learner's default count, "at most the pairs that exist", is no request of the user's)."""
         n_constraints = _positive_int(n_constraints, "n_constraints")
         rng = check_random_state(random_state)
-        a, b = self._pairs(n_constraints, True, rng)
-        c, d = self._pairs(n_constraints, False, rng)
+        a, b = self._pairs(n_constraints, True, rng, warn)
+        c, d = self._pairs(n_constraints, False, rng, warn)
         if same_length and len(a) != len(c):
             n = min(len(a), len(c))
             a, b, c, d = a[:n], b[:n], c[:n], d[:n]
@@ -166,11 +171,16 @@ class Constraints:
         y : ndarray of shape (n_pairs,)
             +1 for the similar pairs (first), -1 for the dissimilar ones.
         """
-        a, b, c, d = self.positive_negative_pairs(n_constraints, same_length, random_state)
+        return self._labeled_pairs(n_constraints, same_length, random_state)
+
+    def _labeled_pairs(self, n_constraints, same_length, random_state, warn=True):
+        """:meth:`labeled_pairs`, ``warn`` as in :meth:`_positive_negative_pairs`."""
+        a, b, c, d = self._positive_negative_pairs(n_constraints, same_length, random_state,
+                                                   warn)
         pairs = np.vstack([np.column_stack([a, b]), np.column_stack([c, d])])
         return pairs, np.r_[np.ones(len(a), dtype=np.int64), -np.ones(len(c), dtype=np.int64)]
 
-    def _pairs(self, n_constraints, same, rng):
+    def _pairs(self, n_constraints, same, rng, warn=True):
         classes, n = self._classes, len(self._classes)
         if n == 0:
             raise ValueError("No labelled sample: every label is unknown_label.")
@@ -207,7 +217,7 @@ class Constraints:
                 free = np.setdiff1d(_all_pair_codes(classes, counts, same), found,
                                     assume_unique=True)
                 found = np.r_[found, rng.permutation(free)[:n_constraints - len(found)]]
-            if len(found) < n_constraints:
+            if len(found) < n_constraints and warn:
                 exist = "exist" if population <= MAX_ENUMERATED_PAIRS else "could be drawn"
                 warn_user(f"Only {len(found)} distinct {kind} pairs {exist} (requested "
                           f"{n_constraints}).")

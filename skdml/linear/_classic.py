@@ -236,7 +236,8 @@ def n_constraints_doc(what):
     """The docstring entry of ``n_constraints``: ``what`` are the constraints drawn."""
     return f"""    n_constraints : int, default=None
         {what}; ``None``: ``20 * n_classes ** 2`` (metric-learn's default), at
-        most the pairs that exist. The default grows with the square of the
+        most the pairs that exist (an explicit number that cannot be met warns,
+        the default does not). The default grows with the square of the
         number of classes: with many small classes it reaches every ordered pair
         of samples (4 million at 2,000 samples in classes of 2, each pair held as
         two rows of ``X``: time and memory quadratic in the samples), so pass a
@@ -256,9 +257,9 @@ def supervised_pairs(X, y, n_constraints, random_state, name):
     """
     from ..constraints import Constraints
 
-    n_constraints = constraint_count(n_constraints, y)
-    idx, labels = Constraints(y, unknown_label=None).labeled_pairs(
-        n_constraints, random_state=random_state)
+    # the default count is "at most the pairs that exist": no warning when fewer do
+    idx, labels = Constraints(y, unknown_label=None)._labeled_pairs(
+        constraint_count(n_constraints, y), False, random_state, warn=n_constraints is not None)
     if not np.any(labels == 1):
         raise ValueError(f"{name}: no class has 2 samples, so no similar pair can be drawn.")
     return X[idx], labels

@@ -262,9 +262,9 @@ class LSML_Supervised(SupervisedMixin, _LSMLMixin, BaseMahalanobis):
     def _fit_labels(self, X, y, rng):
         from ..constraints import Constraints
 
-        n = constraint_count(self.n_constraints, y)
-        a, b, c, d = Constraints(y, unknown_label=None).positive_negative_pairs(
-            n, same_length=True, random_state=rng)
+        a, b, c, d = Constraints(y, unknown_label=None)._positive_negative_pairs(
+            constraint_count(self.n_constraints, y), True, rng,
+            warn=self.n_constraints is not None)  # the default: at most the pairs that exist
         if len(a) == 0:
             raise ValueError("LSML_Supervised: no class has 2 samples, so no similar pair can "
                              "be drawn.")

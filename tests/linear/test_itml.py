@@ -197,3 +197,25 @@ def test_itml_refuses_a_constant_X():
 
     with pytest.raises(ValueError, match="every pair joins two equal points"):
         ITML_Supervised(random_state=0).fit(np.ones((30, 3)), np.repeat([0, 1, 2], 10))
+
+
+def test_the_default_constraint_count_caps_quietly_and_an_explicit_one_warns():
+    # AT&T at the defaults warned "Only 3600 distinct similar pairs exist (requested
+    # 32000)": the default is "at most the pairs that exist", no request of the user's
+    import warnings
+
+    from skdml.linear import LSML_Supervised, MMC_Supervised
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(6), 4)  # 72 ordered similar pairs < 20 * 6 ** 2 = 720
+    X = rng.randn(24, 3) + y[:, None]
+    for make in (lambda n: ITML_Supervised(n_constraints=n, max_iter=5, random_state=0),
+                 lambda n: MMC_Supervised(n_constraints=n, max_iter=5, random_state=0),
+                 lambda n: LSML_Supervised(n_constraints=n, max_iter=5, random_state=0)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            warnings.filterwarnings("ignore", category=ConvergenceWarning)
+            quiet = make(None).fit(X, y)
+        with pytest.warns(UserWarning, match="Only 72 distinct similar pairs exist"):
+            loud = make(720).fit(X, y)
+        np.testing.assert_array_equal(quiet.components_, loud.components_)
