@@ -440,8 +440,11 @@ class SUML(BaseMahalanobis):
         if self.verbose and self.max_iter:
             from tqdm.auto import tqdm
 
+            # tol and the gradient's tolerance end most runs early: the total (max_iter) and
+            # its ETA are upper bounds, and the label says so (as the epoch learners' bars)
             bar = tqdm(total=self.max_iter, unit="iter", dynamic_ncols=True,
-                       desc="SUML" if batch_index is None else f"SUML batch {batch_index}")
+                       desc="SUML (at most)" if batch_index is None
+                       else f"SUML batch {batch_index} (at most)")
         while n_iter < self.max_iter and not converged:
             window = min(self.n_iter_no_change, self.max_iter - n_iter)
             with thread_limits(flops_per_step=flops):
