@@ -28,8 +28,21 @@ from sklearn.utils import check_random_state
 
 from ._base import check_not_constant
 
-__all__ = ["InputSpace", "initial_components", "orthonormal_rows", "polar", "qr_retraction",
+__all__ = ["InputSpace", "check_n_reduce", "initial_components", "orthonormal_rows", "polar", "qr_retraction",
            "reduce_input"]
+
+
+def check_n_reduce(n_reduce, n_components):
+    """An int ``n_reduce`` (every learner's one meaning): the PCA reduction's exact dimension.
+
+    Refused below ``n_components``: the input cannot be reduced below the embedding
+    (SUML once raised such a value to ``n_components`` where ECAML and JRD refused it).
+    """
+    if n_reduce < n_components:
+        raise ValueError(
+            f"n_reduce={n_reduce} is smaller than n_components={n_components}: the input "
+            "cannot be reduced below the embedding dimension.")
+    return int(n_reduce)
 
 
 def reduce_input(X, n_dims, random_state=None):

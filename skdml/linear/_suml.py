@@ -17,7 +17,7 @@ from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import (BaseMahalanobis, check_n_components, warn_if_orthogonal_is_euclidean,
                     warn_if_outlying_rows)
-from ._preprocessing import InputSpace
+from ._preprocessing import InputSpace, check_n_reduce
 from ._suml_objective import SUMLObjective, sample_triplets
 
 #: Stop when the Riemannian gradient norm falls below this (a stationary point).
@@ -115,8 +115,9 @@ class SUML(BaseMahalanobis):
         ``O(N d^2)`` per evaluation), folded into ``components_`` so that
         :meth:`transform` stays one linear map of the raw input. ``"auto"``
         reduces to ``max(n_components, 256)`` dimensions when the input has
-        more; an int reduces to ``max(n_components, n_reduce)``; ``None`` never
-        reduces.
+        more; an int reduces to that many dimensions (as in ECAML and JRD: at
+        least ``n_components``, which defaults to at most ``n_reduce``);
+        ``None`` never reduces.
     init : {"pca", "random"}, default="pca"
         ``"pca"``: ``L`` starts at the leading principal directions and ``S``
         at ``[I/2; I/2]`` (synthetic points are midpoints). ``"random"``:
@@ -365,7 +366,9 @@ class SUML(BaseMahalanobis):
         elif self.n_reduce == "auto":
             target = max(n_components, 256)
         else:
-            target = max(n_components, int(self.n_reduce))
+            if self.n_components is None:  # a reduction to n_reduce leaves that many directions
+                n_components = min(n_components, int(self.n_reduce))
+            target = check_n_reduce(self.n_reduce, n_components)
         warn_if_outlying_rows(X, "SUML")
         # the optimisation stays in the span of the data (at most n_samples dimensions)
         space, Xr = InputSpace.fit(X, target, rng)

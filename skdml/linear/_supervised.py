@@ -40,7 +40,8 @@ from .._utils._params import StrictInterval
 from ..callbacks import CallbackStateMixin, UserCallbacks, check_callbacks
 from ._base import (BaseMahalanobis, check_init_array, check_n_components, warn_if_outlying_rows,
                     warn_if_orthogonal_is_euclidean)
-from ._preprocessing import InputSpace, initial_components, polar, qr_retraction
+from ._preprocessing import (InputSpace, check_n_reduce, initial_components, polar,
+                             qr_retraction)
 from ._validation import (choose_run, improves, knn_purity, knn_sample_scores,
                           unseen_query_scores)
 
@@ -225,10 +226,8 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
         n_reduce = self.n_reduce
         if n_reduce == "auto":
             n_reduce = n_samples if n_features > n_samples >= n_components else None
-        elif n_reduce is not None and n_reduce < n_components:
-            raise ValueError(
-                f"n_reduce={n_reduce} is smaller than n_components={n_components}: the input "
-                "cannot be reduced below the embedding dimension.")
+        elif n_reduce is not None:
+            n_reduce = check_n_reduce(n_reduce, n_components)
         space, X_t = InputSpace.fit(X, n_reduce, rng)
         if space.dim < n_components:
             raise ValueError(

@@ -476,8 +476,9 @@ def test_one_progress_bar_over_the_whole_fit_ends_at_its_total(digits, capsys):
     est = SUML(n_components=5, n_triplets=300, random_state=0, verbose=1).fit(X[:300])
     err = capsys.readouterr().err.replace("\r", "\n")
     assert est.n_iter_ < est.max_iter  # stopped early: the bar ends at what it ran
-    assert set(re.findall(r"SUML:\s+0%\|[^|]*\| 0/(\d+)", err)) == {"300"}
-    assert re.findall(r"SUML: 100%\|[^|]*\| (\d+)/(\d+)", err)[-1] == (str(est.n_iter_),) * 2
+    assert set(re.findall(r"SUML \(at most\):\s+0%\|[^|]*\| 0/(\d+)", err)) == {"300"}
+    ends = re.findall(r"SUML \(at most\): 100%\|[^|]*\| (\d+)/(\d+)", err)
+    assert ends[-1] == (str(est.n_iter_),) * 2
 
 
 def test_partial_fit_cannot_switch_the_manifold_of_a_started_model(digits):
@@ -538,3 +539,24 @@ def test_suml_fits_with_numpy_errors_raised(solver):
     with np.errstate(all="raise"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         SUML(2, max_iter=5, n_triplets=100, solver=solver, random_state=0).fit(X)
+
+
+def test_n_reduce_means_what_it_means_in_ecaml_and_jrd():
+    # SUML raised an int n_reduce below n_components to n_components, where ECAML and JRD
+    # refuse it: one name, two meanings
+    from skdml import ECAML
+
+    rng = np.random.RandomState(0)
+    X = rng.rand(60, 40)
+    y = np.repeat(np.arange(3), 20)
+    for est in (SUML(n_components=16, n_reduce=8, max_iter=2, random_state=0),
+                ECAML(n_components=16, n_reduce=8, max_iter=2, random_state=0)):
+        with pytest.raises(ValueError, match="n_reduce=8 is smaller than n_components=16"):
+            est.fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        suml = SUML(n_reduce=8, n_triplets=100, max_iter=2, random_state=0).fit(X)
+        ecaml = ECAML(n_reduce=8, max_iter=2, random_state=0).fit(X, y)
+    # n_components=None: at most n_reduce
+    assert suml.components_.shape[0] == ecaml.components_.shape[0] == 8
+    assert suml.projection_.shape == (8, 40)  # reduced to exactly n_reduce
