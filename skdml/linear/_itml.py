@@ -10,6 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import StrOptions
 
+from .._training._progress import IterationBar
 from .._utils import warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
@@ -153,53 +154,54 @@ def bregman_projections(pos, neg, A0, bounds, gamma, max_iter, tol, verbose=0):
     lam_old = lam.copy()
     gamma_proj = 1.0 if np.isinf(gamma) else gamma / (gamma + 1.0)
     A = np.asfortranarray(A0, dtype=np.float64).copy(order="F")  # upper triangle kept current
-    for it in range(1, max_iter + 1):
-        for b0 in range(0, n, BLOCK):
-            b1 = min(b0 + BLOCK, n)
-            Vb, sb, xb = V[b0:b1], sign[b0:b1], xi[b0:b1]
-            p_ref = np.einsum("ij,ij->i", Vb @ _symmetric(A), Vb)
-            # log of the growth (similar pairs) or shrinkage (dissimilar) of v^T A v that
-            # keeps a constraint satisfied; -inf where it holds dual weight
-            with np.errstate(divide="ignore"):
-                room = np.log(np.where(sb > 0, xb / (p_ref * (1 + _MARGIN)),
-                                       p_ref * (1 - _MARGIN) / xb))
-            room[lam[b0:b1] > 0] = -np.inf
-            grow = shrink = 0.0  # log hi, -log lo: the bounds of p / p_ref so far
-            cap = _SLACK
-            todo = np.flatnonzero(room < cap)
-            c = 0
-            while c < len(todo):
-                k = todo[c]
-                c += 1
-                i = b0 + k
-                v, delta = V[i], sign[i]
-                Av = dsymv(1.0, A, v, lower=0)
-                p = float(v @ Av)
-                alpha = min(lam[i], delta * gamma_proj * (1.0 / p - 1.0 / xi[i]))
-                if alpha == 0.0:  # satisfied with no dual weight: nothing changes
-                    continue
-                lam[i] -= alpha
-                beta = delta * alpha / (1.0 - delta * alpha * p)
-                xi[i] = 1.0 / (1.0 / xi[i] + delta * alpha / gamma)
-                A = dsyr(beta, Av, a=A, lower=0, overwrite_a=1)
-                f = 1.0 + beta * p  # > 0
-                if f > 1.0:
-                    grow += np.log(f)
-                else:
-                    shrink -= np.log(f)
-                if max(grow, shrink) >= cap:  # the list of candidates is no longer sure
-                    cap = max(grow, shrink) + _SLACK
-                    todo = k + 1 + np.flatnonzero(room[k + 1:] < cap)
-                    c = 0
-        total = lam.sum() + lam_old.sum()
-        if total == 0:  # every constraint already satisfied
-            return _symmetric(A), it, True
-        change = np.abs(lam_old - lam).sum() / total
-        if verbose:
-            print(f"ITML sweep {it}: relative change {change:.3g}")
-        if change < tol:
-            return _symmetric(A), it, True
-        lam_old = lam.copy()
+    with IterationBar(verbose, max_iter, "ITML", unit="sweep") as bar:
+        for it in range(1, max_iter + 1):
+            for b0 in range(0, n, BLOCK):
+                b1 = min(b0 + BLOCK, n)
+                Vb, sb, xb = V[b0:b1], sign[b0:b1], xi[b0:b1]
+                p_ref = np.einsum("ij,ij->i", Vb @ _symmetric(A), Vb)
+                # log of the growth (similar pairs) or shrinkage (dissimilar) of v^T A v that
+                # keeps a constraint satisfied; -inf where it holds dual weight
+                with np.errstate(divide="ignore"):
+                    room = np.log(np.where(sb > 0, xb / (p_ref * (1 + _MARGIN)),
+                                           p_ref * (1 - _MARGIN) / xb))
+                room[lam[b0:b1] > 0] = -np.inf
+                grow = shrink = 0.0  # log hi, -log lo: the bounds of p / p_ref so far
+                cap = _SLACK
+                todo = np.flatnonzero(room < cap)
+                c = 0
+                while c < len(todo):
+                    k = todo[c]
+                    c += 1
+                    i = b0 + k
+                    v, delta = V[i], sign[i]
+                    Av = dsymv(1.0, A, v, lower=0)
+                    p = float(v @ Av)
+                    alpha = min(lam[i], delta * gamma_proj * (1.0 / p - 1.0 / xi[i]))
+                    if alpha == 0.0:  # satisfied with no dual weight: nothing changes
+                        continue
+                    lam[i] -= alpha
+                    beta = delta * alpha / (1.0 - delta * alpha * p)
+                    xi[i] = 1.0 / (1.0 / xi[i] + delta * alpha / gamma)
+                    A = dsyr(beta, Av, a=A, lower=0, overwrite_a=1)
+                    f = 1.0 + beta * p  # > 0
+                    if f > 1.0:
+                        grow += np.log(f)
+                    else:
+                        shrink -= np.log(f)
+                    if max(grow, shrink) >= cap:  # the list of candidates is no longer sure
+                        cap = max(grow, shrink) + _SLACK
+                        todo = k + 1 + np.flatnonzero(room[k + 1:] < cap)
+                        c = 0
+            total = lam.sum() + lam_old.sum()
+            if total == 0:  # every constraint already satisfied
+                return _symmetric(A), it, True
+            change = np.abs(lam_old - lam).sum() / total
+            bar.update()
+            bar.line(f"ITML sweep {it}: relative change {change:.3g}")
+            if change < tol:
+                return _symmetric(A), it, True
+            lam_old = lam.copy()
     return _symmetric(A), max_iter, False
 
 
@@ -232,7 +234,10 @@ _PARAMS_DOC = """\
         5th and 95th percentiles of the squared Euclidean distances between
         the samples (Davis et al.; at most 2000 samples drawn).
     verbose : int, default=0
-        Print the change of every sweep.
+        ``1`` shows a progress bar over ``max_iter`` sweeps, labelled "(at
+        most)" (``tol`` usually ends the fit earlier); ``2`` also prints the change of
+        every sweep
+        (metric-learn's lines at its ``verbose=True``).
     random_state : int, RandomState instance or None, default=None
         Draws ``prior="random"`` and the samples of the bounds{extra}.
 """

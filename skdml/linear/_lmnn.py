@@ -13,6 +13,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
+from .._training._progress import IterationBar
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis, check_n_components, check_not_constant
@@ -75,7 +76,10 @@ class LMNN(BaseMahalanobis):
         accuracy (k=1 and 10) of 1e-5 in half the time, within 3% of its loss;
         1e-5 ran into ``max_iter`` on AT&T.
     verbose : int, default=0
-        Print L-BFGS's progress.
+        ``1`` shows a progress bar over ``max_iter`` iterations, labelled "(at
+        most)" (``tol`` usually ends the fit earlier); ``2`` also prints the loss at
+        every L-BFGS iteration
+        (metric-learn's lines at its ``verbose=True``).
     random_state : int, RandomState instance or None, default=None
         Draws ``init="random"``.
 
@@ -192,13 +196,15 @@ class LMNN(BaseMahalanobis):
             if self.max_iter == 0:
                 L, self.n_iter_ = L0, 0
             else:
-                def show(_):
-                    print(f"LMNN iteration: loss {history[-1]:.6g}")
+                with IterationBar(self.verbose, self.max_iter, "LMNN") as bar:
+                    def show(_):
+                        bar.update()
+                        bar.line(f"LMNN iteration {bar.n}: loss {history[-1]:.6g}")
 
-                result = minimize(fun, L0.ravel(), jac=True, method="L-BFGS-B",
-                                  callback=show if self.verbose else None,
-                                  options={"maxiter": self.max_iter, "ftol": self.tol,
-                                           "gtol": 0.0})
+                    result = minimize(fun, L0.ravel(), jac=True, method="L-BFGS-B",
+                                      callback=show if self.verbose else None,
+                                      options={"maxiter": self.max_iter, "ftol": self.tol,
+                                               "gtol": 0.0})
                 # n_iter_ >= 1: a start already optimal took one (checking) iteration
                 L, self.n_iter_ = result.x.reshape(dim, d), max(int(result.nit), 1)
                 # the iteration budget, not a tolerance, stopped it (tol=0: as asked)

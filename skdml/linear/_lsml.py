@@ -12,6 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import StrOptions
 
+from .._training._progress import IterationBar
 from .._utils import thread_limits, torch_fit_modes, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
@@ -76,6 +77,7 @@ class _LSMLMixin:
         L0 = components_from_metric(P)
         d = L0.shape[1]
         args = [torch.tensor(a, dtype=torch.float64) for a in (vab, vcd, w, np.linalg.inv(P))]
+        bar = IterationBar(self.verbose, self.max_iter, type(self).__name__)
         with thread_limits(flops_per_step=4.0 * len(vab) * d * d):
             def fun(flat):
                 L = torch.tensor(flat.reshape(d, d), requires_grad=True)
@@ -83,16 +85,17 @@ class _LSMLMixin:
                 if not torch.isfinite(value):  # a singular step: the line search backs off
                     return np.inf, np.zeros_like(flat)
                 value.backward()
-                if self.verbose:
-                    print(f"{type(self).__name__} loss {float(value):.6g}")
+                bar.line(f"{type(self).__name__} loss {float(value.detach()):.6g}")
                 return float(value.detach()), L.grad.numpy().ravel()
 
 
             L, self.n_iter_ = L0, 0
             if self.max_iter:
-                result = minimize(fun, L0.ravel(), jac=True, method="L-BFGS-B",
-                                  options={"maxiter": self.max_iter, "ftol": self.tol,
-                                           "gtol": 0.0})
+                with bar:
+                    result = minimize(fun, L0.ravel(), jac=True, method="L-BFGS-B",
+                                      callback=lambda _: bar.update(),
+                                      options={"maxiter": self.max_iter, "ftol": self.tol,
+                                               "gtol": 0.0})
                 # n_iter_ >= 1: a start already optimal took one (checking) iteration
                 L, self.n_iter_ = result.x.reshape(d, d), max(int(result.nit), 1)
                 if result.status == 1 and self.tol > 0:  # tol=0: max_iter asked for
@@ -123,7 +126,10 @@ _PARAMS_DOC = """\
         L-BFGS stops when the relative decrease of the loss is below ``tol``
         (``0``: ``max_iter`` iterations, asked for, so no ``ConvergenceWarning``).
     verbose : int, default=0
-        Print the loss at every evaluation.
+        ``1`` shows a progress bar over ``max_iter`` iterations, labelled "(at
+        most)" (``tol`` usually ends the fit earlier); ``2`` also prints the loss at
+        every evaluation
+        (metric-learn's lines at its ``verbose=True``).
     random_state : int, RandomState instance or None, default=None
         Draws ``prior="random"``{extra}.
 """

@@ -12,6 +12,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import validate_data
 
+from .._training._progress import IterationBar
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import (BaseMahalanobis, check_n_components, check_not_constant,
@@ -59,7 +60,10 @@ class MLKR(BaseMahalanobis):
         L-BFGS stops when the relative decrease of the loss is below ``tol``
         (``0``: ``max_iter`` iterations, asked for, so no ``ConvergenceWarning``).
     verbose : int, default=0
-        Print the loss at every iteration.
+        ``1`` shows a progress bar over ``max_iter`` iterations, labelled "(at
+        most)" (``tol`` usually ends the fit earlier); ``2`` also prints the loss at
+        every evaluation
+        (metric-learn's lines at its ``verbose=True``).
     random_state : int, RandomState instance or None, default=None
         Draws ``init="random"``.
 
@@ -175,19 +179,22 @@ class MLKR(BaseMahalanobis):
                     if not np.isfinite(value):
                         raise FloatingPointError(f"MLKR: non-finite loss ({value}); the fit is "
                                                  "discarded. Scale the input.")
-                    if self.verbose:
-                        print(f"MLKR loss {value:.6g}")
+                    bar.line(f"MLKR loss {value:.6g}")
                     last.clear()
                     last[key] = value, grad.ravel()
                 value, grad = last[key]
                 return value, grad.copy()
 
-            self.initial_loss_ = fun(L0.ravel())[0]
-            L, self.n_iter_, self.loss_ = L0, 0, self.initial_loss_
+            bar = IterationBar(self.verbose, self.max_iter, "MLKR")
+            with bar:
+                self.initial_loss_ = fun(L0.ravel())[0]
+                L, self.n_iter_, self.loss_ = L0, 0, self.initial_loss_
+                if self.max_iter:
+                    result = minimize(fun, L0.ravel(), jac=True, method="L-BFGS-B",
+                                      callback=lambda _: bar.update(),
+                                      options={"maxiter": self.max_iter, "ftol": self.tol,
+                                               "gtol": 0.0})
             if self.max_iter:
-                result = minimize(fun, L0.ravel(), jac=True, method="L-BFGS-B",
-                                  options={"maxiter": self.max_iter, "ftol": self.tol,
-                                           "gtol": 0.0})
                 # n_iter_ >= 1: a start already optimal took one (checking) iteration
                 L, self.n_iter_ = result.x.reshape(dim, d), max(int(result.nit), 1)
                 self.loss_ = float(result.fun)

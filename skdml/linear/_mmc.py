@@ -11,6 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
+from .._training._progress import IterationBar
 from .._utils import thread_limits, torch_fit_modes, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
@@ -194,30 +195,31 @@ class _MMCMixin:
         A, A_old, g_old = A0.copy(), None, -np.inf
         alpha, M = 0.1, None  # metric-learn's initial step size
         self.n_iter_, delta = 0, np.inf
-        for cycle in range(self.max_iter):
-            A, n_eigh = _project_constraints(A, W, t)
-            g = _log_spread(A, neg, gradient=False, eps=eps)[0]
-            if A_old is None or g > g_old + _RESOLUTION:
-                # an improving step: lengthen the next one; move on from here
-                alpha *= 1.05
-                A_old, g_old = A, g
-                M = direction(A)[1]
-                if M is None:
-                    self.n_iter_, delta = cycle + 1, 0.0
+        with IterationBar(self.verbose, self.max_iter, name) as bar:
+            for cycle in range(self.max_iter):
+                A, n_eigh = _project_constraints(A, W, t)
+                g = _log_spread(A, neg, gradient=False, eps=eps)[0]
+                if A_old is None or g > g_old + _RESOLUTION:
+                    # an improving step: lengthen the next one; move on from here
+                    alpha *= 1.05
+                    A_old, g_old = A, g
+                    M = direction(A)[1]
+                    if M is None:
+                        self.n_iter_, delta = cycle + 1, 0.0
+                        break
+                    A = A_old + alpha * M
+                else:
+                    # no gain beyond the resolution after projection: halve the step, retry from
+                    # the last point
+                    alpha /= 2.0
+                    A = A_old + alpha * M
+                self.n_iter_ = cycle + 1
+                delta = alpha / np.linalg.norm(A_old)  # ||alpha M|| / ||A_old||, ||M|| = 1
+                bar.update()
+                bar.line(f"{name} iteration {cycle}: log spread {g_old:.6g}, step {delta:.3g}, "
+                         f"{n_eigh} eigendecompositions")
+                if delta < self.tol:
                     break
-                A = A_old + alpha * M
-            else:
-                # no gain beyond the resolution after projection: halve the step, retry from
-                # the last point
-                alpha /= 2.0
-                A = A_old + alpha * M
-            self.n_iter_ = cycle + 1
-            delta = alpha / np.linalg.norm(A_old)  # ||alpha M|| / ||A_old||, ||M|| = 1
-            if self.verbose:
-                print(f"{name} iteration {cycle}: log spread {g_old:.6g}, step {delta:.3g}, "
-                      f"{n_eigh} eigendecompositions")
-            if delta < self.tol:
-                break
         if self.max_iter == 0:
             return _project_constraints(A0, W, t)[0]
         if delta >= self.tol and self.tol > 0:  # tol=0: max_iter steps asked for
@@ -238,15 +240,16 @@ class _MMCMixin:
             if not torch.isfinite(value):
                 return np.inf, np.zeros_like(flat)
             value.backward()
-            if self.verbose:
-                print(f"{name} objective {float(value):.6g}")
+            bar.line(f"{name} objective {float(value.detach()):.6g}")
             return float(value.detach()), L.grad.numpy().ravel()
 
         self.n_iter_ = 0
         if not self.max_iter:
             return x0
-        result = minimize(fun, x0, jac=True, method="L-BFGS-B",
-                          options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 0.0})
+        with IterationBar(self.verbose, self.max_iter, name) as bar:
+            result = minimize(fun, x0, jac=True, method="L-BFGS-B",
+                              callback=lambda _: bar.update(),
+                              options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 0.0})
         # n_iter_ >= 1: a start already optimal took one (checking) iteration
         self.n_iter_ = max(int(result.nit), 1)
         if result.status == 1 and self.tol > 0:  # tol=0: max_iter asked for
@@ -277,7 +280,10 @@ _PARAMS_DOC = """\
     diagonal_c : float, default=1.0
         Weight of the dissimilar pairs' term when ``diagonal=True``.
     verbose : int, default=0
-        Print the objective at every evaluation.
+        ``1`` shows a progress bar over ``max_iter`` iterations, labelled "(at
+        most)" (``tol`` usually ends the fit earlier); ``2`` also prints the
+        objective at every iteration
+        (metric-learn's lines at its ``verbose=True``).
     random_state : int, RandomState instance or None, default=None
         Draws ``init="random"``{extra}.
 """

@@ -28,8 +28,8 @@ from sklearn.utils import check_random_state
 
 from ._base import check_not_constant
 
-__all__ = ["InputSpace", "check_n_reduce", "initial_components", "orthonormal_rows", "polar", "qr_retraction",
-           "reduce_input"]
+__all__ = ["InputSpace", "check_n_reduce", "initial_components", "orthonormal_rows", "polar",
+           "qr_retraction", "reduce_input"]
 
 
 def check_n_reduce(n_reduce, n_components):

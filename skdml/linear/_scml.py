@@ -13,6 +13,7 @@ from sklearn.preprocessing import normalize
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import StrOptions
 
+from .._training._progress import IterationBar
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
 from ._classic import SupervisedMixin, components_from_metric
@@ -180,32 +181,36 @@ def rda_weights(dist_diff, beta, gamma, max_iter, batch_size, output_iter, rng, 
     if dist_diff.dist is not None:
         pass_span = max(1, len(dist_diff.dist) // (4 * batch_size))
     it, c, streak = 0, 0, 0
-    while it < max_iter:
-        if pass_span is not None and streak >= pass_span:
-            span = min(max_iter - it, max(streak, pass_span))
-            iters = it + np.flatnonzero(
-                dist_diff.may_violate(used([it, it + span - 1]))[draws[it:it + span]].any(axis=1))
-        else:
-            span = min(max_iter - it, _GATHER)
-            iters = np.arange(it, it + span)
-        j, active_rows = first_hit(iters)
-        quiet_end = it + span if j is None else j
-        while c < len(checks) and checks[c] < quiet_end:
-            kept[c] = used(checks[c] + 1)
-            c += 1
-        if j is None:
-            it, streak = quiet_end, streak + span
-            continue
-        grad = active_rows.sum(axis=0) / batch_size
-        G += grad
-        ada = np.sqrt(ada * ada + grad * grad)
-        scale = 1.0 / (gamma * (1e-3 + ada))
-        if c < len(checks) and checks[c] == j:
-            kept[c] = used(j + 1)
-            c += 1
-        it, streak = j + 1, 0
+    with IterationBar(verbose, max_iter, name, may_stop_early=False) as bar:
+        while it < max_iter:
+            if pass_span is not None and streak >= pass_span:
+                span = min(max_iter - it, max(streak, pass_span))
+                may = dist_diff.may_violate(used([it, it + span - 1]))
+                iters = it + np.flatnonzero(may[draws[it:it + span]].any(axis=1))
+            else:
+                span = min(max_iter - it, _GATHER)
+                iters = np.arange(it, it + span)
+            j, active_rows = first_hit(iters)
+            quiet_end = it + span if j is None else j
+            while c < len(checks) and checks[c] < quiet_end:
+                kept[c] = used(checks[c] + 1)
+                c += 1
+            if j is None:
+                it, streak = quiet_end, streak + span
+                bar.to(it)
+                continue
+            grad = active_rows.sum(axis=0) / batch_size
+            G += grad
+            ada = np.sqrt(ada * ada + grad * grad)
+            scale = 1.0 / (gamma * (1e-3 + ada))
+            if c < len(checks) and checks[c] == j:
+                kept[c] = used(j + 1)
+                c += 1
+            it, streak = j + 1, 0
+            bar.to(it)
     values = dist_diff.objectives(kept, beta)
-    if verbose:
+    if verbose >= 2:  # metric-learn's lines (its verbose=True): the objective is evaluated
+        # once, at the end, for every kept weight vector
         for i, value in zip(checks, values):
             print(f"[{name}] iteration {i + 1}: objective {value:.6f}")
     best = int(np.argmin(values))
@@ -359,7 +364,9 @@ _PARAMS_DOC = """\
     batch_size : int, default=10
         Triplets per stochastic iteration.
     verbose : int, default=0
-        Print the objective at every evaluation.
+        ``1`` shows a progress bar over the ``max_iter`` iterations (every one
+        runs); ``2`` also prints the objective at every evaluation, once
+        the run has ended (metric-learn's lines at its ``verbose=True``).
     random_state : int, RandomState instance or None, default=None
         Draws the bases and the batches. As in metric-learn, an integer seed
         restarts for each step (the basis, then the batches: both draw the same

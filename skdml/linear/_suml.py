@@ -13,6 +13,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import validate_data
 
 from .._training import SOLVERS, NonFiniteLossError, run_manopt
+from .._training._progress import IterationBar
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval
 from ._base import (BaseMahalanobis, check_n_components, warn_if_orthogonal_is_euclidean,
@@ -439,22 +440,17 @@ class SUML(BaseMahalanobis):
         flops = 4.0 * objective.X_u.shape[0] * d * d
         n_iter, history, converged, descended, windows = 0, [], False, False, 0
         cost = start_cost = float(objective.cost(*point))
-        bar = None  # one bar over every window of the run (each window's own was 10 steps)
-        if self.verbose and self.max_iter:
-            from tqdm.auto import tqdm
-
-            # tol and the gradient's tolerance end most runs early: the total (max_iter) and
-            # its ETA are upper bounds, and the label says so (as the epoch learners' bars)
-            bar = tqdm(total=self.max_iter, unit="iter", dynamic_ncols=True,
-                       desc="SUML (at most)" if batch_index is None
-                       else f"SUML batch {batch_index} (at most)")
+        # one bar over every window of the run (each window's own was 10 steps); tol and the
+        # gradient's tolerance end most runs early: its total and ETA are upper bounds
+        progress = IterationBar(self.verbose, self.max_iter,
+                                "SUML" if batch_index is None else f"SUML batch {batch_index}")
         while n_iter < self.max_iter and not converged:
             window = min(self.n_iter_no_change, self.max_iter - n_iter)
             with thread_limits(flops_per_step=flops):
                 run = run_manopt(manifold, objective.cost, gradient, point,
                                  euclidean_hessian=hessian, solver=self.solver,
                                  max_iter=window, tol=GRADIENT_TOL, verbose=self.verbose,
-                                 desc="SUML", bar=bar)
+                                 desc="SUML", bar=progress.bar)
             point = list(run.point)
             new_cost = float(objective.cost(*point))
             history += [dict(r, iteration=r["iteration"] + n_iter) for r in run.history
@@ -470,14 +466,10 @@ class SUML(BaseMahalanobis):
                 converged = False  # max_iter ended a window before tol could judge it
             descended = descended or fast
             cost = new_cost
-            if bar is not None:  # windows that stopped early: the bar shows the iterations run
-                bar.n = min(n_iter, bar.total)
-                bar.refresh()
+            progress.to(n_iter)  # windows that stopped early: the bar shows the iterations run
             if run.n_iter == 0:  # no step from here: another window would take none either
                 break
-        if bar is not None:  # an early stop ends the bar at its own total, reached
-            bar.total = bar.n
-            bar.close()
+        progress.close()  # an early stop ends the bar at its own total, reached
         run.converged, run.n_iter, run.history = converged, n_iter, history
         L, S = point
         if not (np.isfinite(start_cost) and np.isfinite(cost)
