@@ -8,6 +8,8 @@
   ``_checkpoint_lock``: one fit per checkpoint path, checked writable before training.
 - :func:`run_manopt` (``_manopt``): the one pymanopt runner (SUML and the linear
   ``conjugate_gradient`` solver).
+- :class:`~skdml._training._progress.IterationBar` (``_progress``): the one progress bar of
+  the solvers that iterate to ``max_iter`` (SUML, the classic learners).
 - :class:`ClassBalancedBatchSampler` (``_sampler``): P x K batch plans.
 - ``_splits``: the validation hold-outs.
 - ``_schedules``: learning-rate schedules (torch schedulers stepped per batch).
