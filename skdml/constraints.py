@@ -243,6 +243,11 @@ class Constraints:
         triplets : ndarray of shape (n_triplets, 3)
             Sample indices.
         """
+        return self._knntriplets(X, k_genuine, k_impostor)
+
+    def _knntriplets(self, X, k_genuine, k_impostor, warn=True):
+        """:meth:`generate_knntriplets`; ``warn=False``: no warning for small classes (a
+        learner's defaults, which it documents, are no request of the user's)."""
         X = check_array(X, dtype=np.float64)
         if len(X) != len(self.partial_labels):
             raise ValueError(f"X has {len(X)} samples but the labels {len(self.partial_labels)}.")
@@ -253,7 +258,7 @@ class Constraints:
         for c in range(classes.max(initial=-1) + 1):
             members, others = known[classes == c], known[classes != c]
             kg, ki = min(k_genuine, len(members) - 1), min(k_impostor, len(others))
-            if (kg, ki) != (k_genuine, k_impostor):
+            if (kg, ki) != (k_genuine, k_impostor) and warn:
                 label = self.partial_labels[members[0]]
                 label = label.item() if isinstance(label, np.generic) else label
                 warn_user(f"Class {label!r} gives {kg} genuine and "

@@ -189,7 +189,72 @@ def test_overlapping_sections_give_each_thread_back_its_own_torch_size(clean_thr
     for w in workers:
         w.join()
     assert sizes["first after"] == sizes["first before"], sizes
-    assert sizes["second after"] == sizes["second before"], sizes
+    # the second thread may have started inside the first's section, at its reduced size
+    # (torch starts a thread at the last size set anywhere): it gets the process's back
+    assert sizes["second after"] == sizes["first before"], sizes
+
+
+def test_a_thread_new_to_torch_inside_another_section_gets_the_process_size_back(
+        clean_thread_env):
+    # a pool thread whose first torch call fell inside another thread's section kept
+    # torch's size 1 for good, and, ending last, gave 1 to every later new thread
+    import threading
+    if not _threads._torch_threads_per_thread():
+        pytest.skip("torch's thread count is process-wide in this build")
+    if torch.get_num_threads() < 2:
+        pytest.skip("one thread already")
+    process_size = torch.get_num_threads()
+    inside, second_done, sizes = threading.Event(), threading.Event(), {}
+
+    def first():
+        with thread_limits(1):
+            inside.set()
+            second_done.wait()
+
+    def second():
+        inside.wait()
+        sizes["found"] = torch.get_num_threads()  # started inside the first's section
+        with thread_limits(1):
+            pass
+        sizes["after"] = torch.get_num_threads()
+        second_done.set()
+
+    def in_a_new_thread():
+        out = []
+        t = threading.Thread(target=lambda: out.append(torch.get_num_threads()))
+        t.start()
+        t.join()
+        return out[0]
+
+    workers = [threading.Thread(target=f) for f in (first, second)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sizes["after"] == process_size, sizes
+    assert in_a_new_thread() == process_size
+
+
+def test_the_load_measure_is_safe_in_two_threads():
+    # two sections measuring at once: "deque mutated during iteration"
+    import threading
+    import time
+
+    errors = []
+
+    def measure():
+        try:
+            for _ in range(20000):
+                _threads._own_rate(time.monotonic(), time.process_time())
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=measure) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not errors
 
 
 def test_small_steps_run_on_one_thread(clean_thread_env):

@@ -188,10 +188,14 @@ _LOAD_CACHE_S = 1.0
 _LOAD_CACHE = {"value": None, "at": 0.0}
 
 
+_OWN_LOCK = threading.Lock()  # sections starting in two threads: one reads, one appends
+
+
 def _own_rate(now, cpu):
     """Average number of this process's busy threads over about the last minute."""
-    then = [s for s in _OWN_SAMPLES if now - s[0] >= 1.0]
-    _OWN_SAMPLES.append((now, cpu))
+    with _OWN_LOCK:  # "deque mutated during iteration" when two threads measured at once
+        then = [s for s in _OWN_SAMPLES if now - s[0] >= 1.0]
+        _OWN_SAMPLES.append((now, cpu))
     if not then:
         return 0.0
     recent = [s for s in then if now - s[0] <= _OWN_WINDOW]
@@ -344,6 +348,12 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
             # a limit the user set on the BLAS pools (threadpoolctl) caps every section
             sizes = [lib.num_threads for lib in pools.lib_controllers]
             _SHARED["blas_cap"] = min(sizes) if sizes else None
+        elif not stack:
+            # this thread's first section while another thread's runs: a thread new to torch
+            # took that section's reduced size as its own (torch starts new threads at the
+            # last size set in any thread), and gave it back for good, to itself and, as the
+            # last size set, to every later new thread: the process's size is the one to keep
+            torch_before = _SHARED["torch"]
         if _SHARED["blas_cap"] is not None:
             wanted = min(wanted, _SHARED["blas_cap"])
         if _SHARED["active"] == 0:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import warnings
 
-__all__ = ["warn_user"]
+__all__ = ["quiet_warnings", "warn_user"]
 
 #: Frames in these packages are skipped: a warning raised inside ``fit`` (through
 #: scikit-learn's ``Pipeline``, whose steps joblib's ``Memory`` calls, ``GridSearchCV`` or
@@ -39,3 +40,32 @@ def warn_user(message, category=UserWarning):
     True
     """
     warnings.warn(message, category, stacklevel=_user_stacklevel())
+
+
+#: One skdml section at a time may swap the process's warning filters (below).
+_FILTERS_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def quiet_warnings(*filters):
+    """Ignore the warnings ``filters`` describe (``warnings.filterwarnings`` keyword dicts)
+    in the block: scikit-learn's and torch's own messages that skdml says better, or that do
+    not apply.
+
+    Before Python 3.14, ``warnings.catch_warnings`` swaps process-wide state and puts
+    back what it found on exit, so two sections that overlap in two threads restore each
+    other's filters: after two SDML fits in two threads, every later warning of the
+    process was swallowed. skdml's sections take one lock, so they never overlap each
+    other; a warning another thread raises during a section still meets its filters
+    (Python's limit), so the sections are kept short and narrow.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with quiet_warnings({"message": "noise", "category": UserWarning}):
+    ...     warnings.warn("noise")          # not shown
+    """
+    with _FILTERS_LOCK, warnings.catch_warnings():
+        for spec in filters:
+            warnings.filterwarnings("ignore", **spec)
+        yield

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import torch
 from sklearn.utils.multiclass import check_classification_targets
 from torch.utils.data import DataLoader, Dataset
 
-from .._utils import check_label_input, check_orderable_labels, keep_label_types
+from .._utils import (check_label_input, check_orderable_labels, keep_label_types,
+                      quiet_warnings)
 
 __all__ = ["as_source", "dataset_labels", "first_items", "input_shape_of", "make_loader",
            "prepare_source", "to_model_input"]
@@ -171,10 +171,11 @@ def as_source(X):
     """A float32 tensor of model inputs from a validated array (no copy when possible)."""
     shape = input_shape_of(X.shape[1:])
     X = np.ascontiguousarray(X, dtype=np.float32)
-    with warnings.catch_warnings():  # a read-only array (a joblib memmap in GridSearchCV):
-        # the tensor is only read, so torch's "not writable" warning does not apply
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        return torch.from_numpy(X).reshape((X.shape[0],) + shape)
+    if not X.flags.writeable:  # a read-only array (a joblib memmap in GridSearchCV): the
+        # tensor is only read, so torch's "not writable" warning does not apply
+        with quiet_warnings({"message": "The given NumPy array is not writable"}):
+            return torch.from_numpy(X).reshape((X.shape[0],) + shape)
+    return torch.from_numpy(X).reshape((X.shape[0],) + shape)
 
 
 def first_items(source, n=2):

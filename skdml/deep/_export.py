@@ -7,7 +7,6 @@ import functools
 import inspect
 import io
 import os
-import warnings
 
 import numpy as np
 import torch
@@ -15,7 +14,7 @@ from sklearn.utils._param_validation import StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
-from .._utils import atomic_write_bytes, check_output_file
+from .._utils import atomic_write_bytes, check_output_file, quiet_warnings
 
 __all__ = ["export_embedding"]
 
@@ -99,12 +98,11 @@ class _GreyImages(nn.Module):
 
 
 def _torchscript(wrapper, x, check, grey=False):
-    with warnings.catch_warnings():
+    with quiet_warnings({"category": torch.jit.TracerWarning},
+                        {"category": DeprecationWarning}):
         # shape checks inside the network turn into constants: the exported model takes
         # the fitted sample shape only, which ``check`` verifies at another batch size.
         # (recent torch deprecates TorchScript; the user chose it, the docs say so.)
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
         traced = torch.jit.trace(wrapper, x, check_trace=False)
         if grey:  # scripted around the trace: the rank test stays a test, not a constant
             traced = torch.jit.script(_GreyImages(traced))
@@ -140,9 +138,8 @@ def _onnx(wrapper, x, check):
                           "format='torchscript' needs nothing beyond torch.") from None
     _torchscript(wrapper, x, check)  # the exporter records this trace: check it reproduces
     buffer = io.BytesIO()
-    with warnings.catch_warnings():  # the TorchScript-based exporter: needs onnx only
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
+    with quiet_warnings({"category": torch.jit.TracerWarning},  # the TorchScript-based
+                        {"category": DeprecationWarning}):        # exporter: needs onnx only
         # torch >= 2.9 defaults to the torch.export-based exporter, which needs onnxscript
         legacy = {"dynamo": False} if "dynamo" in inspect.signature(
             torch.onnx.export).parameters else {}

@@ -3,7 +3,6 @@ rank-one metrics, learned on triplets."""
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -531,10 +530,10 @@ class SCML_Supervised(SupervisedMixin, _SCMLMixin, BaseMahalanobis):
         from ..constraints import Constraints
 
         n, d = X.shape
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # small classes: fewer neighbours
-            triplets = Constraints(y, unknown_label=None).generate_knntriplets(
-                X, self.k_genuine, self.k_impostor)
+        # small classes: fewer neighbours, quietly (no catch_warnings: it is not thread-safe,
+        # and it silenced the user's UserWarnings after two fits in two threads)
+        triplets = Constraints(y, unknown_label=None)._knntriplets(
+            X, self.k_genuine, self.k_impostor, warn=False)
         if isinstance(self.basis, str) and self.basis == "lda":
             num_eig = min(len(self.classes_) - 1, d)
             # metric-learn's seeding: the k-means gets the integer seed itself, so ``rng``

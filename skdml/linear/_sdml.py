@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import warnings
+import threading
 from numbers import Integral, Real
 
 import numpy as np
@@ -11,7 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
-from .._utils import warn_user
+from .._utils import quiet_warnings, warn_user
 from .._utils._params import StrictInterval
 from ._base import BaseMahalanobis
 from ._classic import (
@@ -39,6 +39,12 @@ _CONSTRAINTS = {
 }
 
 
+def _alone():
+    """Whether this is the program's only thread (daemon threads aside: tqdm's monitor)."""
+    current = threading.current_thread()
+    return not any(t is not current and not t.daemon for t in threading.enumerate())
+
+
 class _SDMLMixin:
     def _sdml(self, pairs, y, rng):
         name = type(self).__name__
@@ -57,24 +63,30 @@ class _SDMLMixin:
         advice = ("lower balance_param (e.g. 1e-4), raise sparsity_param or use "
                   "prior='covariance'")
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", ConvergenceWarning)
+            # scikit-learn's ConvergenceWarning (said below, as SDML's, at the user's line)
+            with quiet_warnings({"category": ConvergenceWarning,
+                                 "module": r"sklearn\.covariance"}):
                 # scikit-learn's coordinate descent draws (and ignores) a number from numpy's
-                # global generator: a seeded fit must leave the user's stream where it was
-                global_state = np.random.get_state()
+                # global generator: a seeded fit leaves the user's stream where it was, when
+                # no other thread of the program could have drawn from it meanwhile (putting
+                # it back under another thread's draws repeated them)
+                global_state = np.random.get_state() if _alone() else None
                 try:
                     _, M, self.n_iter_ = graphical_lasso(
                         S, alpha=self.sparsity_param, max_iter=self.max_iter, tol=self.tol,
                         verbose=bool(self.verbose), return_n_iter=True)
                 finally:
-                    np.random.set_state(global_state)
+                    if global_state is not None and _alone():
+                        np.random.set_state(global_state)
         except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
             raise ValueError(
                 f"{name}: the graphical lasso failed ({exc}). The matrix it is given, the "
                 f"prior's inverse plus balance_param x the pairs' scatter, has smallest "
                 f"eigenvalue {self.min_eigenvalue_:.3g}; when it is negative the SDML problem "
                 f"may have no minimum: {advice}.") from exc
-        truncated = any(issubclass(w.category, ConvergenceWarning) for w in caught)
+        # its own iteration count, not the warnings recorded meanwhile (those of every thread;
+        # a run that converged at its very last iteration counts as cut short)
+        truncated = self.n_iter_ >= self.max_iter
         if not np.all(np.isfinite(M)) or np.linalg.eigvalsh((M + M.T) / 2).min() < 0:
             if self.min_eigenvalue_ < 0:  # the problem itself may have no minimum
                 advice = (f"the matrix it is given has smallest eigenvalue "
@@ -86,9 +98,6 @@ class _SDMLMixin:
                           f"max_iter (if that does not help: {advice})")
             raise ValueError(f"{name}: the graphical lasso returned a matrix that is not "
                              f"positive semi-definite; {advice}.")
-        for w in caught:  # scikit-learn's own warnings, re-issued at the user's line
-            if not issubclass(w.category, ConvergenceWarning):
-                warn_user(str(w.message), w.category)
         if truncated:
             warn_user(f"{name}: the graphical lasso did not converge in max_iter="
                       f"{self.max_iter} iterations; raise max_iter.", ConvergenceWarning)

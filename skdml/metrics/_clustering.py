@@ -11,7 +11,6 @@ of the 43 s of ``clustering_scores`` on 60,000 rows with 3,000 classes.
 from __future__ import annotations
 
 import math
-import warnings
 from numbers import Integral
 
 import numpy as np
@@ -22,7 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import validate_params
 from threadpoolctl import threadpool_limits
 
-from .._utils import choose_n_threads, thread_limits, warn_user
+from .._utils import choose_n_threads, quiet_warnings, thread_limits, warn_user
 from ._exact import centre_on_median
 from ._validation import check_embeddings, check_labels
 from .._utils._params import StrictInterval
@@ -189,11 +188,10 @@ def _kmeans(Z, n_clusters, random_state, n_init):
     flops = 2.0 * Z.shape[0] * n_clusters * Z.shape[1]
     with thread_limits(flops_per_step=flops), \
             threadpool_limits(choose_n_threads(flops), user_api="openmp"), \
-            warnings.catch_warnings():
+            quiet_warnings({"message": "Number of distinct clusters",
+                            "category": ConvergenceWarning}):
         # scikit-learn's ConvergenceWarning for fewer distinct points than clusters: no
         # optimiser was cut short; said below, once, as what it is
-        warnings.filterwarnings("ignore", message="Number of distinct clusters",
-                                category=ConvergenceWarning)
         if n_clusters <= SKLEARN_SEEDING_MAX_CLUSTERS or n_clusters > Z.shape[0]:
             labels = KMeans(n_clusters=n_clusters, n_init=n_init,
                             random_state=rng).fit_predict(Z)

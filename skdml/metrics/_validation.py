@@ -9,7 +9,6 @@ candidates.
 from __future__ import annotations
 
 import numbers
-import warnings
 
 import numpy as np
 import torch
@@ -174,8 +173,9 @@ def _joins_exactly(y, y_ref, dtype):
     for labels in (y, y_ref):
         if labels.dtype == dtype or labels.dtype.kind not in "biuf":
             continue
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # a float beyond the integer range: checked below
+        # a float beyond the integer range: checked below (numpy's cast warning is a floating
+        # point error, silenced by errstate; no catch_warnings, which is not thread-safe)
+        with np.errstate(all="ignore"):
             back = labels.astype(dtype).astype(labels.dtype)
         if not np.array_equal(back, labels):
             return False

@@ -5,6 +5,7 @@ import pytest
 from _classic_data import knn_score, noisy_classes
 from _metric_learn import needs_metric_learn, run_metric_learn
 from sklearn.datasets import load_iris
+from sklearn.exceptions import ConvergenceWarning
 
 from skdml.constraints import Constraints
 from skdml.linear import SDML, SDML_Supervised
@@ -115,3 +116,74 @@ def test_the_defaults_failure_names_the_missing_minimum_not_max_iter():
     X, y = load_iris(return_X_y=True)
     with pytest.raises(ValueError, match="smallest eigenvalue .* no minimum"):
         SDML_Supervised(max_iter=200, random_state=0).fit(X, y)
+
+
+def _iris_thirds():
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    return X[::3], y[::3]
+
+
+def test_two_fits_in_two_threads_leave_the_warnings_machinery_as_they_found_it():
+    # catch_warnings(record=True) swaps process-wide state: two overlapping sections
+    # restored each other's, and every later warning of the process went to a finished
+    # fit's list (3 of 3 runs)
+    import threading
+    import warnings
+
+    X, y = _iris_thirds()
+    impl, filters = warnings._showwarnmsg_impl, list(warnings.filters)
+
+    def fits():
+        for _ in range(60):
+            SDML_Supervised(balance_param=1e-4, prior="covariance", random_state=0).fit(X, y)
+
+    workers = [threading.Thread(target=fits) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert warnings._showwarnmsg_impl is impl
+    assert list(warnings.filters) == filters
+
+
+def test_convergence_is_read_from_the_iterations_not_from_warnings_of_other_threads(
+        monkeypatch):
+    # the fit recorded every thread's warnings and took another thread's ConvergenceWarning
+    # for its own: 57 of 60 converged fits said they had not
+    import warnings
+
+    import skdml.linear._sdml as sdml_module
+    from sklearn.covariance import graphical_lasso
+
+    def noisy(*args, **kwargs):  # a converged run, while "another thread" warns
+        warnings.warn("another thread's fit did not converge", ConvergenceWarning)
+        return graphical_lasso(*args, **kwargs)
+
+    monkeypatch.setattr(sdml_module, "graphical_lasso", noisy)
+    X, y = _iris_thirds()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        warnings.filterwarnings("ignore", message="another thread")
+        est = SDML_Supervised(balance_param=1e-4, prior="covariance", random_state=0).fit(X, y)
+    assert est.n_iter_ < est.max_iter
+
+
+def test_the_global_stream_is_not_put_back_under_another_thread(monkeypatch):
+    # putting numpy's global state back while another thread drew from it repeated that
+    # thread's draws (half of 3.3 million draws were repeats)
+    import threading
+
+    X, y = _iris_thirds()
+    put_back = []
+    monkeypatch.setattr(np.random, "set_state", lambda state: put_back.append(state))
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        SDML_Supervised(balance_param=1e-4, prior="covariance", random_state=0).fit(X, y)
+    finally:
+        release.set()
+        other.join()
+    assert put_back == []

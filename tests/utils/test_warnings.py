@@ -76,3 +76,32 @@ def test_a_checkpoint_that_cannot_be_locked_warns_at_the_users_line(tmp_path, mo
     caught = [w for w in _caught(lambda: est.fit(X.astype(np.float32), y), UserWarning)
               if "Cannot lock" in str(w.message)]
     assert caught and {w.filename for w in caught} == {__file__}
+
+
+def test_skdml_swaps_the_warning_filters_only_through_one_locked_section(monkeypatch):
+    # warnings.catch_warnings swaps process-wide state (before Python 3.14): sections of
+    # SCML and of the scorers' label check overlapping in two threads left their filters
+    # behind ('ignore' UserWarning; 'ignore' every Warning), silencing the user's warnings
+    import sys
+    import warnings
+
+    import numpy as np
+
+    from skdml.linear import SCML_Supervised
+    from skdml.metrics import recall_at_k
+
+    callers = []
+    real = warnings.catch_warnings
+
+    def spy(*args, **kwargs):
+        callers.append(sys._getframe(1).f_globals.get("__name__", ""))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(warnings, "catch_warnings", spy)
+    rng = np.random.RandomState(0)
+    y = np.r_[np.repeat(np.arange(3), 6), [3, 3]]  # a class of 2: fewer neighbours
+    X = rng.randn(len(y), 3) + y[:, None]
+    SCML_Supervised(n_basis=12, max_iter=50, output_iter=25, random_state=0).fit(X, y)
+    recall_at_k(X, y.astype(np.int8), 1, X_ref=X, y_ref=y.astype(np.float64))
+    ours = [c for c in callers if c.startswith("skdml") and c != "skdml._utils._warnings"]
+    assert ours == []
