@@ -17,5 +17,5 @@ __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "_THREAD_VARS", "as_float_tensor"
            "atomic_write_bytes", "check_label_input", "check_orderable_labels",
            "check_output_file", "choose_n_threads", "cuda_syncs", "evenly_spaced", "integer_ids",
            "is_missing_label", "keep_freed_buffers", "keep_label_types", "quiet_warnings",
-           "resolve_device", "thread_budget", "thread_limits", "torch_fit_modes", "torch_rng_scope", "torch_seed",
-           "transactional_fit", "warn_user"]
+           "resolve_device", "thread_budget", "thread_limits", "torch_fit_modes",
+           "torch_rng_scope", "torch_seed", "transactional_fit", "warn_user"]
