@@ -87,8 +87,8 @@ def lmnn_offset():
     X, y = rng.randn(60, 4), np.repeat(np.arange(3), 20)
     plain = linear("LMNN", max_iter=30).fit(X, y)
     shifted = linear("LMNN", max_iter=30).fit(X + 1e8, y)
-    check(abs(shifted.loss_ / plain.loss_ - 1) < 1e-6,
-          f"loss {shifted.loss_:.6g} at an offset of 1e8, {plain.loss_:.6g} without")
+    check(abs(shifted.objective_ / plain.objective_ - 1) < 1e-6,
+          f"loss {shifted.objective_:.6g} at an offset of 1e8, {plain.objective_:.6g} without")
 
 
 def jrd_batch_solver_stops_early():

@@ -90,9 +90,9 @@ class LMNN(BaseMahalanobis):
         The training samples' target neighbours (-1: none, in a small class).
     n_iter_ : int
         L-BFGS iterations run.
-    loss_ : float
+    objective_ : float
         The final loss.
-    initial_loss_ : float
+    initial_objective_ : float
         The loss at the start ``L``.
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
@@ -122,7 +122,7 @@ class LMNN(BaseMahalanobis):
     >>> from skdml.linear import LMNN
     >>> X, y = load_iris(return_X_y=True)
     >>> lmnn = LMNN(n_neighbors=3, max_iter=30).fit(X, y)
-    >>> lmnn.transform(X).shape, bool(lmnn.loss_ < lmnn.initial_loss_)
+    >>> lmnn.transform(X).shape, bool(lmnn.objective_ < lmnn.initial_objective_)
     ((150, 4), True)
     """
 
@@ -192,7 +192,7 @@ class LMNN(BaseMahalanobis):
                                              "discarded. Scale the input.")
                 return value, grad.numpy().ravel()
 
-            self.initial_loss_ = fun(L0.ravel())[0]
+            self.initial_objective_ = fun(L0.ravel())[0]
             if self.max_iter == 0:
                 L, self.n_iter_ = L0, 0
             else:
@@ -212,10 +212,10 @@ class LMNN(BaseMahalanobis):
                     warn_user(f"LMNN did not converge in max_iter={self.max_iter} L-BFGS "
                               "iterations; raise max_iter.", ConvergenceWarning)
         self.components_ = L
-        self.loss_ = float(fun(L.ravel())[0]) if self.max_iter else self.initial_loss_
+        self.objective_ = float(fun(L.ravel())[0]) if self.max_iter else self.initial_objective_
         # (a given start may be optimal already: a refit from a solution moves little)
         if self.max_iter and not isinstance(self.init, np.ndarray) and (
-                self.initial_loss_ - self.loss_ <= self.tol * abs(self.initial_loss_)):
+                self.initial_objective_ - self.objective_ <= self.tol * abs(self.initial_objective_)):
             warn_user("LMNN barely moved from its start: its loss fell by less than tol. "
                       "The hinge's unit margin is far from the scale of X (every impostor "
                       "active or none): standardise X (e.g. StandardScaler) before LMNN.")

@@ -102,8 +102,8 @@ class _LSMLMixin:
                     warn_user(f"{type(self).__name__} did not converge in max_iter="
                               f"{self.max_iter} L-BFGS iterations; raise max_iter.",
                               ConvergenceWarning)
-            self.loss_ = fun(L.ravel())[0] if np.all(np.isfinite(L)) else np.inf
-        if not np.isfinite(self.loss_):  # L-BFGS-B can report success from a NaN point
+            self.objective_ = fun(L.ravel())[0] if np.all(np.isfinite(L)) else np.inf
+        if not np.isfinite(self.objective_):  # L-BFGS-B can report success from a NaN point
             raise ValueError(f"{type(self).__name__}: the loss is not finite at the start or "
                              "where L-BFGS stopped (distances beyond float64's range); scale "
                              "the input towards unit size.")
@@ -154,7 +154,7 @@ class LSML(_LSMLMixin, BaseQuadrupletsLearner):
     ----------
     components_ : ndarray of shape (n_features, n_features)
     n_iter_ : int
-    loss_ : float
+    objective_ : float
         The final objective.
     n_features_in_ : int
     preprocessor_ : ndarray, callable or None
@@ -237,7 +237,7 @@ class LSML_Supervised(SupervisedMixin, _LSMLMixin, BaseMahalanobis):
     ----------
     components_ : ndarray of shape (n_features, n_features)
     n_iter_ : int
-    loss_ : float
+    objective_ : float
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)

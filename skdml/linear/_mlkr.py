@@ -71,9 +71,9 @@ class MLKR(BaseMahalanobis):
     ----------
     components_ : ndarray of shape (n_components, n_features)
     n_iter_ : int
-    loss_ : float
+    objective_ : float
         The final leave-one-out squared error.
-    initial_loss_ : float
+    initial_objective_ : float
         The same at the start.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -92,7 +92,7 @@ class MLKR(BaseMahalanobis):
     >>> X = rng.randn(80, 4)
     >>> y = np.sin(2 * X[:, 0])  # only feature 1 matters
     >>> mlkr = MLKR(max_iter=50).fit(X, y)
-    >>> bool(mlkr.loss_ < 0.5 * mlkr.initial_loss_)
+    >>> bool(mlkr.objective_ < 0.5 * mlkr.initial_objective_)
     True
     >>> weights = np.linalg.norm(mlkr.components_, axis=0)
     >>> int(np.argmax(weights))
@@ -187,8 +187,8 @@ class MLKR(BaseMahalanobis):
 
             bar = IterationBar(self.verbose, self.max_iter, "MLKR")
             with bar:
-                self.initial_loss_ = fun(L0.ravel())[0]
-                L, self.n_iter_, self.loss_ = L0, 0, self.initial_loss_
+                self.initial_objective_ = fun(L0.ravel())[0]
+                L, self.n_iter_, self.objective_ = L0, 0, self.initial_objective_
                 if self.max_iter:
                     result = minimize(fun, L0.ravel(), jac=True, method="L-BFGS-B",
                                       callback=lambda _: bar.update(),
@@ -197,11 +197,11 @@ class MLKR(BaseMahalanobis):
             if self.max_iter:
                 # n_iter_ >= 1: a start already optimal took one (checking) iteration
                 L, self.n_iter_ = result.x.reshape(dim, d), max(int(result.nit), 1)
-                self.loss_ = float(result.fun)
+                self.objective_ = float(result.fun)
                 if result.status == 1 and self.tol > 0:  # tol=0: max_iter asked for
                     warn_user(f"MLKR did not converge in max_iter={self.max_iter} L-BFGS "
                               "iterations; raise max_iter.", ConvergenceWarning)
-                flat = self.initial_loss_ - self.loss_ <= self.tol * abs(self.initial_loss_)
+                flat = self.initial_objective_ - self.objective_ <= self.tol * abs(self.initial_objective_)
                 if flat and np.ptp(y) > 0 and not isinstance(self.init, np.ndarray):
                     warn_user("MLKR barely moved from its start: its loss fell by less than "
                               "tol. At this scale of X the Gaussian kernel is flat (every "

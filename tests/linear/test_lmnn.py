@@ -76,7 +76,7 @@ def test_lmnn_learns():
     est = LMNN(max_iter=100)
     assert knn_score(est, X, y) > knn_score(None, X, y) + 0.2
     fitted = est.fit(X, y)
-    assert fitted.loss_ < 0.5 * fitted.initial_loss_
+    assert fitted.objective_ < 0.5 * fitted.initial_objective_
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -109,8 +109,8 @@ out["L"] = est.components_
             0.5)
     theirs = lmnn_loss_grad(torch.as_tensor(out["L"]), *args)[0]
     ours = LMNN(max_iter=300, tol=1e-7).fit(X, y)  # to the optimum
-    assert ours.loss_ <= theirs * 1.001
-    assert ours.loss_ == pytest.approx(lmnn_loss_grad(torch.as_tensor(ours.components_),
+    assert ours.objective_ <= theirs * 1.001
+    assert ours.objective_ == pytest.approx(lmnn_loss_grad(torch.as_tensor(ours.components_),
                                                       *args)[0])
 
 
@@ -173,7 +173,7 @@ def test_an_offset_changes_nothing():
     X, y = rng.randn(60, 4), np.repeat(np.arange(3), 20)
     plain = LMNN(max_iter=30, random_state=0).fit(X, y)
     shifted = LMNN(max_iter=30, random_state=0).fit(X + 1e8, y)
-    assert shifted.loss_ == pytest.approx(plain.loss_, rel=1e-8)
+    assert shifted.objective_ == pytest.approx(plain.objective_, rel=1e-8)
     np.testing.assert_allclose(shifted.components_, plain.components_, rtol=1e-6, atol=1e-8)
 
 

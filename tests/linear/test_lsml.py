@@ -60,7 +60,7 @@ def test_lsml_learns_quadruplets():
     start = LSML(max_iter=0).fit(X[q])
     est = LSML().fit(X[q])
     assert est.score(X2[q2]) > start.score(X2[q2]) + 0.1
-    assert est.n_iter_ >= 1 and np.isfinite(est.loss_)
+    assert est.n_iter_ >= 1 and np.isfinite(est.objective_)
     np.testing.assert_allclose(LSML(preprocessor=X).fit(q).components_, est.components_,
                                rtol=1e-6, atol=1e-8)
 

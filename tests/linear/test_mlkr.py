@@ -69,14 +69,14 @@ def test_mlkr_learns_the_relevant_features():
     X, y = _regression(n=100, seed=3)
     X = np.c_[X, 3.0 * np.random.RandomState(3).randn(100, 3)]  # + irrelevant noise
     est = MLKR(max_iter=100).fit(X, y)
-    assert est.loss_ < 0.3 * est.initial_loss_
+    assert est.objective_ < 0.3 * est.initial_objective_
     weights = np.linalg.norm(est.components_, axis=0)
     assert weights[:2].min() > 3 * weights[2:].max()
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_mlkr_evaluates_each_point_once(monkeypatch):
-    """initial_loss_ is the optimiser's first evaluation, not one more: every call of the loss
+    """initial_objective_ is the optimiser's first evaluation, not one more: every call of the loss
     is an evaluation L-BFGS-B counts (its nfev)."""
     from scipy import optimize
 
@@ -89,7 +89,7 @@ def test_mlkr_evaluates_each_point_once(monkeypatch):
     X, y = _regression()
     est = MLKR(max_iter=20).fit(X, y)
     assert len(calls) == nfev[0] > 1
-    assert est.initial_loss_ == pytest.approx(loss(np.eye(4), X, y), rel=1e-12)
+    assert est.initial_objective_ == pytest.approx(loss(np.eye(4), X, y), rel=1e-12)
 
 
 def test_mlkr_options_and_errors():
@@ -115,8 +115,8 @@ out["L"] = est.components_
 """, X=X, y=y)
     theirs = _loop_loss(out["L"], X, y)
     ours = MLKR(max_iter=200).fit(X, y)
-    assert ours.loss_ <= theirs * 1.01
-    assert ours.loss_ < 0.5 * ours.initial_loss_
+    assert ours.objective_ <= theirs * 1.01
+    assert ours.objective_ < 0.5 * ours.initial_objective_
 
 
 def test_mlkr_refuses_a_zero_start_and_runs_max_iter_quietly_with_tol_0():
@@ -175,7 +175,7 @@ def test_mlkr_that_barely_moves_from_its_start_says_to_standardise():
     X, y = load_wine(return_X_y=True)
     X = StandardScaler().fit_transform(X)
     est = MLKR().fit(X, y.astype(float))  # learns at unit scale, quietly
-    assert est.loss_ < 0.5 * est.initial_loss_
+    assert est.objective_ < 0.5 * est.initial_objective_
     with pytest.warns(UserWarning, match="standardise X"):  # every kernel weight 0
         MLKR().fit(X * 1e4, y.astype(float))
 
@@ -185,7 +185,7 @@ def test_mlkr_takes_boolean_targets_and_a_refit_from_its_solution_is_quiet():
 
     X = np.random.RandomState(0).randn(60, 3)
     est = MLKR(random_state=0).fit(X, X[:, 0] > 0)  # bool: numpy refused their differences
-    assert est.loss_ < est.initial_loss_
+    assert est.objective_ < est.initial_objective_
     y = X[:, 0] + 0.1 * X[:, 1]
     first = MLKR().fit(X, y)
     with warnings.catch_warnings():
