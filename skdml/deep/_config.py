@@ -223,14 +223,24 @@ def check_optimizer_params(params, optimizer="adam"):
     A key that is neither skdml's nor taken by ``optimizer``'s constructor is
     refused (the list :func:`nested_keys` checks ``optimizer__<key>`` with).
     """
+    if isinstance(optimizer, type) and not issubclass(optimizer, torch.optim.Optimizer):
+        raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)} or a subclass of "
+                         f"torch.optim.Optimizer; got the class {optimizer.__name__}.")
     merged = dict(OPTIMIZER_DEFAULTS, **(params or {}))
+    torch_keys = constructor_keys(OPTIMIZERS.get(optimizer, optimizer) if isinstance(
+        optimizer, (str, type)) else None, exclude=("params", "lr"))
+    if (torch_keys is not None and "weight_decay" not in torch_keys
+            and "weight_decay" not in (params or {})):
+        # skdml's default weight decay, for an optimiser that takes one (Rprop, LBFGS and
+        # many others do not: they were refused for a key the user never set)
+        del merged["weight_decay"]
     problems = []
     valid = optimizer_keys(optimizer)
     unknown = [] if valid is None else sorted(set(merged) - set(valid) - {"lr"})
     if unknown:
         name = getattr(OPTIMIZERS.get(optimizer, optimizer), "__name__", optimizer)
         problems.append(f"the optimizer {name} does not accept {unknown}; the keys are {valid}")
-    if not _nonnegative(merged["weight_decay"]):
+    if "weight_decay" in merged and not _nonnegative(merged["weight_decay"]):
         problems.append(f"weight_decay must be a finite float >= 0, got {merged['weight_decay']!r}")
     if not _nonnegative(merged["head_lr_mult"]):
         problems.append(f"head_lr_mult must be a finite float >= 0, got {merged['head_lr_mult']!r}")

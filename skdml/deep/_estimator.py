@@ -247,10 +247,10 @@ callable, default="auto"
         without augmentation.
     device : str or torch.device, default="auto"
         ``"auto"`` uses CUDA when available.
-    amp : {"bf16", "fp16"} or False, default=False
-        Automatic mixed precision. ``"fp16"`` also uses a ``GradScaler``. Losses
-        are always computed in float32. ``transform`` uses the setting of the
-        last ``fit``.
+    amp : {"bf16", "fp16"}, False or None, default=False
+        Automatic mixed precision (``None``: as ``False``). ``"fp16"`` also uses
+        a ``GradScaler``. Losses are always computed in float32. ``transform``
+        uses the setting of the last ``fit``.
     loader_params : dict, default=None
         How batches are read; the keys you give override these defaults:
         ``"batches_per_epoch"`` (None: ``ceil(n_train / (P * K))``),

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._config import OPTIMIZERS
 from .backbones import default_backbone
 
 __all__ = ["EmbeddingNet", "build_backbone", "build_optimizer", "identity_start", "place",
@@ -298,8 +299,7 @@ def build_optimizer(net, loss, *, optimizer, learning_rate, head_lr_mult, param_
         groups.setdefault(key, {"params": [], **options})["params"].append(p)
     if not groups:
         raise ValueError("The network has no trainable parameters.")
-    opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
-               "sgd": torch.optim.SGD}.get(optimizer, optimizer)
+    opt_cls = OPTIMIZERS.get(optimizer, optimizer)
     kwargs = {"lr": learning_rate}
     if optimizer == "sgd":
         kwargs["momentum"] = 0.9

@@ -301,3 +301,21 @@ def test_a_loss_with_class_weights_learns_from_single_samples():
     with pytest.raises(ValueError, match="positive pair"):  # a pair loss still is refused
         DeepMetricTransformer(n_components=3, loss="triplet", n_samples_per_class=1,
                               max_iter=1, device="cpu").fit(X, y)
+
+
+def test_an_optimiser_without_weight_decay_trains_and_a_class_that_is_none_is_refused():
+    # skdml's default weight_decay went to every optimiser: Rprop (and LBFGS, and many
+    # others) were refused for a key the user never set; optimizer=int failed inside torch
+    import numpy as np
+    import torch
+
+    from skdml import DeepMetricTransformer
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 6)
+    X = (rng.randn(24, 5) + y[:, None]).astype(np.float32)
+    est = DeepMetricTransformer(n_components=3, max_iter=1, device="cpu", random_state=0,
+                                optimizer=torch.optim.Rprop).fit(X, y)
+    assert est.transform(X).shape == (24, 3)
+    with pytest.raises(ValueError, match="subclass of torch.optim.Optimizer; got the class int"):
+        DeepMetricTransformer(n_components=3, max_iter=1, device="cpu", optimizer=int).fit(X, y)
