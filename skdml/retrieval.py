@@ -33,6 +33,7 @@ from ._utils import (atomic_write_bytes, check_orderable_labels, check_output_fi
 from .metrics import (as_host_labels, check_embeddings, label_kind, nearest_neighbors,
                       normalise_rows, pair_distances)
 from ._utils._params import StrictInterval
+from ._utils._torch import DEVICE_CONSTRAINT
 
 __all__ = ["RetrievalIndex"]
 
@@ -274,7 +275,7 @@ class RetrievalIndex(BaseEstimator):
         "metric": [StrOptions({"euclidean", "cosine"})],
         "backend": [StrOptions({"exact", "faiss", "auto"})],
         "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
-        "device": [str, torch.device, None],
+        "device": DEVICE_CONSTRAINT,
     }
 
     def __init__(self, transformer=None, *, metric="euclidean", backend="exact",

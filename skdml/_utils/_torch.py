@@ -11,12 +11,14 @@ import numpy as np
 import torch
 
 __all__ = ["resolve_device", "torch_seed", "torch_rng_scope", "as_float_tensor",
-           "cuda_syncs", "torch_fit_modes"]
+           "cuda_syncs", "torch_fit_modes", "DEVICE_CONSTRAINT"]
 
 #: torch's default generators are process-wide: seeded sections in threads take turns.
 _TORCH_RNG_LOCK = threading.RLock()
 
 _DEVICE_TYPES = ("cpu", "cuda", "mps")
+#: The ``device`` parameter's constraint, everywhere: a name, a device, or None ("auto").
+DEVICE_CONSTRAINT = [str, torch.device, None]
 
 
 #: torch's default dtype is process-wide: fits in several threads share one saved value,

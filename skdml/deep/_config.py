@@ -37,6 +37,7 @@ from torch import nn
 from .._training import validation_holdout
 from .._utils._params import (StrictInterval, check_loss_params, constructor_keys, loss_keys,
                               rebuild_with)
+from .._utils._torch import DEVICE_CONSTRAINT
 from .._utils._warnings import warn_user
 from ..losses import LOSSES, REGULARIZERS, get_regularizer
 from ._inputs import RandomAffine
@@ -144,7 +145,7 @@ PARAMETER_CONSTRAINTS = {
     "warm_start": ["boolean"],
     "standardize": ["boolean", StrOptions({"auto"})],
     "augment": ["boolean", StrOptions({"auto"}), callable],
-    "device": [str, torch.device],
+    "device": DEVICE_CONSTRAINT,
     "amp": [StrOptions({"bf16", "fp16"}), Options(bool, {False}), None],
     "loader_params": [None, dict],
     "random_state": ["random_state"],

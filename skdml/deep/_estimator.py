@@ -245,8 +245,8 @@ callable, default="auto"
         each training batch (a tensor on the device, before standardisation).
         With ``"auto"``, a fit that collapses (see ``loss``) may be refitted
         without augmentation.
-    device : str or torch.device, default="auto"
-        ``"auto"`` uses CUDA when available.
+    device : str, torch.device or None, default="auto"
+        ``"auto"`` (or ``None``, as in the scorers) uses CUDA when available.
     amp : {"bf16", "fp16"}, False or None, default=False
         Automatic mixed precision (``None``: as ``False``). ``"fp16"`` also uses
         a ``GradScaler``. Losses are always computed in float32. ``transform``

@@ -59,6 +59,7 @@ import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from .._utils._params import StrictInterval
+from .._utils._torch import DEVICE_CONSTRAINT
 from numbers import Integral
 
 import numpy as np
@@ -380,7 +381,7 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
 _COMMON = {
     "metric": [StrOptions(set(_METRICS))],
     "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
-    "device": [str, torch.device, None],
+    "device": DEVICE_CONSTRAINT,
 }
 
 

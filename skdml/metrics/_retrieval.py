@@ -7,12 +7,12 @@ import numbers
 from numbers import Integral
 
 import numpy as np
-import torch
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._neighbors import neighbor_blocks
 from ._validation import check_k, prepare_retrieval
 from .._utils._params import StrictInterval
+from .._utils._torch import DEVICE_CONSTRAINT
 
 __all__ = ["recall_at_k", "map_at_r", "r_precision", "retrieval_scores"]
 
@@ -27,7 +27,7 @@ _CONSTRAINTS = {
     "X_ref": ["array-like", None],
     "y_ref": ["array-like", None],
     "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
-    "device": [str, torch.device, None],
+    "device": DEVICE_CONSTRAINT,
 }
 _K = {"k": [Interval(Integral, 1, None, closed="left"), "array-like"]}
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from numbers import Integral
 
-import torch
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._clustering import clustering_f1_score, nmi_score
 from ._retrieval import map_at_r, r_precision, recall_at_k
 from .._utils._params import StrictInterval
+from .._utils._torch import DEVICE_CONSTRAINT
 
 __all__ = ["NotATransformerError", "recall_at_k_scorer", "map_at_r_scorer",
            "r_precision_scorer", "nmi_scorer", "clustering_f1_scorer"]
@@ -17,7 +17,7 @@ __all__ = ["NotATransformerError", "recall_at_k_scorer", "map_at_r_scorer",
 _SEARCH = {
     "metric": [StrOptions({"euclidean", "cosine"})],
     "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
-    "device": [str, torch.device, None],
+    "device": DEVICE_CONSTRAINT,
 }
 _KMEANS = {"random_state": ["random_state"],
            "n_init": [StrictInterval(Integral, 1, None, closed="left")]}

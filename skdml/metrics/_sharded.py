@@ -25,6 +25,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 from ._retrieval import query_scores, reduce_query_scores
 from ._validation import as_host_array
 from .._utils._params import StrictInterval
+from .._utils._torch import DEVICE_CONSTRAINT
 
 __all__ = ["fingerprint", "shard_rows", "sharded_retrieval_scores",
            "distributed_retrieval_scores"]
@@ -102,7 +103,7 @@ _SHARED_CONSTRAINTS = {
     "metric": [StrOptions({"euclidean", "cosine"})], "X_ref": ["array-like", None],
     "y_ref": ["array-like", None],
     "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
-    "device": [str, torch.device, None]}
+    "device": DEVICE_CONSTRAINT}
 
 
 @validate_params(

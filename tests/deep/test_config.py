@@ -319,3 +319,16 @@ def test_an_optimiser_without_weight_decay_trains_and_a_class_that_is_none_is_re
     assert est.transform(X).shape == (24, 3)
     with pytest.raises(ValueError, match="subclass of torch.optim.Optimizer; got the class int"):
         DeepMetricTransformer(n_components=3, max_iter=1, device="cpu", optimizer=int).fit(X, y)
+
+
+def test_device_none_means_auto_as_in_the_scorers():
+    # the scorers and the index take device=None ("auto"); the deep learner refused it
+    import numpy as np
+
+    from skdml import DeepMetricTransformer
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 6)
+    X = (rng.randn(24, 5) + y[:, None]).astype(np.float32)
+    est = DeepMetricTransformer(n_components=3, max_iter=1, device=None, random_state=0)
+    assert est.fit(X, y).transform(X).shape == (24, 3)
