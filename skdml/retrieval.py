@@ -23,7 +23,6 @@ import zipfile
 from numbers import Integral
 
 import numpy as np
-import torch
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import check_is_fitted
