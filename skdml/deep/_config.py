@@ -409,18 +409,15 @@ def _batch_plan(est, y_train, input_shape):
     """``(P, K)``: P = min(16, classes), K = max(4, 64 // P) within the largest class.
 
     On vectors, ``"auto"`` K also grows so that an epoch takes at most
-    :data:`VECTOR_BATCHES_PER_EPOCH` batches. An explicit P larger than the
-    number of training classes raises.
+    :data:`VECTOR_BATCHES_PER_EPOCH` batches. An explicit P is capped at the
+    number of training classes.
     """
     n_classes = len(np.unique(y_train))
     if est.n_classes_per_batch == "auto":
         P = min(AUTO_CLASSES_PER_BATCH, n_classes)
     else:
-        P = int(est.n_classes_per_batch)
-        if P > n_classes:
-            raise ValueError(
-                f"The batch plan cannot be met: n_classes_per_batch={P} but the training data "
-                f"hold only {n_classes} classes. Lower n_classes_per_batch or use 'auto'.")
+        # capped at the training classes, as in ECAML and JRD (one grid over data sets)
+        P = min(int(est.n_classes_per_batch), n_classes)
     if est.n_samples_per_class == "auto":
         K = max(4, AUTO_BATCH_SIZE // P)
         if len(input_shape) == 1:

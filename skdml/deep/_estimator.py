@@ -189,8 +189,8 @@ callable, default="auto"
         early stopping, else the epoch's mean metric loss, ``metric_loss`` in
         ``history_``, without the regulariser and auxiliary terms).
     n_classes_per_batch : int or "auto", default="auto"
-        P, classes per batch. ``"auto"`` uses ``min(16, n_training_classes)``.
-        An explicit value larger than the number of training classes raises.
+        P, classes per batch (capped at the number of training classes, as in
+        ECAML and JRD). ``"auto"`` uses ``min(16, n_training_classes)``.
     n_samples_per_class : int or "auto", default="auto"
         K, samples per class per batch (with replacement for smaller classes;
         never more than the largest class holds). ``"auto"`` gives batches of
