@@ -60,15 +60,18 @@ class IterationBar:
             else:
                 print(text)
 
-    def close(self):
+    def close(self, finished=True):
+        """Close the bar; a finished fit that stopped early ends it at its own total (100 %),
+        an interrupted one where it was."""
         if self.bar is not None:
-            self.bar.total = self.bar.n  # an early stop ends the bar at its own total
+            if finished:
+                self.bar.total = self.bar.n
             self.bar.close()
             self.bar = None
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *exc):
+        self.close(finished=exc_type is None)
         return False

@@ -46,6 +46,7 @@ the BLAS pools (through threadpoolctl, a scikit-learn dependency):
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import sys
@@ -70,7 +71,8 @@ ENV_OVERRIDE = "SKDML_NUM_THREADS"
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 #: Process-wide record of the open :func:`thread_limits` sections (see there).
 _SHARED_LOCK = threading.Lock()
-_SHARED = {"active": 0, "torch": None, "blas": None, "blas_cap": None}
+_SHARED = {"active": 0, "torch": None, "blas": None, "blas_cap": None,
+           "set": collections.Counter()}  # torch sizes the running sections set
 
 
 def _blas_pools():
@@ -348,11 +350,12 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
             # a limit the user set on the BLAS pools (threadpoolctl) caps every section
             sizes = [lib.num_threads for lib in pools.lib_controllers]
             _SHARED["blas_cap"] = min(sizes) if sizes else None
-        elif not stack:
-            # this thread's first section while another thread's runs: a thread new to torch
-            # took that section's reduced size as its own (torch starts new threads at the
-            # last size set in any thread), and gave it back for good, to itself and, as the
-            # last size set, to every later new thread: the process's size is the one to keep
+        elif not stack and _SHARED["set"][torch_before] and torch_before != _SHARED["torch"]:
+            # this thread's first section while another thread's runs, at the size that
+            # section set: a thread new to torch took it as its own (torch starts new threads
+            # at the last size set in any thread) and gave it back for good, to itself and, as
+            # the last size set, to every later new thread: the process's size is the one to
+            # keep (a size of the thread's own, unlike any section's, is kept)
             torch_before = _SHARED["torch"]
         if _SHARED["blas_cap"] is not None:
             wanted = min(wanted, _SHARED["blas_cap"])
@@ -361,6 +364,7 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
         else:
             _blas_pools().limit(limits=wanted)
         _SHARED["active"] += 1
+        _SHARED["set"][torch_wanted] += 1
         if torch.get_num_threads() != torch_wanted:
             torch.set_num_threads(torch_wanted)
     stack.append((torch_wanted, wanted))
@@ -370,6 +374,7 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
         stack.pop()
         with _SHARED_LOCK:
             _SHARED["active"] -= 1
+            _SHARED["set"][torch_wanted] -= 1
             if _SHARED["active"] == 0:
                 _SHARED["blas"].restore_original_limits()
                 restore, _SHARED["blas"] = _SHARED["torch"], None

@@ -227,13 +227,19 @@ def check_optimizer_params(params, optimizer="adam"):
     if isinstance(optimizer, type) and not issubclass(optimizer, torch.optim.Optimizer):
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)} or a subclass of "
                          f"torch.optim.Optimizer; got the class {optimizer.__name__}.")
+    if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.LBFGS):
+        # it failed inside torch: "LBFGS doesn't support per-parameter options"
+        raise ValueError("optimizer=torch.optim.LBFGS cannot train here: it re-evaluates the "
+                         "loss through a closure and takes one parameter group, where the "
+                         "training loop takes one step per minibatch with the head's and the "
+                         "backbone's groups. Use a first-order optimiser (Adam, SGD, Rprop...).")
     merged = dict(OPTIMIZER_DEFAULTS, **(params or {}))
     torch_keys = constructor_keys(OPTIMIZERS.get(optimizer, optimizer) if isinstance(
         optimizer, (str, type)) else None, exclude=("params", "lr"))
     if (torch_keys is not None and "weight_decay" not in torch_keys
             and "weight_decay" not in (params or {})):
-        # skdml's default weight decay, for an optimiser that takes one (Rprop, LBFGS and
-        # many others do not: they were refused for a key the user never set)
+        # skdml's default weight decay, for an optimiser that takes one (Rprop and others do
+        # not: they were refused for a key the user never set)
         del merged["weight_decay"]
     problems = []
     valid = optimizer_keys(optimizer)

@@ -3,6 +3,7 @@ rank-one metrics, learned on triplets."""
 
 from __future__ import annotations
 
+import inspect
 from numbers import Integral, Real
 
 import numpy as np
@@ -481,6 +482,8 @@ class SCML_Supervised(SupervisedMixin, _SCMLMixin, BaseMahalanobis):
     k_impostor : int, default=10
         Impostors of each sample: its nearest samples of other classes, the
         negatives of its triplets (``k_genuine * k_impostor`` triplets a sample).
+        Both are capped at what a sample's class and the others hold: quietly at
+        the defaults, with a warning for numbers you chose.
     basis : {"lda", "triplet_diffs"} or ndarray of shape (n_basis, n_features), default="lda"
         ``"lda"``: local LDA directions around k-means centres (Shi et al.).
 {params}
@@ -530,10 +533,14 @@ class SCML_Supervised(SupervisedMixin, _SCMLMixin, BaseMahalanobis):
         from ..constraints import Constraints
 
         n, d = X.shape
-        # small classes: fewer neighbours, quietly (no catch_warnings: it is not thread-safe,
-        # and it silenced the user's UserWarnings after two fits in two threads)
+        # small classes: fewer neighbours, quietly at the defaults, with a warning for numbers
+        # the user chose (no catch_warnings: it is not thread-safe, and it silenced the user's
+        # UserWarnings after two fits in two threads)
+        defaults = inspect.signature(type(self).__init__).parameters
+        chosen = (self.k_genuine, self.k_impostor) != (defaults["k_genuine"].default,
+                                                       defaults["k_impostor"].default)
         triplets = Constraints(y, unknown_label=None)._knntriplets(
-            X, self.k_genuine, self.k_impostor, warn=False)
+            X, self.k_genuine, self.k_impostor, warn=chosen)
         if isinstance(self.basis, str) and self.basis == "lda":
             num_eig = min(len(self.classes_) - 1, d)
             # metric-learn's seeding: the k-means gets the integer seed itself, so ``rng``

@@ -72,9 +72,9 @@ class _SDMLMixin:
                 # it back under another thread's draws repeated them)
                 global_state = np.random.get_state() if _alone() else None
                 try:
-                    _, M, self.n_iter_ = graphical_lasso(
+                    _, M, costs, self.n_iter_ = graphical_lasso(
                         S, alpha=self.sparsity_param, max_iter=self.max_iter, tol=self.tol,
-                        verbose=bool(self.verbose), return_n_iter=True)
+                        verbose=bool(self.verbose), return_costs=True, return_n_iter=True)
                 finally:
                     if global_state is not None and _alone():
                         np.random.set_state(global_state)
@@ -84,9 +84,10 @@ class _SDMLMixin:
                 f"prior's inverse plus balance_param x the pairs' scatter, has smallest "
                 f"eigenvalue {self.min_eigenvalue_:.3g}; when it is negative the SDML problem "
                 f"may have no minimum: {advice}.") from exc
-        # its own iteration count, not the warnings recorded meanwhile (those of every thread;
-        # a run that converged at its very last iteration counts as cut short)
-        truncated = self.n_iter_ >= self.max_iter
+        # its own last duality gap, scikit-learn's stopping rule (not the warnings recorded
+        # meanwhile: those of every thread; nor n_iter_, which is max_iter also for a run that
+        # converged at its last iteration)
+        truncated = not (costs and abs(costs[-1][1]) < self.tol)
         if not np.all(np.isfinite(M)) or np.linalg.eigvalsh((M + M.T) / 2).min() < 0:
             if self.min_eigenvalue_ < 0:  # the problem itself may have no minimum
                 advice = (f"the matrix it is given has smallest eigenvalue "

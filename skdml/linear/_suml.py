@@ -442,34 +442,33 @@ class SUML(BaseMahalanobis):
         cost = start_cost = float(objective.cost(*point))
         # one bar over every window of the run (each window's own was 10 steps); tol and the
         # gradient's tolerance end most runs early: its total and ETA are upper bounds
-        progress = IterationBar(self.verbose, self.max_iter,
-                                "SUML" if batch_index is None else f"SUML batch {batch_index}")
-        while n_iter < self.max_iter and not converged:
-            window = min(self.n_iter_no_change, self.max_iter - n_iter)
-            with thread_limits(flops_per_step=flops):
-                run = run_manopt(manifold, objective.cost, gradient, point,
-                                 euclidean_hessian=hessian, solver=self.solver,
-                                 max_iter=window, tol=GRADIENT_TOL, verbose=self.verbose,
-                                 desc="SUML", bar=progress.bar)
-            point = list(run.point)
-            new_cost = float(objective.cost(*point))
-            history += [dict(r, iteration=r["iteration"] + n_iter) for r in run.history
-                        if not (history and r["iteration"] == 0)]
-            n_iter += run.n_iter  # 0 when the optimiser stopped at its start
-            fast = cost - new_cost > self.tol * abs(start_cost)
-            # a slow window ends the run once the cost has descended fast (a slow start is
-            # not the end), or after two windows that never did (a tol larger than any
-            # window's fall: it ran to max_iter and warned, the larger tol the longer)
-            windows += 1
-            converged = run.converged or (not fast and (descended or windows >= 2))
-            if window < self.n_iter_no_change and not run.converged:
-                converged = False  # max_iter ended a window before tol could judge it
-            descended = descended or fast
-            cost = new_cost
-            progress.to(n_iter)  # windows that stopped early: the bar shows the iterations run
-            if run.n_iter == 0:  # no step from here: another window would take none either
-                break
-        progress.close()  # an early stop ends the bar at its own total, reached
+        desc = "SUML" if batch_index is None else f"SUML batch {batch_index}"
+        with IterationBar(self.verbose, self.max_iter, desc) as progress:
+            while n_iter < self.max_iter and not converged:
+                window = min(self.n_iter_no_change, self.max_iter - n_iter)
+                with thread_limits(flops_per_step=flops):
+                    run = run_manopt(manifold, objective.cost, gradient, point,
+                                     euclidean_hessian=hessian, solver=self.solver,
+                                     max_iter=window, tol=GRADIENT_TOL, verbose=self.verbose,
+                                     desc="SUML", bar=progress.bar)
+                point = list(run.point)
+                new_cost = float(objective.cost(*point))
+                history += [dict(r, iteration=r["iteration"] + n_iter) for r in run.history
+                            if not (history and r["iteration"] == 0)]
+                n_iter += run.n_iter  # 0 when the optimiser stopped at its start
+                fast = cost - new_cost > self.tol * abs(start_cost)
+                # a slow window ends the run once the cost has descended fast (a slow start is
+                # not the end), or after two windows that never did (a tol larger than any
+                # window's fall: it ran to max_iter and warned, the larger tol the longer)
+                windows += 1
+                converged = run.converged or (not fast and (descended or windows >= 2))
+                if window < self.n_iter_no_change and not run.converged:
+                    converged = False  # max_iter ended a window before tol could judge it
+                descended = descended or fast
+                cost = new_cost
+                progress.to(n_iter)  # windows that stopped early: the bar shows the iterations
+                if run.n_iter == 0:  # no step from here: another window would take none either
+                    break
         run.converged, run.n_iter, run.history = converged, n_iter, history
         L, S = point
         if not (np.isfinite(start_cost) and np.isfinite(cost)

@@ -332,3 +332,18 @@ def test_device_none_means_auto_as_in_the_scorers():
     X = (rng.randn(24, 5) + y[:, None]).astype(np.float32)
     est = DeepMetricTransformer(n_components=3, max_iter=1, device=None, random_state=0)
     assert est.fit(X, y).transform(X).shape == (24, 3)
+
+
+def test_lbfgs_is_refused_by_name():
+    # it failed inside torch: "LBFGS doesn't support per-parameter options"
+    import numpy as np
+    import torch
+
+    from skdml import DeepMetricTransformer
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 6)
+    X = (rng.randn(24, 5) + y[:, None]).astype(np.float32)
+    with pytest.raises(ValueError, match="LBFGS cannot train here: it re-evaluates"):
+        DeepMetricTransformer(n_components=3, max_iter=1, device="cpu",
+                              optimizer=torch.optim.LBFGS).fit(X, y)

@@ -256,3 +256,24 @@ def test_every_weight_zero_on_inputs_in_small_units_names_the_scale():
     X = StandardScaler().fit_transform(X)
     with pytest.raises(ValueError, match="every weight 0.*standardise X first"):
         SCML_Supervised(random_state=0).fit(X * 1e-3, y)
+
+
+def test_an_explicit_neighbour_count_that_cannot_be_met_warns_and_the_defaults_do_not():
+    # the cap was silent for a count the user chose (the triplets a sample the docstring
+    # promises were not drawn); at the defaults it stays quiet
+    import warnings
+
+    from skdml.linear import SCML_Supervised
+
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    keep = np.r_[np.flatnonzero(y < 2), np.flatnonzero(y == 2)[:2]]  # a class of 2 samples
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        SCML_Supervised(n_basis=12, max_iter=200, output_iter=100, random_state=0).fit(
+            X[keep], y[keep])  # fewer than the default 3 genuine neighbours: quiet
+    with pytest.warns(UserWarning, match="genuine and .* impostor neighbours"):
+        SCML_Supervised(k_genuine=80, k_impostor=10, n_basis=12, max_iter=200,
+                        output_iter=100, random_state=0).fit(X, y)

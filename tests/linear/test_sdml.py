@@ -187,3 +187,19 @@ def test_the_global_stream_is_not_put_back_under_another_thread(monkeypatch):
         release.set()
         other.join()
     assert put_back == []
+
+
+def test_a_run_that_converges_at_its_last_iteration_does_not_warn():
+    # convergence read from n_iter_ >= max_iter warned for a run that met tol at its last
+    # allowed iteration (max_iter=1 always warned)
+    import warnings
+
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    kw = dict(random_state=0, prior="covariance", balance_param=1e-4, tol=0.1)
+    assert SDML_Supervised(max_iter=20, **kw).fit(X, y).n_iter_ == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        SDML_Supervised(max_iter=1, **kw).fit(X, y)

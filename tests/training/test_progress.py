@@ -60,3 +60,16 @@ def test_the_bar_counts_and_prints_nothing_at_verbose_0(capsys):
         bar.line("a line")
     assert bar.n == 7 and bar.bar is None
     assert capsys.readouterr() == ("", "")
+
+
+def test_an_interrupted_fit_closes_its_bar_where_it_was(capsys):
+    # closing an interrupted bar set its total to where it was: 100 %, as if finished;
+    # SUML's bar was not closed at all
+    from tqdm.auto import tqdm
+
+    with pytest.raises(KeyboardInterrupt):
+        with IterationBar(1, 100, "X") as bar:
+            bar.update(7)
+            raise KeyboardInterrupt
+    assert "7/100" in capsys.readouterr().err.replace("\r", "\n").splitlines()[-1]
+    assert not [b for b in tqdm._instances if b.desc.startswith("X")]
