@@ -483,3 +483,35 @@ def test_a_huge_override_is_clamped_with_a_short_warning(monkeypatch):
     with pytest.warns(RuntimeWarning, match=r"\(5000 characters\) exceeds") as caught:
         assert _threads.choose_n_threads() >= 1
     assert len(str(caught[0].message)) < 200
+
+
+def test_a_threads_own_torch_size_is_kept_beside_another_section(clean_thread_env):
+    # a thread that set its own size (a Dask worker's 1) entering while another thread's
+    # section ran was given the process's size back, oversubscribing the cores
+    import threading
+    if not _threads._torch_threads_per_thread():
+        pytest.skip("torch's thread count is process-wide in this build")
+    if torch.get_num_threads() < 2:
+        pytest.skip("one thread already")
+    inside, done, out = threading.Event(), threading.Event(), []
+
+    def other():
+        with thread_limits(2):
+            inside.set()
+            done.wait()
+
+    def worker():
+        torch.set_num_threads(1)
+        with thread_limits(1):
+            pass
+        out.append(torch.get_num_threads())
+
+    a = threading.Thread(target=other)
+    a.start()
+    inside.wait()
+    b = threading.Thread(target=worker)
+    b.start()
+    b.join()
+    done.set()
+    a.join()
+    assert out == [1]
