@@ -75,6 +75,17 @@ def clean_thread_env(monkeypatch):
     torch.set_num_threads(previous)
 
 
+
+def _torch_size_of_a_new_thread():
+    """torch's thread count in a thread started now (the default of new threads)."""
+    import threading
+
+    out = []
+    t = threading.Thread(target=lambda: out.append(torch.get_num_threads()))
+    t.start()
+    t.join()
+    return out[0]
+
 def test_budget_outside_a_worker_is_the_core_count(clean_thread_env):
     torch.set_num_threads(N_CPUS)
     assert thread_budget() == N_CPUS
@@ -219,20 +230,13 @@ def test_a_thread_new_to_torch_inside_another_section_gets_the_process_size_back
         sizes["after"] = torch.get_num_threads()
         second_done.set()
 
-    def in_a_new_thread():
-        out = []
-        t = threading.Thread(target=lambda: out.append(torch.get_num_threads()))
-        t.start()
-        t.join()
-        return out[0]
-
     workers = [threading.Thread(target=f) for f in (first, second)]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
     assert sizes["after"] == process_size, sizes
-    assert in_a_new_thread() == process_size
+    assert _torch_size_of_a_new_thread() == process_size
 
 
 def test_the_load_measure_is_safe_in_two_threads():
@@ -445,18 +449,11 @@ def test_a_fit_leaves_torch_threads_of_new_threads_as_it_found_them(monkeypatch)
 
     monkeypatch.delenv("SKDML_NUM_THREADS", raising=False)
 
-    def in_a_new_thread():
-        out = []
-        t = threading.Thread(target=lambda: out.append(torch.get_num_threads()))
-        t.start()
-        t.join()
-        return out[0]
-
-    before = in_a_new_thread()
+    before = _torch_size_of_a_new_thread()
     rng = np.random.RandomState(0)
     y = np.repeat(np.arange(3), 10)
     LMNN(n_components=2, random_state=0).fit(rng.randn(30, 4) + 3 * y[:, None], y)
-    assert in_a_new_thread() == before
+    assert _torch_size_of_a_new_thread() == before
 
 
 def test_a_users_blas_limit_caps_every_section():
