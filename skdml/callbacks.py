@@ -90,6 +90,13 @@ def _dump_callbacks(callbacks, owner):
         def persistent_id(self, obj):
             return _OWNER if obj is owner else None
 
+        def reducer_override(self, obj):
+            # cloudpickle copies a file open for reading into the pickle (a StringIO once
+            # loaded): an open file is not saved, as the module's notes say
+            if isinstance(obj, io.IOBase):
+                raise pickle.PicklingError(f"an open file cannot be saved ({obj!r})")
+            return super().reducer_override(obj)
+
     Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(callbacks)
     return buffer.getvalue()
 

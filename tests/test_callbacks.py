@@ -366,3 +366,32 @@ def test_a_callback_that_keeps_the_estimator_pickles_one_model():
     loaded = pickle.loads(saved)
     assert loaded.callbacks[0].estimator is loaded
     np.testing.assert_array_equal(loaded.transform(X), est.transform(X))
+
+
+class _HoldsAFile(Callback):
+    def __init__(self, path):
+        self.f = open(path)
+
+
+def test_a_callback_holding_a_file_open_for_reading_is_not_saved(tmp_path):
+    # cloudpickle copied the file's contents into the pickle (a StringIO once loaded),
+    # silently, where the notes promise callbacks=None and a warning for an open file
+    import pickle
+
+    path = tmp_path / "secret.txt"
+    path.write_text("contents of the file\n")
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(3), 10)
+    X = rng.randn(30, 4) + 2 * y[:, None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = ECAML(n_components=2, max_iter=1, early_stopping=False, random_state=0).fit(X, y)
+    holder = _HoldsAFile(path)
+    est.set_params(callbacks=[holder])
+    try:
+        with pytest.warns(UserWarning, match="an open file cannot be saved"):
+            saved = pickle.dumps(est)
+    finally:
+        holder.f.close()
+    assert b"contents of the file" not in saved
+    assert pickle.loads(saved).callbacks is None

@@ -268,7 +268,8 @@ callable, default="auto"
         Called at the start, after every step, after every epoch and at the end
         of training; a callback can log (e.g. to TensorBoard) or stop training
         (``info.stop()``). See :mod:`skdml.callbacks`. They act during ``fit``
-        only and are not saved with a fitted model (see the user guide).
+        only; a pickled model keeps them (saved by value, see
+        :mod:`skdml.callbacks`).
 
     Attributes
     ----------

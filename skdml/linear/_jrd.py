@@ -214,8 +214,8 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         Seeds the initialisation, the batches and torch.
     callbacks : list of skdml.callbacks.Callback, default=None
         Called at the start, after every step, after every epoch and at the end
-        of the Adam solver's training run (with early stopping, the run
-        that chooses the model); a callback can log or stop training
+        of each of the Adam solver's training runs (with a hold-out, one per
+        candidate ``neighbor_weight``, named by ``info.run``); a callback can log or stop training
         (``info.stop()``). See :mod:`skdml.callbacks`. Not used by
         ``solver="conjugate_gradient"``.
 

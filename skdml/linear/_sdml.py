@@ -131,7 +131,11 @@ _PARAMS_DOC = """\
     verbose : int, default=0
         Print the graphical lasso's progress.
     random_state : int, RandomState instance or None, default=None
-        Draws ``prior="random"``{extra}.
+        Draws ``prior="random"``{extra}. scikit-learn's graphical lasso also
+        draws from numpy's global generator (an unused seed); the fit puts that
+        stream back where it found it when no other (non-daemon) thread exists,
+        and otherwise leaves it advanced, as ``GraphicalLasso`` does: putting it
+        back under another thread's draws would repeat them.
 """
 
 
