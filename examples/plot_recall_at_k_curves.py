@@ -3,7 +3,7 @@ Recall@K of several methods on unseen classes
 =============================================
 
 :func:`~skdml.metrics.recall_at_k` takes a list of K and scores them from one
-exact neighbour search. Here every method learns on the digits 0-4 (or, for PCA
+exact neighbour search. Here every method fits on the digits 0-4 (or, for PCA
 and SUML, on their pixels without labels) and embeds the unseen digits 5-9;
 the curves show the fraction of queries with a same-class neighbour among
 their K nearest. :func:`~skdml.metrics.map_at_r` (MAP@R) is printed as well, as it
@@ -11,12 +11,9 @@ rewards putting *all* same-class points first.
 """
 
 # %%
-import warnings
-
 import matplotlib.pyplot as plt
 from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.neighbors import NeighborhoodComponentsAnalysis
 
 from skdml import ECAML, JRD, SUML
@@ -24,7 +21,6 @@ from skdml.metrics import map_at_r, recall_at_k
 
 X, y = load_digits(return_X_y=True)
 X = X / 16.0
-warnings.filterwarnings("ignore", category=ConvergenceWarning)  # SUML's default budget
 seen = y < 5
 X_train, y_train, X_test, y_test = X[seen], y[seen], X[~seen], y[~seen]
 
@@ -34,8 +30,11 @@ methods = {
     "SUML (unsupervised)": SUML(n_components=16, random_state=0),
     "NCA (scikit-learn)": NeighborhoodComponentsAnalysis(n_components=16, max_iter=50,
                                                          random_state=0),
-    "ECAML": ECAML(n_components=16, random_state=0),
-    "JRD": JRD(n_components=16, random_state=0),
+    # set for unseen classes: each keeps its PCA start unless a learned epoch retrieves
+    # held-out digits of 0-4 better (on these pixels it keeps it: ECAML's and JRD's
+    # curves lie on PCA's)
+    "ECAML": ECAML(n_components=16, validation_split="class_disjoint", random_state=0),
+    "JRD": JRD(n_components=16, validation_split="class_disjoint", random_state=0),
 }
 ks = [1, 2, 4, 8, 16, 32]
 curves = {}

@@ -13,13 +13,10 @@ used only to score and to colour the points, never to fit.
 
 # %%
 # sphinx_gallery_thumbnail_number = 2
-import warnings
-
 import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
@@ -28,9 +25,6 @@ from skdml import SUML
 
 X, y = load_digits(return_X_y=True)
 X = X / 16.0  # pixel values 0..16 -> 0..1
-# A short fit may stop at max_iter before its tol: expected here, and the warning
-# would only clutter the page.
-warnings.filterwarnings("ignore", category=ConvergenceWarning)
 
 suml = SUML(n_components=16, random_state=0).fit(X)
 pca = PCA(n_components=16, random_state=0).fit(X)

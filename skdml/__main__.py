@@ -469,7 +469,8 @@ def main(argv=None):
                     "then k-NN classification of load_wine's classes with each learner in "
                     "a Pipeline (the --quick run too).")
     demo.add_argument("--quick", action="store_true",
-                      help="only the fast rows (raw pixels and PCA)")
+                      help="only the fast rows: raw features and PCA (and, on wine, "
+                           "standardisation)")
     demo.add_argument("--seed", type=_seed, default=0,
                       help="random seed, an integer in [0, 2**32 - 1] (default 0)")
     demo.add_argument("--split", choices=["first-half", "random"], default="first-half",
