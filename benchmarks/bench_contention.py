@@ -123,7 +123,11 @@ def run_fit(fit, epochs, threads, extra_env=None):
     """Run ``fit`` in a fresh process (``extra_env``: more environment variables)."""
     env = dict(os.environ)
     env.pop("SKDML_NUM_THREADS", None)
-    if threads is not None:
+    if threads is None:  # the thread policy, uncapped: a runner's OMP_NUM_THREADS=1 (run.py
+        # passes its own on) pinned every fit to one thread under a table saying "the policy"
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env.pop(var, None)
+    else:
         env["SKDML_NUM_THREADS"] = str(threads)
     env.update(extra_env or {})
     proc = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), fit, str(epochs)],

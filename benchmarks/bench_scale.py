@@ -255,7 +255,9 @@ def run_eval(args):
                             "skdml peak growth (MB)", "faiss peak growth (MB)",
                             "same R@1, R@8"], rows))
     name = f"scale_eval_n{args.n}_d{args.d}" + ("_quick" if args.quick else "")
-    save(name, md, {"command": command, "machine": _machine(args.threads), "runs": runs})
+    save(name, md, {"command": command, "machine": _machine(args.threads), "runs": runs},
+         threads=f"{args.threads} per worker process (SKDML_NUM_THREADS, OMP_NUM_THREADS, "
+                 "torch), whatever the runner's own")
 
 
 def main(argv=None):
