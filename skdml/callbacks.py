@@ -63,6 +63,7 @@ import copy
 import inspect
 import io
 import pickle
+import sys
 
 import cloudpickle
 
@@ -92,8 +93,11 @@ def _dump_callbacks(callbacks, owner):
 
         def reducer_override(self, obj):
             # cloudpickle copies a file open for reading into the pickle (a StringIO once
-            # loaded): an open file is not saved, as the module's notes say
-            if isinstance(obj, io.IOBase):
+            # loaded): an open file is not saved, as the module's notes say. An in-memory
+            # log (StringIO, BytesIO) and the standard streams are no open files: they save
+            if (isinstance(obj, io.IOBase) and not isinstance(obj, (io.StringIO, io.BytesIO))
+                    and not any(obj is s for s in (sys.stdout, sys.stderr, sys.__stdout__,
+                                                   sys.__stderr__))):
                 raise pickle.PicklingError(f"an open file cannot be saved ({obj!r})")
             return super().reducer_override(obj)
 

@@ -246,8 +246,10 @@ class Constraints:
         return self._knntriplets(X, k_genuine, k_impostor)
 
     def _knntriplets(self, X, k_genuine, k_impostor, warn=True):
-        """:meth:`generate_knntriplets`; ``warn=False``: no warning for small classes (a
-        learner's defaults, which it documents, are no request of the user's)."""
+        """:meth:`generate_knntriplets`; ``warn``: whether a class that cannot give
+        ``(k_genuine, k_impostor)`` warns, one flag for both or one each (a learner's
+        defaults, which it documents, are no request of the user's)."""
+        warn_genuine, warn_impostor = (warn, warn) if isinstance(warn, bool) else warn
         X = check_array(X, dtype=np.float64)
         if len(X) != len(self.partial_labels):
             raise ValueError(f"X has {len(X)} samples but the labels {len(self.partial_labels)}.")
@@ -258,7 +260,7 @@ class Constraints:
         for c in range(classes.max(initial=-1) + 1):
             members, others = known[classes == c], known[classes != c]
             kg, ki = min(k_genuine, len(members) - 1), min(k_impostor, len(others))
-            if (kg, ki) != (k_genuine, k_impostor) and warn:
+            if (kg != k_genuine and warn_genuine) or (ki != k_impostor and warn_impostor):
                 label = self.partial_labels[members[0]]
                 label = label.item() if isinstance(label, np.generic) else label
                 warn_user(f"Class {label!r} gives {kg} genuine and "

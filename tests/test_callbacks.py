@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
 
 from skdml import ECAML, JRD, DeepMetricTransformer
 from skdml.callbacks import Callback
@@ -395,3 +396,28 @@ def test_a_callback_holding_a_file_open_for_reading_is_not_saved(tmp_path):
         holder.f.close()
     assert b"contents of the file" not in saved
     assert pickle.loads(saved).callbacks is None
+
+
+class _LogsTo(Callback):
+    def __init__(self, stream):
+        self.stream = stream
+
+
+def test_a_callback_logging_to_memory_or_a_standard_stream_is_saved():
+    # the open-file rule refused every io.IOBase: an in-memory log and sys.stderr were
+    # dropped with a warning, where they saved before
+    import io
+    import pickle
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(3), 10)
+    X = rng.randn(30, 4) + 2 * y[:, None]
+    for stream in (io.StringIO("log"), io.BytesIO(b"log")):  # (pytest swaps sys.stderr)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est = ECAML(n_components=2, max_iter=1, early_stopping=False, random_state=0,
+                        callbacks=[_LogsTo(stream)]).fit(X, y)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            loaded = pickle.loads(pickle.dumps(est))
+        assert isinstance(loaded.callbacks[0], _LogsTo)

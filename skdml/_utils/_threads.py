@@ -350,12 +350,16 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
             # a limit the user set on the BLAS pools (threadpoolctl) caps every section
             sizes = [lib.num_threads for lib in pools.lib_controllers]
             _SHARED["blas_cap"] = min(sizes) if sizes else None
-        elif not stack and _SHARED["set"][torch_before] and torch_before != _SHARED["torch"]:
-            # this thread's first section while another thread's runs, at the size that
+        elif (not stack and not getattr(_LOCAL, "seen", False) and _SHARED["set"][torch_before]
+              and torch_before != _SHARED["torch"]):
+            # this thread's first section ever, while another thread's runs, at the size that
             # section set: a thread new to torch took it as its own (torch starts new threads
             # at the last size set in any thread) and gave it back for good, to itself and, as
             # the last size set, to every later new thread: the process's size is the one to
-            # keep (a size of the thread's own, unlike any section's, is kept)
+            # keep. A size of the thread's own is kept where it differs from every running
+            # section's, or once the thread has been through a section; a new thread that set
+            # exactly a running section's size itself cannot be told apart (it gets the
+            # process's size back)
             torch_before = _SHARED["torch"]
         if _SHARED["blas_cap"] is not None:
             wanted = min(wanted, _SHARED["blas_cap"])
@@ -372,6 +376,7 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
         yield torch_wanted
     finally:
         stack.pop()
+        _LOCAL.seen = True
         with _SHARED_LOCK:
             _SHARED["active"] -= 1
             _SHARED["set"][torch_wanted] -= 1

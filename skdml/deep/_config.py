@@ -168,7 +168,9 @@ def optimizer_keys(optimizer):
         optimizer, (str, type)) else None, exclude=("params", "lr"))
     if torch_keys is None:
         return None
-    return sorted(set(OPTIMIZER_DEFAULTS) | set(torch_keys))
+    # weight_decay is skdml's default of the optimisers that take one (Rprop does not)
+    ours = set(OPTIMIZER_DEFAULTS) - ({"weight_decay"} - set(torch_keys))
+    return sorted(ours | set(torch_keys))
 
 
 def regularizer_keys(regularizer):
@@ -233,6 +235,11 @@ def check_optimizer_params(params, optimizer="adam"):
                          "loss through a closure and takes one parameter group, where the "
                          "training loop takes one step per minibatch with the head's and the "
                          "backbone's groups. Use a first-order optimiser (Adam, SGD, Rprop...).")
+    if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.SparseAdam):
+        # it failed inside training: "SparseAdam does not support dense gradients"
+        raise ValueError("optimizer=torch.optim.SparseAdam takes sparse gradients only (of "
+                         "sparse embedding tables); the networks here have dense ones. Use "
+                         "Adam or AdamW.")
     merged = dict(OPTIMIZER_DEFAULTS, **(params or {}))
     torch_keys = constructor_keys(OPTIMIZERS.get(optimizer, optimizer) if isinstance(
         optimizer, (str, type)) else None, exclude=("params", "lr"))

@@ -536,9 +536,9 @@ class SCML_Supervised(SupervisedMixin, _SCMLMixin, BaseMahalanobis):
         # small classes: fewer neighbours, quietly at the defaults, with a warning for numbers
         # the user chose (no catch_warnings: it is not thread-safe, and it silenced the user's
         # UserWarnings after two fits in two threads)
-        defaults = inspect.signature(type(self).__init__).parameters
-        chosen = (self.k_genuine, self.k_impostor) != (defaults["k_genuine"].default,
-                                                       defaults["k_impostor"].default)
+        defaults = inspect.signature(SCML_Supervised.__init__).parameters
+        chosen = (self.k_genuine != defaults["k_genuine"].default,
+                  self.k_impostor != defaults["k_impostor"].default)
         triplets = Constraints(y, unknown_label=None)._knntriplets(
             X, self.k_genuine, self.k_impostor, warn=chosen)
         if isinstance(self.basis, str) and self.basis == "lda":

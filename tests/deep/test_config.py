@@ -347,3 +347,17 @@ def test_lbfgs_is_refused_by_name():
     with pytest.raises(ValueError, match="LBFGS cannot train here: it re-evaluates"):
         DeepMetricTransformer(n_components=3, max_iter=1, device="cpu",
                               optimizer=torch.optim.LBFGS).fit(X, y)
+
+
+def test_weight_decay_is_no_key_of_an_optimiser_without_it_and_sparse_adam_is_refused():
+    # the key list promised weight_decay to Rprop, which torch then refused at the fit
+    import torch
+
+    from skdml.deep._config import check_optimizer_params, optimizer_keys
+
+    assert "weight_decay" not in optimizer_keys(torch.optim.Rprop)
+    assert "weight_decay" in optimizer_keys("adam")
+    with pytest.raises(ValueError, match=r"Rprop does not accept \['weight_decay'\]"):
+        check_optimizer_params({"weight_decay": 0}, torch.optim.Rprop)
+    with pytest.raises(ValueError, match="SparseAdam takes sparse gradients only"):
+        check_optimizer_params(None, torch.optim.SparseAdam)

@@ -277,3 +277,31 @@ def test_an_explicit_neighbour_count_that_cannot_be_met_warns_and_the_defaults_d
     with pytest.warns(UserWarning, match="genuine and .* impostor neighbours"):
         SCML_Supervised(k_genuine=80, k_impostor=10, n_basis=12, max_iter=200,
                         output_iter=100, random_state=0).fit(X, y)
+
+
+def test_the_neighbour_counts_warn_each_where_the_user_chose_it_and_a_subclass_fits():
+    # one flag for both counts warned for a capped default when the other count was chosen;
+    # a subclass whose __init__ fixes the counts failed with KeyError: 'k_genuine'
+    import warnings
+
+    from sklearn.base import clone
+
+    from skdml.linear import SCML_Supervised
+
+    class FixedK(SCML_Supervised):
+        def __init__(self, beta=1e-5, random_state=None):
+            super().__init__(k_genuine=2, k_impostor=5, beta=beta, n_basis=12, max_iter=200,
+                             output_iter=100, random_state=random_state)
+
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        clone(FixedK(random_state=0)).fit(X, y)
+    keep = np.r_[np.flatnonzero(y == 0)[:5], np.flatnonzero(y == 1)[:5]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # k_impostor's default 10 capped: quiet
+        SCML_Supervised(k_genuine=2, n_basis=12, max_iter=200, output_iter=100,
+                        random_state=0).fit(X[keep], y[keep])
