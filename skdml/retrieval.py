@@ -31,7 +31,7 @@ from ._utils import (atomic_write_bytes, check_orderable_labels, check_output_fi
                      is_missing_label, keep_label_types, warn_user)
 from .metrics import (as_host_labels, check_embeddings, label_kind, nearest_neighbors,
                       normalise_rows, pair_distances)
-from ._utils._params import StrictInterval
+from ._utils._params import positive_int
 from ._utils._torch import DEVICE_CONSTRAINT
 
 __all__ = ["RetrievalIndex"]
@@ -273,7 +273,7 @@ class RetrievalIndex(BaseEstimator):
         "transformer": [None, HasMethods(["transform"])],
         "metric": [StrOptions({"euclidean", "cosine"})],
         "backend": [StrOptions({"exact", "faiss", "auto"})],
-        "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
+        "batch_size": [positive_int(), None],
         "device": DEVICE_CONSTRAINT,
     }
 

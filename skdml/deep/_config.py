@@ -36,7 +36,7 @@ from torch import nn
 
 from .._training import validation_holdout
 from .._utils._params import (StrictInterval, check_loss_params, constructor_keys, loss_keys,
-                              rebuild_with)
+                              non_negative_real, positive_int, rebuild_with)
 from .._utils._torch import DEVICE_CONSTRAINT
 from .._utils._warnings import warn_user
 from ..losses import LOSSES, REGULARIZERS, get_regularizer
@@ -122,25 +122,25 @@ def regularizer_choices():
 #: The estimator's ``_parameter_constraints`` (checked by scikit-learn at ``fit``).
 PARAMETER_CONSTRAINTS = {
     "backbone": [None, callable],
-    "n_components": [StrictInterval(Integral, 1, None, closed="left")],
+    "n_components": [positive_int()],
     "normalize": ["boolean"],
     "loss": [StrOptions(set(LOSSES) | {"auto"}), callable],
     "loss_params": [None, dict],
     "regularizer": [None, StrOptions(set(REGULARIZERS)), callable],
-    "regularizer_weight": [StrictInterval(Real, 0, None, closed="left")],
-    "preserve_input": [StrictInterval(Real, 0, None, closed="left"), StrOptions({"auto"})],
+    "regularizer_weight": [non_negative_real()],
+    "preserve_input": [non_negative_real(), StrOptions({"auto"})],
     "optimizer": [StrOptions(set(OPTIMIZERS)), type],
     "learning_rate": [StrictInterval(Real, 0, None, closed="neither")],
     "optimizer_params": [None, dict],
-    "max_iter": [StrictInterval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-    "tol": [StrictInterval(Real, 0, None, closed="left")],
+    "max_iter": [positive_int(), StrOptions({"auto"})],
+    "tol": [non_negative_real()],
     "n_classes_per_batch": [StrictInterval(Integral, 2, None, closed="left"),
                             StrOptions({"auto"})],
-    "n_samples_per_class": [StrictInterval(Integral, 1, None, closed="left"),
+    "n_samples_per_class": [positive_int(),
                             StrOptions({"auto"})],
     "early_stopping": ["boolean", StrOptions({"auto"})],
     "validation_fraction": [StrictInterval(Real, 0, 1, closed="neither"), None],
-    "n_iter_no_change": [StrictInterval(Integral, 1, None, closed="left")],
+    "n_iter_no_change": [positive_int()],
     "checkpoint_path": [None, str, os.PathLike],
     "warm_start": ["boolean"],
     "standardize": ["boolean", StrOptions({"auto"})],

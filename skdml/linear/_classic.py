@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-from numbers import Integral
 
 import numpy as np
 from scipy.linalg import eigh
@@ -29,7 +28,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._utils import check_label_input, check_orderable_labels, transactional_fit, warn_user
-from .._utils._params import StrictInterval
+from .._utils._params import positive_int
 from ._base import check_init_array, warn_if_outlying_rows
 
 __all__ = ["SupervisedMixin", "SupervisedPairsMixin", "check_classic_input",
@@ -229,7 +228,7 @@ def check_classic_input(estimator, X, y):
 
 #: The ``n_constraints`` parameter of the ``*_Supervised`` learners that draw pairs or
 #: quadruplets from labels (ITML, LSML, MMC, SDML): its constraint, in one place.
-N_CONSTRAINTS = {"n_constraints": [StrictInterval(Integral, 1, None, closed="left"), None]}
+N_CONSTRAINTS = {"n_constraints": [positive_int(), None]}
 
 
 def n_constraints_doc(what):

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from numbers import Real
 
 from sklearn.utils._param_validation import StrOptions
 
-from .._utils._params import NestedParamsMixin, StrictInterval
+from .._utils._params import NestedParamsMixin, non_negative_real
 from ..losses import LOSSES, MetricObjective, build_loss, get_regularizer
 from ._validation import fill_validation_params_doc
 from ._supervised import (
@@ -290,7 +289,7 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
         **LinearMetricLearner._parameter_constraints,
         "loss": [StrOptions({"auto", *ECAML_LOSSES}), callable],
         "loss_params": [dict, None],
-        "regularizer_weight": [StrictInterval(Real, 0, None, closed="left"), StrOptions({"auto"})],
+        "regularizer_weight": [non_negative_real(), StrOptions({"auto"})],
         "ec_log": ["boolean"],
     }
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from scipy.linalg.blas import dsymv, dsyr
@@ -12,7 +12,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from .._training._progress import IterationBar
 from .._utils import warn_user
-from .._utils._params import StrictInterval
+from .._utils._params import StrictInterval, non_negative_real, positive_int
 from ._base import BaseMahalanobis
 from ._classic import (
     N_CONSTRAINTS,
@@ -28,8 +28,8 @@ __all__ = ["ITML", "ITML_Supervised"]
 
 _CONSTRAINTS = {
     "gamma": [StrictInterval(Real, 0, None, closed="right")],  # (0, inf]: inf, no slack
-    "max_iter": [StrictInterval(Integral, 1, None, closed="left")],
-    "tol": [StrictInterval(Real, 0, None, closed="left")],
+    "max_iter": [positive_int()],
+    "tol": [non_negative_real()],
     "prior": [StrOptions({"identity", "covariance", "random"}), np.ndarray],
     "bounds": ["array-like", None],
     "verbose": ["verbose"],

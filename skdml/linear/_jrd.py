@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from sklearn.utils._param_validation import StrOptions
 
-from .._utils._params import NestedParamsMixin, StrictInterval
+from .._utils._params import NestedParamsMixin, StrictInterval, non_negative_real
 from ..losses import LMNNLoss, MetricObjective, build_loss, get_regularizer
 from ._validation import fill_validation_params_doc
 from ._supervised import (
@@ -302,8 +302,8 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
 
     _parameter_constraints: dict = {
         **LinearMetricLearner._parameter_constraints,
-        "regularizer_weight": [StrictInterval(Real, 0, None, closed="left")],
-        "neighbor_weight": [StrictInterval(Real, 0, None, closed="left"), StrOptions({"auto"})],
+        "regularizer_weight": [non_negative_real()],
+        "neighbor_weight": [non_negative_real(), StrOptions({"auto"})],
         "margin": [StrictInterval(Real, 0, 1, closed="left")],
         "scale": [StrictInterval(Real, 0, None, closed="neither")],
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
 
 import numpy as np
 from scipy.linalg import LinAlgError, eigh
@@ -10,7 +9,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import StrOptions
 
 from .._utils import transactional_fit
-from .._utils._params import StrictInterval
+from .._utils._params import non_negative_real, positive_int
 from ._base import BaseMahalanobis, check_n_components, check_not_constant
 from ._classic import check_classic_input
 
@@ -92,10 +91,10 @@ class LFDA(BaseMahalanobis):
     """
 
     _parameter_constraints: dict = {
-        "n_components": [StrictInterval(Integral, 1, None, closed="left"), None],
-        "k": [StrictInterval(Integral, 1, None, closed="left")],
+        "n_components": [positive_int(), None],
+        "k": [positive_int()],
         "embedding_type": [StrOptions({"weighted", "orthonormalized", "plain"})],
-        "ridge": [StrictInterval(Real, 0, None, closed="left")],
+        "ridge": [non_negative_real()],
     }
 
     def __init__(self, n_components=None, k=7, embedding_type="weighted", ridge=1e-10):

@@ -15,7 +15,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from .._training._progress import IterationBar
 from .._utils import thread_limits, transactional_fit, warn_user
-from .._utils._params import StrictInterval
+from .._utils._params import StrictInterval, non_negative_real, positive_int
 from ._base import BaseMahalanobis, check_n_components, check_not_constant
 from ._classic import check_classic_input, initial_map
 
@@ -127,12 +127,12 @@ class LMNN(BaseMahalanobis):
     """
 
     _parameter_constraints: dict = {
-        "n_components": [StrictInterval(Integral, 1, None, closed="left"), None],
-        "n_neighbors": [StrictInterval(Integral, 1, None, closed="left")],
+        "n_components": [positive_int(), None],
+        "n_neighbors": [positive_int()],
         "push_weight": [StrictInterval(Real, 0, 1, closed="right")],
         "init": [StrOptions({"auto", "identity", "pca", "lda", "random"}), np.ndarray],
         "max_iter": [StrictInterval(Integral, 0, None, closed="left")],
-        "tol": [StrictInterval(Real, 0, None, closed="left")],
+        "tol": [non_negative_real()],
         "verbose": ["verbose"],
         "random_state": ["random_state"],
     }

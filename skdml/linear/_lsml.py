@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 import torch
@@ -14,7 +14,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from .._training._progress import IterationBar
 from .._utils import thread_limits, torch_fit_modes, transactional_fit, warn_user
-from .._utils._params import StrictInterval
+from .._utils._params import StrictInterval, non_negative_real
 from ._base import BaseMahalanobis
 from ._classic import (
     N_CONSTRAINTS,
@@ -33,7 +33,7 @@ __all__ = ["LSML", "LSML_Supervised", "lsml_loss"]
 _CONSTRAINTS = {
     "prior": [StrOptions({"identity", "covariance", "random"}), np.ndarray],
     "max_iter": [StrictInterval(Integral, 0, None, closed="left")],
-    "tol": [StrictInterval(Real, 0, None, closed="left")],
+    "tol": [non_negative_real()],
     "verbose": ["verbose"],
     "random_state": ["random_state"],
 }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 from scipy.optimize import minimize
@@ -14,7 +14,7 @@ from sklearn.utils.validation import validate_data
 
 from .._training._progress import IterationBar
 from .._utils import thread_limits, transactional_fit, warn_user
-from .._utils._params import StrictInterval
+from .._utils._params import StrictInterval, non_negative_real, positive_int
 from ._base import (BaseMahalanobis, check_n_components, check_not_constant,
                     warn_if_outlying_rows)
 from ._classic import initial_map
@@ -100,10 +100,10 @@ class MLKR(BaseMahalanobis):
     """
 
     _parameter_constraints: dict = {
-        "n_components": [StrictInterval(Integral, 1, None, closed="left"), None],
+        "n_components": [positive_int(), None],
         "init": [StrOptions({"auto", "identity", "pca", "random"}), np.ndarray],
         "max_iter": [StrictInterval(Integral, 0, None, closed="left")],
-        "tol": [StrictInterval(Real, 0, None, closed="left")],
+        "tol": [non_negative_real()],
         "verbose": ["verbose"],
         "random_state": ["random_state"],
     }

@@ -13,7 +13,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from .._training._progress import IterationBar
 from .._utils import thread_limits, torch_fit_modes, warn_user
-from .._utils._params import StrictInterval
+from .._utils._params import StrictInterval, non_negative_real
 from ._base import BaseMahalanobis
 from ._classic import (
     N_CONSTRAINTS,
@@ -29,7 +29,7 @@ __all__ = ["MMC", "MMC_Supervised", "mmc_objective"]
 
 _CONSTRAINTS = {
     "max_iter": [StrictInterval(Integral, 0, None, closed="left")],
-    "tol": [StrictInterval(Real, 0, None, closed="left")],
+    "tol": [non_negative_real()],
     "init": [StrOptions({"identity", "covariance", "random"}), np.ndarray],
     "diagonal": ["boolean"],
     "diagonal_c": [StrictInterval(Real, 0, None, closed="neither")],

@@ -11,7 +11,7 @@ from sklearn.utils import check_random_state, column_or_1d
 from sklearn.utils.validation import validate_data
 
 from .._utils import transactional_fit
-from .._utils._params import StrictInterval
+from .._utils._params import StrictInterval, positive_int
 from ._base import BaseMahalanobis, check_n_components
 from ._classic import check_classic_input, feature_scales
 
@@ -74,7 +74,7 @@ class RCA(BaseMahalanobis):
     """
 
     _parameter_constraints: dict = {
-        "n_components": [StrictInterval(Integral, 1, None, closed="left"), None],
+        "n_components": [positive_int(), None],
     }
 
     def __init__(self, n_components=None):
@@ -220,7 +220,7 @@ class RCA_Supervised(RCA):
 
     _parameter_constraints: dict = {
         **RCA._parameter_constraints,
-        "n_chunks": [StrictInterval(Integral, 1, None, closed="left")],
+        "n_chunks": [positive_int()],
         "chunk_size": [StrictInterval(Integral, 2, None, closed="left")],
         "random_state": ["random_state"],
     }

@@ -14,7 +14,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import StrOptions
 
 from .._training._progress import IterationBar
-from .._utils._params import StrictInterval
+from .._utils._params import StrictInterval, non_negative_real, positive_int
 from ._base import BaseMahalanobis
 from ._classic import SupervisedMixin, components_from_metric
 from ._weakly import BaseTripletsLearner
@@ -41,12 +41,12 @@ _MAX_DRAWS = 2**27
 _GATHER = 16
 
 _CONSTRAINTS = {
-    "beta": [StrictInterval(Real, 0, None, closed="left")],
-    "n_basis": [StrictInterval(Integral, 1, None, closed="left"), None],
+    "beta": [non_negative_real()],
+    "n_basis": [positive_int(), None],
     "gamma": [StrictInterval(Real, 0, None, closed="neither")],
-    "max_iter": [StrictInterval(Integral, 1, None, closed="left")],
-    "output_iter": [StrictInterval(Integral, 1, None, closed="left")],
-    "batch_size": [StrictInterval(Integral, 1, None, closed="left")],
+    "max_iter": [positive_int()],
+    "output_iter": [positive_int()],
+    "batch_size": [positive_int()],
     "verbose": ["verbose"],
     "random_state": ["random_state"],
 }
@@ -511,8 +511,8 @@ class SCML_Supervised(SupervisedMixin, _SCMLMixin, BaseMahalanobis):
 
     _parameter_constraints: dict = {
         **_CONSTRAINTS, "basis": [StrOptions({"lda", "triplet_diffs"}), np.ndarray],
-        "k_genuine": [StrictInterval(Integral, 1, None, closed="left")],
-        "k_impostor": [StrictInterval(Integral, 1, None, closed="left")]}
+        "k_genuine": [positive_int()],
+        "k_impostor": [positive_int()]}
 
     def __init__(self, k_genuine=3, k_impostor=10, beta=1e-5, basis="lda", n_basis=None,
                  gamma=5e-3, max_iter=10000, output_iter=500, batch_size=10, verbose=0,

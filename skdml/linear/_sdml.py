@@ -12,7 +12,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
 from .._utils import quiet_warnings, warn_user
-from .._utils._params import StrictInterval
+from .._utils._params import StrictInterval, non_negative_real
 from ._base import BaseMahalanobis
 from ._classic import (
     N_CONSTRAINTS,
@@ -28,7 +28,7 @@ from ._weakly import BasePairsLearner
 __all__ = ["SDML", "SDML_Supervised"]
 
 _CONSTRAINTS = {
-    "balance_param": [StrictInterval(Real, 0, None, closed="left")],
+    "balance_param": [non_negative_real()],
     "sparsity_param": [StrictInterval(Real, 0, None, closed="neither")],
     "prior": [StrOptions({"identity", "covariance", "random"}), np.ndarray],
     # scikit-learn's graphical lasso counts its iterations in a C unsigned int

@@ -36,7 +36,7 @@ from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLoss
 from .._utils import (check_label_input, check_orderable_labels, thread_limits,
                       torch_fit_modes, torch_rng_scope, torch_seed, transactional_fit,
                       warn_user)
-from .._utils._params import StrictInterval
+from .._utils._params import StrictInterval, non_negative_real, positive_int
 from ..callbacks import CallbackStateMixin, UserCallbacks, check_callbacks
 from ._base import (BaseMahalanobis, check_init_array, check_n_components, warn_if_outlying_rows,
                     warn_if_orthogonal_is_euclidean)
@@ -173,22 +173,22 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
     """
 
     _parameter_constraints: dict = {
-        "n_components": [StrictInterval(Integral, 1, None, closed="left"), None],
+        "n_components": [positive_int(), None],
         "init": [StrOptions({"pca", "lda", "identity", "random"}), np.ndarray],
         "manifold": [StrOptions({"stiefel", "euclidean"})],
         "solver": [StrOptions({"adam", "conjugate_gradient"})],
         "max_iter": [StrictInterval(Integral, 0, None, closed="left")],
-        "tol": [StrictInterval(Real, 0, None, closed="left")],
+        "tol": [non_negative_real()],
         "learning_rate": [StrictInterval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "n_classes_per_batch": [StrictInterval(Integral, 2, None, closed="left"),
                                 StrOptions({"auto"})],
         "n_samples_per_class": [StrictInterval(Integral, 2, None, closed="left"),
                                 StrOptions({"auto"})],
-        "n_reduce": [StrictInterval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
+        "n_reduce": [positive_int(), StrOptions({"auto"}), None],
         "early_stopping": ["boolean", StrOptions({"auto"})],
         "validation_fraction": [StrictInterval(Real, 0, 1, closed="neither"), None],
         "validation_split": [StrOptions({"stratified", "class_disjoint"})],
-        "n_iter_no_change": [StrictInterval(Integral, 1, None, closed="left")],
+        "n_iter_no_change": [positive_int()],
         "verbose": ["verbose"],
         "random_state": ["random_state"],
         "callbacks": [None, list, tuple],

@@ -11,7 +11,6 @@ of the 43 s of ``clustering_scores`` on 60,000 rows with 3,000 classes.
 from __future__ import annotations
 
 import math
-from numbers import Integral
 
 import numpy as np
 import torch
@@ -24,7 +23,7 @@ from threadpoolctl import threadpool_limits
 from .._utils import choose_n_threads, quiet_warnings, thread_limits, warn_user
 from ._exact import centre_on_median
 from ._validation import check_embeddings, check_labels
-from .._utils._params import StrictInterval
+from .._utils._params import positive_int
 
 __all__ = ["nmi_score", "clustering_f1_score", "clustering_scores"]
 
@@ -32,7 +31,7 @@ _CONSTRAINTS = {
     "X": ["array-like"],
     "y": ["array-like"],
     "random_state": ["random_state"],
-    "n_init": [StrictInterval(Integral, 1, None, closed="left")],
+    "n_init": [positive_int()],
 }
 
 

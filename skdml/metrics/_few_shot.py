@@ -13,7 +13,7 @@ from sklearn.utils._param_validation import StrOptions, validate_params
 from .._utils import thread_limits, warn_user
 from ._exact import centre_on_median, normalise_rows
 from ._validation import check_embeddings, check_labels
-from .._utils._params import StrictInterval
+from .._utils._params import StrictInterval, positive_int
 
 __all__ = ["few_shot_accuracy"]
 
@@ -76,9 +76,9 @@ def _episode_accuracies(X, episodes, n_shot, metric):
         "X": ["array-like"],
         "y": ["array-like"],
         "n_way": [StrictInterval(Integral, 2, None, closed="left")],
-        "n_shot": [StrictInterval(Integral, 1, None, closed="left")],
-        "n_queries": [StrictInterval(Integral, 1, None, closed="left")],
-        "n_episodes": [StrictInterval(Integral, 1, None, closed="left")],
+        "n_shot": [positive_int()],
+        "n_queries": [positive_int()],
+        "n_episodes": [positive_int()],
         "metric": [StrOptions({"euclidean", "cosine"})],
         "random_state": ["random_state"],
     },

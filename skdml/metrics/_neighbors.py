@@ -58,7 +58,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from .._utils._params import StrictInterval
+from .._utils._params import positive_int
 from .._utils._torch import DEVICE_CONSTRAINT
 from numbers import Integral
 
@@ -380,7 +380,7 @@ def neighbor_blocks(Q, R, depth, *, exclude_self, metric, batch_size, device,
 
 _COMMON = {
     "metric": [StrOptions(set(_METRICS))],
-    "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
+    "batch_size": [positive_int(), None],
     "device": DEVICE_CONSTRAINT,
 }
 

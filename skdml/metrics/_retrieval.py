@@ -11,7 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 
 from ._neighbors import neighbor_blocks
 from ._validation import check_k, prepare_retrieval
-from .._utils._params import StrictInterval
+from .._utils._params import positive_int
 from .._utils._torch import DEVICE_CONSTRAINT
 
 __all__ = ["recall_at_k", "map_at_r", "r_precision", "retrieval_scores"]
@@ -26,7 +26,7 @@ _CONSTRAINTS = {
     "metric": [StrOptions({"euclidean", "cosine"})],
     "X_ref": ["array-like", None],
     "y_ref": ["array-like", None],
-    "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
+    "batch_size": [positive_int(), None],
     "device": DEVICE_CONSTRAINT,
 }
 _K = {"k": [Interval(Integral, 1, None, closed="left"), "array-like"]}

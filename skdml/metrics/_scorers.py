@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 
 from ._clustering import clustering_f1_score, nmi_score
 from ._retrieval import map_at_r, r_precision, recall_at_k
-from .._utils._params import StrictInterval
+from .._utils._params import positive_int
 from .._utils._torch import DEVICE_CONSTRAINT
 
 __all__ = ["NotATransformerError", "recall_at_k_scorer", "map_at_r_scorer",
@@ -16,11 +16,11 @@ __all__ = ["NotATransformerError", "recall_at_k_scorer", "map_at_r_scorer",
 
 _SEARCH = {
     "metric": [StrOptions({"euclidean", "cosine"})],
-    "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
+    "batch_size": [positive_int(), None],
     "device": DEVICE_CONSTRAINT,
 }
 _KMEANS = {"random_state": ["random_state"],
-           "n_init": [StrictInterval(Integral, 1, None, closed="left")]}
+           "n_init": [positive_int()]}
 
 
 class NotATransformerError(TypeError, ValueError):

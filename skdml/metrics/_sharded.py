@@ -24,7 +24,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 
 from ._retrieval import query_scores, reduce_query_scores
 from ._validation import as_host_array
-from .._utils._params import StrictInterval
+from .._utils._params import positive_int
 from .._utils._torch import DEVICE_CONSTRAINT
 
 __all__ = ["fingerprint", "shard_rows", "sharded_retrieval_scores",
@@ -102,12 +102,12 @@ _SHARED_CONSTRAINTS = {
     "k": [Interval(Integral, 1, None, closed="left"), "array-like"],
     "metric": [StrOptions({"euclidean", "cosine"})], "X_ref": ["array-like", None],
     "y_ref": ["array-like", None],
-    "batch_size": [StrictInterval(Integral, 1, None, closed="left"), None],
+    "batch_size": [positive_int(), None],
     "device": DEVICE_CONSTRAINT}
 
 
 @validate_params(
-    {**_SHARED_CONSTRAINTS, "n_shards": [StrictInterval(Integral, 1, None, closed="left"), None],
+    {**_SHARED_CONSTRAINTS, "n_shards": [positive_int(), None],
      "n_jobs": [Integral, None]},
     prefer_skip_nested_validation=True,
 )
