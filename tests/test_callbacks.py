@@ -222,6 +222,13 @@ def test_a_callback_class_of_a_script_is_saved_by_value(tmp_path):
     assert out.split() == ["StopAt", "2", "2"]
 
 
+def _three_blobs():
+    """30 samples of 3 separated classes in 4 features."""
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(3), 10)
+    return rng.randn(30, 4) + 2 * y[:, None], y
+
+
 class _StopAfterOne(Callback):
     def on_epoch_end(self, estimator, info):
         info.stop("one epoch")
@@ -240,9 +247,7 @@ def test_a_cached_pipeline_step_refits_with_its_callbacks(tmp_path):
     from sklearn.neighbors import KNeighborsClassifier
     from sklearn.pipeline import Pipeline
 
-    rng = np.random.RandomState(0)
-    y = np.repeat(np.arange(3), 10)
-    X = rng.randn(30, 4) + 2 * y[:, None]
+    X, y = _three_blobs()
     pipe = Pipeline([("ecaml", ECAML(n_components=2, max_iter=3, early_stopping=False,
                                      callbacks=[_StopAfterOne()], random_state=0)),
                      ("knn", KNeighborsClassifier(3))], memory=str(tmp_path))
@@ -255,9 +260,7 @@ def test_a_cached_pipeline_step_refits_with_its_callbacks(tmp_path):
 def test_callbacks_that_cannot_be_pickled_leave_a_fitted_model_savable():
     import pickle
 
-    rng = np.random.RandomState(0)
-    y = np.repeat(np.arange(3), 10)
-    X = rng.randn(30, 4) + 2 * y[:, None]
+    X, y = _three_blobs()
     est = ECAML(n_components=2, max_iter=2, early_stopping=False, random_state=0,
                 callbacks=[_HoldsALock()])
     with pytest.raises(TypeError, match="lock"):  # unfitted: as it is, before any training
@@ -350,9 +353,7 @@ def test_a_callback_that_keeps_the_estimator_pickles_one_model():
     # (153 KB for 1 KB, 80x for a deep learner) and a false "saved with callbacks=None"
     import pickle
 
-    rng = np.random.RandomState(0)
-    y = np.repeat(np.arange(3), 10)
-    X = rng.randn(30, 4) + 2 * y[:, None]
+    X, y = _three_blobs()
     est = ECAML(n_components=2, max_iter=1, early_stopping=False, random_state=0,
                 callbacks=[_Remember()])
     with warnings.catch_warnings():
@@ -381,9 +382,7 @@ def test_a_callback_holding_a_file_open_for_reading_is_not_saved(tmp_path):
 
     path = tmp_path / "secret.txt"
     path.write_text("contents of the file\n")
-    rng = np.random.RandomState(0)
-    y = np.repeat(np.arange(3), 10)
-    X = rng.randn(30, 4) + 2 * y[:, None]
+    X, y = _three_blobs()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est = ECAML(n_components=2, max_iter=1, early_stopping=False, random_state=0).fit(X, y)
@@ -409,9 +408,7 @@ def test_a_callback_logging_to_memory_or_a_standard_stream_is_saved():
     import io
     import pickle
 
-    rng = np.random.RandomState(0)
-    y = np.repeat(np.arange(3), 10)
-    X = rng.randn(30, 4) + 2 * y[:, None]
+    X, y = _three_blobs()
     for stream in (io.StringIO("log"), io.BytesIO(b"log")):  # (pytest swaps sys.stderr)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)

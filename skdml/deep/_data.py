@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 from sklearn.utils.multiclass import check_classification_targets

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 from scipy.linalg import eigh
 from sklearn.base import _fit_context

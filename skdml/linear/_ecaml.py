@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from sklearn.utils._param_validation import StrOptions
 
 from .._utils._params import NestedParamsMixin, non_negative_real

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 from scipy.linalg import LinAlgError, eigh
 from sklearn.base import _fit_context
