@@ -165,9 +165,26 @@ def _transformers():
             and not isinstance(est, _TupleLearner)]
 
 
+def _numbered_ids(estimators):
+    """Stable test ids: the class name and its rank among instances of that class.
+
+    (An id drawn from the object's address changed from one process to the next, so a
+    test could not be selected by id, and pytest-xdist's workers disagreed on the list.)
+    """
+    seen = {}
+    ids = []
+    for est in estimators:
+        name = type(est).__name__
+        seen[name] = seen.get(name, 0) + 1
+        ids.append(f"{name}-{seen[name]}")
+    return ids
+
+
+_TRANSFORMERS = _transformers()
+
+
 @pytest.mark.parametrize("check_name", _OUTPUT_CHECKS)
-@pytest.mark.parametrize("estimator", _transformers(),
-                         ids=lambda est: f"{type(est).__name__}-{id(est) % 1000:03d}")
+@pytest.mark.parametrize("estimator", _TRANSFORMERS, ids=_numbered_ids(_TRANSFORMERS))
 def test_output_and_feature_names(estimator, check_name):
     from sklearn.base import clone
     from sklearn.utils import estimator_checks

@@ -167,9 +167,19 @@ class EarlyStopping(Callback):
 
     def state_dict(self):
         return {"best": self.best, "best_epoch": self.best_epoch, "no_change": self.no_change,
-                "best_state": self.best_state, "first": self.first, "started": self.started}
+                "best_state": self.best_state, "first": self.first, "started": self.started,
+                "monitor": self.monitor, "sign": self.sign}
 
     def load_state_dict(self, state):
+        # another quantity's best (a loss's against a score's, or its sign flipped) would be
+        # taken for this one's: every epoch would beat it, or none would (a state saved before
+        # the quantity was recorded is taken as it is)
+        watched = (state.get("monitor", self.monitor), state.get("sign", self.sign))
+        if watched != (self.monitor, self.sign):
+            def name(monitor, sign):
+                return f"{monitor!r} ({'higher' if sign > 0 else 'lower'} is better)"
+            raise ValueError(f"its early stopping watched {name(*watched)}, this fit's watches "
+                             f"{name(self.monitor, self.sign)}")
         self.best, self.best_epoch = state["best"], state["best_epoch"]
         self.no_change, self.best_state = state["no_change"], state["best_state"]
         # checkpoints written before min_progress existed: learning counts as started

@@ -14,7 +14,10 @@
   host) and is removed when the fit ends, normally or not. It is opened
   without following symbolic links, and anything but a regular file of its
   own (a link, a folder, a FIFO, a hard link to another file) is refused: a
-  fit never writes through ``<path>.lock`` into another file.
+  fit never writes through ``<path>.lock`` into another file. An existing
+  regular file is taken only when it is empty or holds a lock line of skdml's
+  (left by a fit that was killed); a file with other content is the user's,
+  and is refused rather than overwritten and removed.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import socket
 import stat
 import tempfile
@@ -131,11 +135,30 @@ def _acquire(path):
         except OSError:
             same = False
         if same:
+            if not _ours(fd):
+                os.close(fd)
+                raise CheckpointError(
+                    f"The lock file {lock!r} of checkpoint_path={path!r} exists and is not a "
+                    "lock of skdml's (it holds other content): a fit would overwrite and then "
+                    "remove it. Move it away, or choose another checkpoint_path.")
             os.ftruncate(fd, 0)
             os.write(fd, f"process {os.getpid()} on {socket.gethostname()}\n".encode())
             return fd, lock
         os.close(fd)  # the holder before us removed the file between our open and lock
     raise CheckpointError(f"Cannot lock {lock!r} (it keeps being replaced).")  # pragma: no cover
+
+
+def _ours(fd):
+    """Whether the locked file is empty (just created) or a lock line of skdml's (left by a
+    fit that was killed): anything else is a user's file, which is never overwritten."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return True
+    if size > 512:
+        return False
+    os.lseek(fd, 0, os.SEEK_SET)
+    text = os.read(fd, 512).decode("utf-8", errors="replace")
+    return re.fullmatch(r"process \d+ on [^\n]*\n?", text) is not None
 
 
 def _not_regular(lock, path, kind):

@@ -158,8 +158,11 @@ def load_resume_state(path, warm_start, previous, classes, input_shape, y_enc):
     if path is not None and os.path.exists(path):
         saved = load_checkpoint(path)
         if not isinstance(saved, dict) or saved.get("format") != FORMAT:
-            raise ValueError(f"The checkpoint {os.fspath(path)!r} was not written by "
-                             "DeepMetricTransformer.")
+            raise CheckpointError(
+                f"warm_start cannot resume from the checkpoint {os.fspath(path)!r}: it is a "
+                "checkpoint file, but not one DeepMetricTransformer (or DeML) wrote. Remove it "
+                "or choose another checkpoint_path, and fit with warm_start=False to start "
+                "afresh.")
         TrainingState.from_dict(saved, f"the checkpoint {os.fspath(path)!r}")  # complete?
         if not _continues(state, saved):
             state, source = saved, f"the checkpoint {os.fspath(path)!r}"

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._training import (Checkpoint, CheckpointError, EarlyStopping, LRSchedule, Progress,
-                         Validation, WeightAverage, train_epochs, warmup_cosine,
+from .._training import (Callback, Checkpoint, CheckpointError, EarlyStopping, LRSchedule,
+                         Progress, Validation, WeightAverage, train_epochs, warmup_cosine,
                          warmup_stable_decay)
 from .._training._distributed import distributed_context
 from .._utils import evenly_spaced, keep_freed_buffers, thread_limits, warn_user
@@ -322,11 +322,15 @@ class DeepTrainer:
         val_idx = self.config.val_idx
         return map_at_r(self.embed(self.trainable.eval_net, val_idx), self.y_enc[val_idx])
 
-    def state(self, epoch, history, stop_reason):
-        """The :class:`TrainingState` after ``epoch`` epochs."""
+    def state(self, epoch, history, stop_reason, trained=None):
+        """The :class:`TrainingState` after ``epoch`` epochs.
+
+        ``trained``: the trainable's state to save (by default its state now).
+        """
         cfg = self.config
+        trained = self.trainable.state_dict() if trained is None else trained
         return TrainingState(
-            **self.trainable.state_dict(), optimizer=self.optimizer.state_dict(),
+            **trained, optimizer=self.optimizer.state_dict(),
             scaler=self.scaler.state_dict() if self.scaler.is_enabled() else None,
             numpy_rng=self.rng.get_state(), torch_rng=torch.get_rng_state(),
             cuda_rng=torch.cuda.get_rng_state(self.device) if self.device.type == "cuda"
@@ -340,11 +344,12 @@ class DeepTrainer:
             start=self._start_state, optimizer_class=type(self.optimizer).__name__)
 
     def restore(self, resume):
-        """Load ``resume``; the optimiser takes the *current* learning rates (honoured)."""
+        """Load ``resume``; the optimiser keeps the *current* settings (rates, betas, ...)."""
         check_resumable_network(resume, self.net, self.config.n_components)
         self.ddp.check_resume(resume)
-        # the optimiser was built with the current rates: they survive loading its state
-        current = [(group["lr"], group.get("weight_decay", 0.0))
+        # the optimiser was built with the current settings: they survive loading its state
+        # (torch's load puts the saved ones back: changed betas or eps were ignored)
+        current = [{key: value for key, value in group.items() if key != "params"}
                    for group in self.optimizer.param_groups]
         try:
             self.trainable.load_state_dict(resume.to_dict())  # network, loss, weight average
@@ -363,6 +368,11 @@ class DeepTrainer:
                 if foreign:
                     raise ValueError(f"another optimiser wrote it: it has the settings "
                                      f"{sorted(foreign)}, which {optimizer_class} has not")
+            for saved, group in zip(resume.optimizer["param_groups"], current):
+                if saved.get("amsgrad", False) != group.get("amsgrad", False):
+                    # the state's layout differs (a maximum of the second moments or none)
+                    raise ValueError(f"it was written with amsgrad={saved.get('amsgrad')}, "
+                                     f"this fit has amsgrad={group.get('amsgrad')}")
             self.optimizer.load_state_dict(resume.optimizer)
             if resume.scaler:
                 self.scaler.load_state_dict(resume.scaler)
@@ -375,11 +385,12 @@ class DeepTrainer:
             raise CheckpointError(
                 f"warm_start cannot resume from {resume.source}: it does not match this fit "
                 f"({type(exc).__name__}: {str(exc).strip()[:300]}). Resume with the parameters "
-                "of the run that wrote it (loss, optimizer, optimizer_params, amp), or fit with "
+                "of the run that wrote it (loss, optimizer, optimizer_params, amp, "
+                "early_stopping), or fit with "
                 "warm_start=False (after removing the checkpoint, or with another "
                 "checkpoint_path) to start afresh.") from exc
-        for group, (lr, weight_decay) in zip(self.optimizer.param_groups, current):
-            group["lr"], group["weight_decay"] = lr, weight_decay
+        for group, settings in zip(self.optimizer.param_groups, current):
+            group.update(settings)
         self.initial_score = resume.initial_score
 
     # ------------------------------------------------------------------ training
@@ -388,7 +399,10 @@ class DeepTrainer:
         cfg = self.config
         validating = cfg.val_idx is not None
         callbacks = [Validation(self.validation_score)] if validating else []
-        callbacks.append(self.stopper)
+        # the last epoch's network, taken before the stopper puts the best epoch's back: a
+        # warm start resumes from where the run stopped, as from the checkpoint file
+        last = _LastState()
+        callbacks += [last, self.stopper]
         history, start_epoch, max_iter = [], 0, cfg.max_iter
         if resume is not None:
             self.restore(resume)
@@ -442,7 +456,7 @@ class DeepTrainer:
         stopped = result.stop_reason if result.stop_reason != "max_iter" else None
         if resume is not None and _finished(resume):
             stopped = "no_improvement"
-        final = self.state(result.n_iter, result.history, stopped)
+        final = self.state(result.n_iter, result.history, stopped, trained=last.state)
         kept_start = start_state is not None and self._keep_start(result.history, start_state)
         # the eval-mode network, checked once before it is called fitted (non-finite
         # embeddings fail the fit), and its separation of the training classes: cosine, the
@@ -492,3 +506,12 @@ class DeepTrainer:
             return False
         self.trainable.load_state_dict(start_state)
         return True
+
+
+class _LastState(Callback):
+    """Keeps the trainable's state at the end of training (before a stopper restores its best)."""
+
+    state = None
+
+    def on_train_end(self, loop):
+        self.state = loop.trainable.state_dict()

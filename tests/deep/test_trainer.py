@@ -420,6 +420,67 @@ def test_a_resume_that_does_not_match_says_what_differs(blobs, tmp_path):
              early_stopping=True).fit(X, y)
 
 
+def test_a_warm_start_that_switches_early_stopping_is_refused(blobs):
+    # the saved stopper's best was taken for the new one's: switched on, a loss's best (its
+    # sign flipped) lost to every score, so the last epoch was called the best; switched off,
+    # a MAP@R of 0.77 was taken for the best loss and the run stopped while still learning
+    from skdml._training import CheckpointError
+
+    X, y = blobs
+    kw = dict(validation_fraction=0.34, max_iter=2, optimizer_params={"lr_schedule": "constant"})
+    for before, after in ((False, True), (True, False)):
+        est = make(early_stopping=before, **kw).fit(X, y)
+        with pytest.raises(CheckpointError, match=r"early stopping watched '(metric_loss|"
+                           r"validation_score)'.*early_stopping\)"):
+            est.set_params(warm_start=True, early_stopping=after, max_iter=4).fit(X, y)
+        assert est.n_iter_ == 2  # the refused fit left the model as it was
+    # the same setting resumes
+    est.set_params(early_stopping=True).fit(X, y)
+    assert est.n_iter_ == 4
+
+
+def test_a_callback_stopped_run_resumes_from_its_last_epoch_not_its_best(blobs):
+    # the state kept for a warm start was taken after early stopping put the best epoch's
+    # network back: the resumed run trained on from the best epoch's weights with the last
+    # epoch's optimiser (unlike a resume from the checkpoint file)
+    from skdml.callbacks import Callback
+
+    class StopAt(Callback):
+        def on_epoch_end(self, estimator, info):
+            if info.epoch == 3:
+                info.stop("time budget")
+
+    X, _ = blobs
+    y = np.random.RandomState(3).randint(0, 6, len(X))  # a wandering validation score
+    kw = dict(validation_fraction=0.34, learning_rate=3e-2, early_stopping=True,
+              n_iter_no_change=20, max_iter=5, n_classes_per_batch=3,
+              optimizer_params={"lr_schedule": "constant"})
+    ref = make(**kw).fit(X, y)
+    est = make(callbacks=[StopAt()], **kw).fit(X, y)
+    scores = [r["validation_score"] for r in est.history_]
+    assert est.n_iter_ == 3 and est.best_iteration_ < 3, scores  # the case: best != last
+    est.set_params(callbacks=None, warm_start=True).fit(X, y)
+    assert [r["validation_score"] for r in est.history_] == \
+        [r["validation_score"] for r in ref.history_]
+    assert_same_params(params_of(ref), params_of(est))
+
+
+def test_a_warm_start_uses_every_current_optimiser_setting(blobs):
+    # torch's load_state_dict put the saved group settings back: changed betas and eps were
+    # ignored (only lr and weight_decay were re-applied)
+    from skdml._training import CheckpointError
+
+    X, y = blobs
+    est = make(max_iter=1, optimizer_params={"lr_schedule": "constant"}).fit(X, y)
+    est.set_params(warm_start=True, max_iter=2, optimizer__betas=(0.5, 0.6),
+                   optimizer__eps=1e-3).fit(X, y)
+    groups = est._resume_state["optimizer"]["param_groups"]
+    assert all(g["betas"] == (0.5, 0.6) and g["eps"] == 1e-3 for g in groups)
+    # amsgrad changes what the state holds: refused by name
+    with pytest.raises(CheckpointError, match="amsgrad=False, this fit has amsgrad=True"):
+        est.set_params(max_iter=3, optimizer__amsgrad=True).fit(X, y)
+
+
 @pytest.mark.parametrize("schedule", ["constant", "cosine"])
 def test_history_learning_rate_is_the_learning_rate_whatever_the_first_group(schedule):
     # a user group at rate 0 came first in the optimiser: the column read 0.0

@@ -291,6 +291,27 @@ def test_a_lock_left_by_a_dead_process_does_not_block(tmp_path, images):
     assert not (tmp_path / "ck.pt.lock").exists()
 
 
+def test_a_users_file_at_the_lock_path_is_neither_overwritten_nor_removed(tmp_path, images):
+    # an existing regular file at <path>.lock was truncated, written and then removed
+    path = tmp_path / "poetry"
+    lock = tmp_path / "poetry.lock"
+    lock.write_text("[[package]]\nname = 'numpy'\n")
+    with pytest.raises(CheckpointError, match="is not a lock of skdml's"):
+        deep(checkpoint_path=path).fit(*images)
+    assert lock.read_text() == "[[package]]\nname = 'numpy'\n"
+    assert not path.exists()
+    lock.write_text("")  # an empty file is taken (and removed, as a fit's own lock is)
+    deep(checkpoint_path=path).fit(*images)
+    assert load_checkpoint(path)["epoch"] == 1 and not lock.exists()
+
+
+def test_a_checkpoint_another_writer_saved_is_a_checkpoint_error(tmp_path, images):
+    path = tmp_path / "other.ckpt"
+    save_checkpoint(path, {"epoch": 3, "weights": [1.0, 2.0]})
+    with pytest.raises(CheckpointError, match="not one DeepMetricTransformer .or DeML. wrote"):
+        deep(checkpoint_path=path, warm_start=True).fit(*images)
+
+
 @pytest.mark.skipif(os.name != "posix", reason="flock")
 def test_a_file_system_without_locks_warns_and_trains(tmp_path, images, monkeypatch):
     from skdml._training import _checkpoint_lock
