@@ -120,6 +120,36 @@ def test_cosine_zero_rows_match_sklearn_cosine_distances():
     assert np.all(np.diff(distances, axis=1) >= 0)
 
 
+def test_a_zero_row_elsewhere_does_not_reorder_the_other_rows_under_cosine():
+    # with an all-zero row present, every row gains a lift coordinate, and the float64 keys
+    # were summed over d + 1 terms: another order of summation, another last bit, and here
+    # the order of two near-tied references flipped (Recall@1 1.0 without the zero row, 0.0
+    # with it; the index's distances decreased along the row)
+    q = np.array([[0.0, 2.0, 2.0, -1.0, 0.0, 1.0, -1.0]])
+    G = np.array([[0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0]])
+    G0 = np.vstack([G, np.zeros((1, 7))])
+    assert nearest_neighbors(q, 2, X_ref=G, metric="cosine").tolist() == [[1, 0]]
+    assert nearest_neighbors(q, 2, X_ref=G0, metric="cosine").tolist() == [[1, 0]]
+    distances, indices = RetrievalIndex(metric="cosine").fit(G0).query(q, k=3)
+    assert indices.tolist() == [[1, 0, 2]] and np.all(np.diff(distances, axis=1) >= 0)
+    assert recall_at_k(q, ["B"], 1, metric="cosine", X_ref=G0, y_ref=["A", "B", "C"]) == 1.0
+
+
+def test_cosine_distances_do_not_depend_on_the_memory_layout():
+    # a Fortran-ordered gallery's rows were normalised with another summation order: an
+    # exact duplicate came back at a distance of 7e-33 and rows of distances decreased
+    rng = np.random.default_rng(1)
+    X = np.full((10, 8), 0.1)
+    X[np.arange(10), rng.integers(0, 8, 10)] += rng.choice([1 / 3, 2 / 3], 10)
+    results = [RetrievalIndex(metric="cosine").fit(A).query(None, k=9)
+               for A in (np.ascontiguousarray(X, dtype=np.float32),
+                         np.asfortranarray(X, dtype=np.float32))]
+    for distances, _ in results:
+        assert np.all(np.diff(distances, axis=1) >= 0)
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+
+
 def test_map_at_r_with_zero_rows_matches_a_float64_reference():
     rng = np.random.RandomState(0)
     X = rng.randn(80, 4)

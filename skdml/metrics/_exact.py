@@ -118,10 +118,14 @@ def _abs_max(X):
 
 
 def normalise_rows(A):
-    """Divide the rows of float64 ``A`` by their L2 norm, in place; zero rows stay zero."""
+    """Divide the rows of float64 ``A`` by their L2 norm, in place; zero rows stay zero.
+
+    The squares are summed row by row in one order whatever ``A``'s memory layout (a
+    Fortran-ordered copy was summed in another order: the same row got another last bit).
+    """
     peak = np.max(np.abs(A), axis=1)
     np.ldexp(A, -np.frexp(peak)[1][:, None], out=A)  # exact: a power of two per row
-    norm = np.sqrt(np.sum(A * A, axis=1))
+    norm = np.sqrt(np.sum(np.multiply(A, A, order="C"), axis=1))
     norm[norm == 0.0] = 1.0
     A /= norm[:, None]
     return A
@@ -180,7 +184,7 @@ def pair_distances(Q, R, indices, metric):
     step = max(1, _CHUNK // (d * k))
     for start in range(0, n_q, step):
         rows = indices[start:start + step]
-        A = np.array(Q[start:start + step], dtype=np.float64)  # copies: normalised in place
+        A = np.array(Q[start:start + step], dtype=np.float64, order="C")  # normalised in place
         B = np.array(R[rows.ravel()], dtype=np.float64).reshape(rows.shape + (d,))
         if metric == "euclidean":
             B = np.ldexp(B, e) - np.ldexp(A, e)[:, None, :]
@@ -215,7 +219,7 @@ class UnitRows:
                    for start in range(0, X.shape[0], step))
 
     def __getitem__(self, rows):
-        A = normalise_rows(np.array(self.X[rows], dtype=np.float64, ndmin=2))
+        A = normalise_rows(np.array(self.X[rows], dtype=np.float64, ndmin=2, order="C"))
         if self.lift:
             A = np.hstack([A, (~np.any(A != 0, axis=1)).astype(np.float64)[:, None]])
         return A
@@ -378,7 +382,7 @@ class Frame:
         sq = np.empty(n)
         step = max(1, _CHUNK // max(d, 1))
         for start in range(0, n, step):
-            part = np.array(X[start:start + step], dtype=np.float64)
+            part = np.array(X[start:start + step], dtype=np.float64, order="C")
             part -= centre
             np.ldexp(part, exp, out=part)
             z = part.astype(dtype).astype(np.float64)  # z, rounded to the frame's dtype
@@ -502,8 +506,11 @@ class Frame:
             np.ldexp(A, self.e_ref, out=A)
             np.ldexp(B, self.e_ref, out=B)
             B -= A
-            part = np.sum(B * B, axis=1)
-            if getattr(self.Q, "lift", False):  # a zero row: exactly 2 (also between two)
+            lift = getattr(self.Q, "lift", False)
+            # the sum over the data's own coordinates (with the lift's too, numpy summed
+            # d + 1 terms in another order: a zero row elsewhere moved other pairs' last bit)
+            part = np.sum(B[:, :-1] * B[:, :-1] if lift else B * B, axis=1)
+            if lift:  # a zero row: exactly 2 (also between two)
                 zero_a, zero_b = A[:, -1] != 0, (A[:, -1] + B[:, -1]) != 0
                 part = np.where(zero_a | zero_b, np.ldexp(2.0, 2 * self.e_ref), part)
             out[start:start + step] = part

@@ -161,8 +161,10 @@ def few_shot_accuracy(X, y, *, n_way=5, n_shot=1, n_queries=15, n_episodes=600,
     first ``n_shot`` drawn are the support, the rest the queries. Distances are
     computed in float64 (Euclidean: after centring on the coordinate-wise
     median and an exact power-of-two scaling, so that offsets and extreme
-    scales give the same answer); a query equidistant from two prototypes goes
-    to the one drawn first.
+    scales give the same answer); a query whose float64 distances to two
+    prototypes are equal goes to the one drawn first. (The prototypes are means
+    and the distances are rounded: an exact tie of real numbers may come out
+    either way, unlike the certified neighbour search of :mod:`skdml.metrics`.)
 
     The published Omniglot figures use the class split of Vinyals et al.
     (2016) and 28x28 images, with rotated characters as extra classes; a
