@@ -586,3 +586,49 @@ def test_one_dimension_on_unit_embeddings_says_the_map_cannot_move():
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="n_components=1")
         ECAML(loss="lmnn", **kw).fit(X, y)  # raw distances learn in 1-d: no warning
+
+
+class _EpochMaps:
+    """A callback keeping the learner's map after every epoch (and the worst |L L^T - I|)."""
+
+    def __new__(cls):
+        from skdml.callbacks import Callback
+
+        class EpochMaps(Callback):
+            def __init__(self):
+                self.maps, self.worst_gram = {}, 0.0
+
+            def on_epoch_end(self, estimator, info):
+                L = info.optimizer.param_groups[0]["params"][0].detach().double().numpy()
+                self.maps[info.epoch] = L.copy()
+                self.worst_gram = max(self.worst_gram,
+                                      np.abs(L @ L.T - np.eye(len(L))).max())
+
+        return EpochMaps()
+
+
+def test_a_class_disjoint_fit_returns_its_best_epochs_map():
+    # without a refit the validated run is the model: its map must be the best epoch's (the
+    # stratified default refits from the start, which hid a run returning its last epoch)
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(30), 20)  # the class is in 4 features; 12 are loud noise
+    X = np.c_[rng.randn(30, 4)[y] * 2.0 + 0.5 * rng.randn(600, 4), 3.0 * rng.randn(600, 12)]
+    maps = _EpochMaps()
+    est = ECAML(n_components=4, loss="binomial", validation_split="class_disjoint",
+                max_iter=60, n_iter_no_change=3, random_state=0, callbacks=[maps]).fit(X, y)
+    best, last = est.best_iteration_, max(maps.maps)
+    assert 0 < best < last  # the case: the run went on past its best epoch
+    np.testing.assert_allclose(est.components_, maps.maps[best], atol=1e-6)
+    assert np.abs(est.components_ - maps.maps[last]).max() > 1e-3
+
+
+def test_stiefel_steps_stay_on_the_manifold_during_training():
+    # the final polar() orthonormalises any map: only the maps of the epochs show that each
+    # step is retracted onto the manifold (without it, |L L^T - I| drifted to 5.5)
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 20)
+    X = rng.randn(80, 10) + 3.0 * np.eye(4, 10)[y]
+    maps = _EpochMaps()
+    ECAML(n_components=3, manifold="stiefel", max_iter=20, early_stopping=False,
+          learning_rate=0.05, random_state=0, callbacks=[maps]).fit(X, y)
+    assert len(maps.maps) > 5 and maps.worst_gram < 1e-5

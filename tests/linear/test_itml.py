@@ -219,3 +219,29 @@ def test_the_default_constraint_count_caps_quietly_and_an_explicit_one_warns():
         with pytest.warns(UserWarning, match="Only 72 distinct similar pairs exist"):
             loud = make(720).fit(X, y)
         np.testing.assert_array_equal(quiet.components_, loud.components_)
+
+
+def test_itml_stops_at_the_first_sweep_whose_change_is_below_tol():
+    import contextlib
+    import io
+    import re
+
+    rng = np.random.RandomState(0)
+    y = np.repeat([0, 1, 2], 15)
+    X = np.c_[3.0 * y + 0.8 * rng.randn(45), 2.0 * rng.randn(45), rng.randn(45)]
+    tol = 1e-2
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        est = ITML_Supervised(tol=tol, max_iter=1000, verbose=2, random_state=0).fit(X, y)
+    changes = [float(c) for c in re.findall(r"relative change ([0-9.eE+-]+)", out.getvalue())]
+    assert len(changes) == est.n_iter_ > 1
+    assert changes[-1] < tol and all(c >= tol for c in changes[:-1])
+
+
+def test_itml_warns_when_hard_constraints_are_missed_by_a_modest_factor():
+    # a similar and a dissimilar pair with the same difference cannot be at most 1 and at
+    # least 4 apart: the best metric misses by a factor of 4, which must be reported
+    pairs = np.array([[[0.0, 0.0], [1.0, 0.0]], [[5.0, 5.0], [6.0, 5.0]],
+                      [[0.0, 1.0], [0.0, 2.0]], [[3.0, 0.0], [3.0, 3.0]]])
+    with pytest.warns(UserWarning, match="not met"):
+        ITML(gamma=np.inf, bounds=(1.0, 4.0), max_iter=2000).fit(pairs, [1, -1, 1, -1])

@@ -165,3 +165,28 @@ def test_a_prior_that_already_satisfies_every_quadruplet_is_kept_quietly():
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*barely moved")
         LSML_Supervised(random_state=0).fit(X, y)
+
+
+def test_lsml_keeps_a_non_identity_prior_that_already_meets_every_quadruplet():
+    # tr(M P^-1) - log det M is least at M = P: the LogDet term must use P's inverse (the
+    # identity prior of the other test cannot tell)
+    rng = np.random.RandomState(0)
+    quadruplets = []
+    for _ in range(20):
+        a = rng.randn(2)
+        quadruplets.append([a, a + 0.01 * rng.randn(2), a, a + 5.0 + rng.randn(2)])
+    P = np.diag([4.0, 1.0])
+    M = LSML(prior=P, random_state=0).fit(np.array(quadruplets)).get_mahalanobis_matrix()
+    np.testing.assert_allclose(M, P, rtol=1e-3, atol=1e-3)
+
+
+def test_lsml_with_tol_zero_runs_max_iter_without_a_convergence_warning():
+    from sklearn.exceptions import ConvergenceWarning
+
+    rng = np.random.RandomState(0)
+    y = np.repeat([0, 1, 2], 15)
+    X = np.c_[3.0 * y + rng.randn(45), rng.randn(45), rng.randn(45)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = LSML_Supervised(tol=0.0, max_iter=3, random_state=0).fit(X, y)
+    assert est.n_iter_ == 3

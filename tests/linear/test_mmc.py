@@ -247,3 +247,15 @@ def test_inputs_in_small_units_learn_the_metric_of_unit_inputs():
     ref = diag(1.0)
     for scale in (1e-3, 1e-10):
         np.testing.assert_allclose(diag(scale), ref, atol=1e-3)
+
+
+def test_diagonal_c_scales_the_diagonal_solution():
+    # Xing et al.'s Eq. 6, sum_S d_w - c log sum_D sqrt(d_w): f_c(c w) = c f_1(w) + const,
+    # so the optimum for diagonal_c = c is c times the one for 1 (an ignored c gave M4 == M1)
+    rng = np.random.RandomState(0)
+    y = np.repeat([0, 1, 2], 20)
+    X = np.c_[3.0 * y + rng.randn(60), rng.randn(60), 4.0 * rng.randn(60)]
+    kw = dict(diagonal=True, max_iter=1000, tol=1e-12, random_state=0)
+    M1 = MMC_Supervised(diagonal_c=1.0, **kw).fit(X, y).get_mahalanobis_matrix()
+    M4 = MMC_Supervised(diagonal_c=4.0, **kw).fit(X, y).get_mahalanobis_matrix()
+    np.testing.assert_allclose(M4, 4.0 * M1, rtol=1e-3, atol=1e-8)

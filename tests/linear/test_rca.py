@@ -136,3 +136,14 @@ def test_a_covariance_prior_of_features_far_apart_is_their_inverse_covariance():
     P = prior_metric("covariance", X * s)
     np.testing.assert_allclose(P * np.outer(s, s), np.linalg.inv(np.cov(X, rowvar=False)),
                                rtol=1e-8)
+
+
+def test_rca_whitens_the_within_chunklet_covariance_when_it_reduces():
+    # L C L^T = I also with n_components < n_features (not diag(w))
+    rng = np.random.RandomState(0)
+    y = np.repeat([0, 1, 2], 30)
+    X = np.c_[3.0 * y + rng.randn(90), 2.0 * y + rng.randn(90), 5.0 * rng.randn(90, 3)]
+    rca = RCA(n_components=2).fit(X, y)
+    centred = X - np.array([X[y == c].mean(0) for c in range(3)])[y]
+    Z = centred @ rca.components_.T
+    np.testing.assert_allclose(Z.T @ Z / len(Z), np.eye(2), atol=1e-10)

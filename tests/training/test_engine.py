@@ -170,3 +170,45 @@ def test_a_non_scalar_objective_gets_a_clear_error():
     model = Vector()
     with pytest.raises(TypeError, match=r"scalar torch.Tensor.*shape \(2,\)"):
         train_epochs(model, torch.optim.SGD([model.w], lr=0.1), batches, max_iter=1)
+
+
+def test_early_stopping_counts_gains_below_tol_as_no_improvement():
+    # a loss creeping down by 1e-6 an epoch never improves by more than tol=1e-4: the run
+    # stops after n_iter_no_change epochs (without tol it never would)
+    from types import SimpleNamespace
+
+    loop = SimpleNamespace(epoch=0, stop_reason=None)
+    loop.stop = lambda reason: setattr(loop, "stop_reason", reason)
+    stopper = EarlyStopping(monitor="loss", greater_is_better=False, n_iter_no_change=10,
+                            tol=1e-4)
+    for epoch in range(1, 101):
+        loop.epoch = epoch
+        stopper.on_epoch_end(loop, {"loss": 1.0 - 1e-6 * epoch})
+        if loop.stop_reason:
+            break
+    assert (loop.stop_reason, loop.epoch) == ("no_improvement", 11)
+
+
+def test_history_loss_is_the_mean_of_the_epochs_batch_losses():
+    # the record's loss is documented as the mean over the epoch's batches (a sum passed
+    # every test that only checked the keys and that the loss falls)
+    from skdml import ECAML
+    from skdml.callbacks import Callback as UserCallback
+
+    class Losses(UserCallback):
+        def __init__(self):
+            self.per_epoch = {}
+
+        def on_batch_end(self, estimator, info):
+            self.per_epoch.setdefault(info.epoch + 1, []).append(float(info.batch_loss))
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 20)
+    X = rng.randn(80, 10) + 3.0 * np.eye(4, 10)[y]
+    losses = Losses()
+    est = ECAML(n_components=3, max_iter=4, early_stopping=False, n_classes_per_batch=2,
+                n_samples_per_class=4, random_state=0, callbacks=[losses]).fit(X, y)
+    for record in est.history_:
+        batches = losses.per_epoch[record["epoch"]]
+        assert len(batches) > 1
+        np.testing.assert_allclose(record["loss"], np.mean(batches), rtol=1e-5)
