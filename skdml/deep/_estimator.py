@@ -226,7 +226,9 @@ callable, default="auto"
     warm_start : bool, default=False
         Resume from ``checkpoint_path`` if it exists (unless the fitted model
         continues its run further), else from the fitted model; the current
-        ``learning_rate`` and ``weight_decay`` apply to the resumed optimiser.
+        ``learning_rate`` and optimiser settings (``weight_decay``, ``betas``,
+        ...) apply to the resumed optimiser. Another ``optimizer``,
+        ``early_stopping`` or ``amsgrad`` than the saved run's is refused.
     standardize : bool or "auto", default="auto"
         Learn the mean and scale of each channel (images) or feature
         (vectors) in ``fit`` and standardise every input with them, in
