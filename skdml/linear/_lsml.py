@@ -69,8 +69,9 @@ class _LSMLMixin:
                              "can hold.")
         w = np.ones(len(vab)) if weights is None else weights
         vab, vcd, w = vab[keep], vcd[keep], w[keep]
-        if w.sum() <= 0:
+        if not np.any(w > 0):
             raise ValueError("The quadruplet weights sum to 0.")
+        w = w / w.max()  # finite weights whose sum overflows (1e308 each) normalise too
         w = w / w.sum()
         P = prior_metric(self.prior, unique_points(quadruplets, random_state=rng), "prior", rng,
                          strict_pd=True)

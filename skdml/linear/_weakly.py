@@ -83,7 +83,7 @@ class _TupleLearner(BaseMahalanobis):
         if callable(preprocessor) and not features:
             tuples = self._call_preprocessor(preprocessor, tuples, k, what)
         elif preprocessor is not None and not features:
-            idx = np.asarray(tuples)
+            idx = _integer_objects(np.asarray(tuples))
             if idx.ndim != 2 or idx.shape[1] != k:
                 raise ValueError(
                     f"{name} has a preprocessor, so {what} are rows of {k} sample indices into "
@@ -92,8 +92,10 @@ class _TupleLearner(BaseMahalanobis):
                 np.issubdtype(idx.dtype, np.floating) and np.all(np.isfinite(idx))
                 and np.all(idx == np.round(idx)))
             if idx.size and not whole:
+                missing = " (some are missing)" if idx.dtype == object and any(
+                    _is_missing(v) for v in idx.flat) else ""
                 raise ValueError(f"{what} indices into the preprocessor must be integers; got "
-                                 f"dtype {idx.dtype}.")
+                                 f"dtype {idx.dtype}{missing}.")
             n = len(preprocessor)
             if idx.size and (idx.min() < 0 or idx.max() >= n):  # before the cast: 1e20 wraps
                 low, high = (v.item() if np.issubdtype(idx.dtype, np.integer) else f"{v:g}"
@@ -195,6 +197,23 @@ def _check_pair_labels(y, n_pairs):
     return y.astype(np.int64)
 
 
+def _is_missing(value):
+    """None, NaN or pandas' ``NA`` (an object the comparison of which is not a bool)."""
+    return value is None or type(value).__name__ == "NAType" or value != value
+
+
+def _integer_objects(idx):
+    """An object array of integers (pandas' nullable ``Int64``) as int64; else ``idx``."""
+    if idx.dtype != object or not idx.size or not all(
+            isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+            for v in idx.flat):
+        return idx
+    try:
+        return idx.astype(np.int64)
+    except OverflowError:  # beyond int64: out of any preprocessor's range, said below
+        return idx
+
+
 class BasePairsLearner(ClassifierMixin, _TupleLearner):
     """Base class for metric learners fitted on labelled pairs (a pair classifier).
 
@@ -203,9 +222,13 @@ class BasePairsLearner(ClassifierMixin, _TupleLearner):
     classifies a pair as similar (+1) when it is at most ``threshold_``,
     calibrated on the training pairs for accuracy at the end of ``fit``
     (:meth:`calibrate_threshold` and :meth:`set_threshold` change it).
-    :meth:`decision_function` is minus the distance, so ``scoring="roc_auc"``
-    works in :class:`~sklearn.model_selection.GridSearchCV`; :meth:`score` is
-    the accuracy (scikit-learn's classifier default).
+    :meth:`decision_function` is ``threshold_`` minus the distance: positive
+    exactly where :meth:`predict` says +1 (scikit-learn's binary convention, so
+    :class:`~sklearn.model_selection.FixedThresholdClassifier` and
+    ``scoring="roc_auc"`` in :class:`~sklearn.model_selection.GridSearchCV`
+    read it right); :meth:`pair_score` is minus the distance, as in
+    metric-learn; :meth:`score` is the accuracy (scikit-learn's classifier
+    default).
 
     Subclasses implement ``_fit_tuples(pairs, y)`` and set ``components_``.
 
@@ -265,7 +288,13 @@ class BasePairsLearner(ClassifierMixin, _TupleLearner):
         return self
 
     def decision_function(self, pairs):
-        """Minus the learned distance of each pair (higher: more similar).
+        """``threshold_`` minus the learned distance of each pair (higher: more similar).
+
+        Non-negative exactly where :meth:`predict` says +1 (similar), as
+        scikit-learn reads a binary classifier's decision function; a shift of
+        :meth:`pair_score` (minus the distance, metric-learn's
+        ``decision_function``), so rankings (ROC AUC, average precision) are
+        the same.
 
         Parameters
         ----------
@@ -275,7 +304,8 @@ class BasePairsLearner(ClassifierMixin, _TupleLearner):
         -------
         scores : ndarray of shape (n_pairs,)
         """
-        return self.pair_score(pairs)
+        check_is_fitted(self)
+        return self.threshold_ - self.pair_distance(pairs)
 
     def predict(self, pairs):
         """+1 (similar) where the learned distance is at most ``threshold_``, else -1.
@@ -393,10 +423,12 @@ def calibrated_threshold(distances, y, strategy="accuracy", min_rate=None, beta=
     group of tied distances, and accepting none. The threshold lies halfway
     between the last accepted distance and the next one (accepting all: as far
     above the largest as accepting none lies below the smallest: 1, or the next
-    float where adding 1 rounds back to it), never *on* a calibration distance:
+    float where adding 1 rounds back to it), not *on* a calibration distance:
     a pair's distance can differ by a rounding error between batches (BLAS
     blocks a product by its size), and a threshold equal to a distance would
-    then accept the pair in one batch and reject it in another.
+    then accept the pair in one batch and reject it in another. The one
+    exception: two distinct distances that are adjacent floats (no float lies
+    between them) put the threshold on the smaller one.
 
     Examples
     --------
@@ -415,7 +447,11 @@ def calibrated_threshold(distances, y, strategy="accuracy", min_rate=None, beta=
     above = min(max(d[-1] + 1.0, np.nextafter(d[-1], np.inf)), np.finfo(np.float64).max)
     last, following = d[ends - 1], np.r_[d[ends[:-1]], above]
     between = last + (following - last) / 2
-    between = np.where((last < between) & (between < following), between, last)  # adjacent
+    # adjacent floats have nothing between them: the threshold is then the last accepted
+    # distance itself, except past the largest, where the float above it accepts all alike
+    between = np.where((last < between) & (between < following), between, last)
+    if not last[-1] < between[-1]:
+        between[-1] = above
     thresholds = np.r_[min(d[0] - 1.0, np.nextafter(d[0], -np.inf)), between]
     tn = n_neg - fp
     if strategy == "accuracy":

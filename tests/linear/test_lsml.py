@@ -81,6 +81,17 @@ def test_lsml_weights_and_errors():
         LSML(preprocessor=X).fit(q, weights=np.zeros(len(q)))
 
 
+def test_lsml_weights_are_normalised_even_where_their_sum_overflows():
+    # weights of 1e308 each are finite, but their sum is inf: w / w.sum() made them all 0
+    # and LSML returned its prior
+    X, q = _quadruplets()
+    ones = LSML(preprocessor=X).fit(q, weights=np.ones(len(q))).components_
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no overflow on the way
+        huge = LSML(preprocessor=X).fit(q, weights=np.full(len(q), 1e308)).components_
+    np.testing.assert_allclose(huge, ones, rtol=1e-6, atol=1e-8)
+
+
 def test_lsml_supervised_learns():
     X, y = noisy_classes(seed=5)
     assert knn_score(LSML_Supervised(n_constraints=200, random_state=0), X, y) > \

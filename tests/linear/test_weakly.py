@@ -134,8 +134,8 @@ def test_predict_decision_function_and_score_agree():
     X, idx, y = _pair_data()
     est = _Diagonal(preprocessor=X).fit(idx, y)
     scores = est.decision_function(idx)
-    np.testing.assert_allclose(scores, -est.pair_distance(idx))
-    np.testing.assert_array_equal(est.predict(idx), np.where(-scores <= est.threshold_, 1, -1))
+    np.testing.assert_allclose(scores, est.threshold_ - est.pair_distance(idx))
+    np.testing.assert_array_equal(est.predict(idx), np.where(scores >= 0, 1, -1))
     assert est.score(idx, y) == np.mean(est.predict(idx) == y)
     np.testing.assert_array_equal(est.classes_, [-1, 1])
     est.set_threshold(-1.0)  # no distance is negative: everything dissimilar
@@ -404,3 +404,48 @@ def test_calibration_params_must_be_a_dict():
     pairs = np.array([[0, 1], [2, 3], [0, 2], [1, 3]])
     with pytest.raises(TypeError, match="calibration_params must be a dict"):
         _Diagonal(preprocessor=X).fit(pairs, [1, 1, -1, -1], calibration_params="f_beta")
+
+
+def test_decision_function_follows_scikit_learns_binary_convention():
+    # it was minus the distance (always <= 0): scikit-learn's threshold tools read its sign,
+    # and FixedThresholdClassifier called every pair dissimilar (accuracy 1.0 -> 0.5)
+    from sklearn.model_selection import FixedThresholdClassifier
+    from sklearn.metrics import roc_auc_score
+
+    X, idx, y = _pair_data()
+    est = _Diagonal(preprocessor=X).fit(idx, y)
+    scores = est.decision_function(idx)
+    np.testing.assert_array_equal(scores > 0, est.predict(idx) == 1)
+    assert (scores > 0).any() and (scores < 0).any()
+    wrapped = FixedThresholdClassifier(est, response_method="decision_function").fit(idx, y)
+    np.testing.assert_array_equal(wrapped.predict(idx), est.predict(idx))
+    assert roc_auc_score(y, scores) == roc_auc_score(y, est.pair_score(idx))
+
+
+class _FirstFeature(BasePairsLearner):
+    """A pair learner whose metric is the first feature."""
+
+    def __init__(self, preprocessor=None):
+        self.preprocessor = preprocessor
+
+    def _fit_tuples(self, pairs, y):
+        self.components_ = np.eye(pairs.shape[2])[:1]
+
+
+def test_index_pairs_in_a_nullable_integer_frame_are_accepted():
+    pd = pytest.importorskip("pandas")
+    X = np.array([[0.0, 5.0], [0.1, -5.0], [3.0, 0.0]])
+    pairs, y = np.array([[0, 1], [0, 2]]), np.array([1, -1])
+    est = _FirstFeature(preprocessor=X).fit(pd.DataFrame(pairs, dtype="Int64"), y)
+    np.testing.assert_array_equal(est.predict(pd.DataFrame(pairs, dtype="Int64")),
+                                  est.predict(pairs))
+    with pytest.raises(ValueError, match="must be integers.*some are missing"):
+        _FirstFeature(preprocessor=X).fit(pd.DataFrame([[0, 1], [0, None]], dtype="Int64"), y)
+
+
+def test_the_accept_all_threshold_lies_above_the_largest_distance_at_any_scale():
+    # from about 2**53 the halfway point to the float above rounded back onto the largest
+    # distance: the threshold sat on a calibration distance
+    X = np.array([[0.0], [1e17], [3e17], [0.0]])
+    est = _FirstFeature(preprocessor=X).fit(np.array([[0, 1], [0, 2], [3, 0]]), [1, 1, 1])
+    assert est.threshold_ > est.pair_distance(np.array([[0, 2]]))[0]
