@@ -5,7 +5,9 @@ Lost work: a user's file at ``<checkpoint>.lock``. Silent: a warm start that swi
 early stopping (the saved best of another quantity), a run a callback stopped resumed from
 its best epoch instead of its last, a warm start's optimiser settings ignored, a cosine
 order moved by a zero row elsewhere and by the gallery's memory layout. Obscure: a
-checkpoint that another skdml writer saved.
+checkpoint that another skdml writer saved, index pairs in a nullable integer frame. And
+the weakly-supervised API: a decision function of the wrong sign for scikit-learn, LSML
+weights whose sum overflows, a threshold on a calibration distance.
 """
 
 from __future__ import annotations
@@ -108,6 +110,57 @@ def cosine_fortran_gallery():
     check(distances[3, 0] == 0.0, f"an exact duplicate at distance {distances[3, 0]}")
 
 
+def _first_feature():
+    from skdml.linear import BasePairsLearner
+
+    class FirstFeature(BasePairsLearner):
+        def __init__(self, preprocessor=None):
+            self.preprocessor = preprocessor
+
+        def _fit_tuples(self, pairs, y):
+            self.components_ = np.eye(pairs.shape[2])[:1]
+
+    return FirstFeature
+
+
+def pair_decision_function_sign():
+    from sklearn.model_selection import FixedThresholdClassifier
+    X = np.array([[0.0], [0.1], [5.0], [5.2], [9.0]])
+    pairs, y = np.array([[0, 1], [2, 3], [0, 2], [1, 4]]), np.array([1, 1, -1, -1])
+    est = _first_feature()(preprocessor=X).fit(pairs, y)
+    wrapped = FixedThresholdClassifier(est, response_method="decision_function").fit(pairs, y)
+    check(np.array_equal(wrapped.predict(pairs), est.predict(pairs)),
+          f"FixedThresholdClassifier predicts {wrapped.predict(pairs)}, the learner "
+          f"{est.predict(pairs)}")
+
+
+def lsml_weights_whose_sum_overflows():
+    from skdml.linear import LSML
+    rng = np.random.RandomState(0)
+    X = rng.randn(30, 3)
+    q = np.array([rng.choice(30, 4, replace=False) for _ in range(40)])
+    ones = LSML(preprocessor=X).fit(q, weights=np.ones(40)).get_mahalanobis_matrix()
+    huge = LSML(preprocessor=X).fit(q, weights=np.full(40, 1e308)).get_mahalanobis_matrix()
+    check(np.allclose(huge, ones, rtol=1e-5, atol=1e-8),
+          "weights of 1e308 (a sum of inf) gave another metric than weights of 1")
+
+
+def accept_all_threshold_at_large_distances():
+    X = np.array([[0.0], [1e17], [3e17], [0.0]])
+    est = _first_feature()(preprocessor=X).fit(np.array([[0, 1], [0, 2], [3, 0]]), [1, 1, 1])
+    check(est.threshold_ > 3e17, f"threshold_ {est.threshold_!r} on the largest distance")
+
+
+def nullable_integer_index_pairs():
+    import pandas as pd
+    X = np.array([[0.0, 5.0], [0.1, -5.0], [3.0, 0.0]])
+    try:
+        _first_feature()(preprocessor=X).fit(pd.DataFrame([[0, 1], [0, 2]], dtype="Int64"),
+                                             np.array([1, -1]))
+    except ValueError as exc:  # valid indices refused
+        check(False, f"integer indices without a missing value refused: {exc}")
+
+
 # ------------------------------------------------------------------ obscure
 def checkpoint_of_another_writer():
     from skdml._training import CheckpointError, save_checkpoint
@@ -134,4 +187,11 @@ CASES = [
     Case("cosine distances of a Fortran-ordered gallery", "silent", cosine_fortran_gallery),
     Case("warm start from another skdml writer's checkpoint", "obscure",
          checkpoint_of_another_writer),
+    Case("a pair learner's decision_function in FixedThresholdClassifier", "silent",
+         quiet(pair_decision_function_sign)),
+    Case("LSML weights of 1e308 each", "silent", quiet(lsml_weights_whose_sum_overflows)),
+    Case("the accept-all threshold past 2**53", "silent",
+         quiet(accept_all_threshold_at_large_distances)),
+    Case("index pairs in a nullable Int64 frame", "silent",
+         quiet(nullable_integer_index_pairs)),
 ]
