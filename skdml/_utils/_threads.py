@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import math
 import os
 import sys
 import threading
@@ -75,11 +76,26 @@ _SHARED = {"active": 0, "torch": None, "blas": None, "blas_cap": None,
            "set": collections.Counter()}  # torch sizes the running sections set
 
 
+#: Seconds a scan of the loaded BLAS libraries is reused: threadpoolctl's scan of every
+#: loaded library took 1-4 ms, and a section needs the pools up to three times (a quarter of
+#: a small JRD fit's time went to it, its validation scoring opening a section per epoch). A
+#: BLAS loaded later is limited from the next scan on.
+_POOLS_TTL = 5.0
+_POOLS_LOCK = threading.Lock()
+_POOLS = {"pid": None, "at": -math.inf, "pools": None}
+
+
 def _blas_pools():
     """The BLAS libraries' thread pools (threadpoolctl), and only them: limiting through
     ``threadpool_limits`` also recorded torch's OpenMP runtime, whose restore then hid from
-    torch that its own setting was still reduced (new threads inherited it)."""
-    return ThreadpoolController().select(user_api="blas")
+    torch that its own setting was still reduced (new threads inherited it). The scan is
+    reused for :data:`_POOLS_TTL` seconds in a process (the pools' sizes are read live)."""
+    now = time.monotonic()
+    with _POOLS_LOCK:
+        if _POOLS["pid"] != os.getpid() or now - _POOLS["at"] > _POOLS_TTL:
+            _POOLS.update(pid=os.getpid(), at=now,
+                          pools=ThreadpoolController().select(user_api="blas"))
+        return _POOLS["pools"]
 _LOCAL = threading.local()
 #: Floating-point operations per step below which one thread is used (about 10 ms on one core).
 SMALL_STEP_FLOPS = 1e9
