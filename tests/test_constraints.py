@@ -160,3 +160,21 @@ def test_warnings_name_a_class_by_its_plain_value():
     with pytest.warns(UserWarning, match=r"Class 0 gives 1 genuine") as caught:
         Constraints(np.array([0, 0, 1, 1, 1, 1, 1, 1])).generate_knntriplets(X, 2, 1)
     assert "np.int64" not in str(caught[0].message)
+
+
+def test_knn_triplets_use_every_impostor_when_k_impostor_is_all_of_them():
+    # generate_knntriplets with k_impostor equal to the other classes' size: every impostor is
+    # used, no warning (brute force: all (a, p, n) with p the same-class partner and n any
+    # other-class sample).
+    import warnings
+    import numpy as np
+    from skdml.constraints import Constraints
+
+    X = np.array([[0.0], [1.0], [10.0], [12.0]])
+    labels = np.array([0, 0, 1, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = Constraints(labels).generate_knntriplets(X, k_genuine=1, k_impostor=2)
+    brute = {(a, p, n) for a in range(4) for p in range(4) for n in range(4)
+             if a != p and labels[a] == labels[p] and labels[n] != labels[a]}
+    assert {tuple(r) for r in t.tolist()} == brute and len(t) == len(brute), t

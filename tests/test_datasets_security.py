@@ -325,3 +325,21 @@ def test_a_file_just_downloaded_is_not_hashed_again_on_its_first_load(tmp_path, 
     monkeypatch.setattr(_fetch, "sha256_of", lambda p: calls.append(p) or real(p))
     fetch_file("usps_16x16.mat", tmp_path, download_if_missing=False)
     assert calls == []
+
+
+@needs_shared
+def test_a_cached_file_rewritten_in_place_with_its_mtime_restored_is_hashed_again(tmp_path):
+    # the verified-file key holds the ctime: bytes overwritten in place (same inode, same
+    # size) with the old mtime put back (os.utime, cp -p, rsync -t) are checked again
+    name = "usps_16x16.mat"
+    path = tmp_path / name
+    shutil.copyfile(SHARED / name, path)
+    _fetch._verify_cached(path, name, tmp_path)  # verified once: remembered
+    st = os.stat(path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    with open(path, "r+b") as fh:
+        fh.write(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(OSError, match="SHA-256"):
+        _fetch._verify_cached(path, name, tmp_path)

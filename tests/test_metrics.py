@@ -1039,3 +1039,80 @@ def test_map_at_r_and_r_precision_do_not_depend_on_the_order_of_the_rows():
         got = retrieval_scores(X[p], y[p], k=1)
         assert got["map_at_r"] == want["map_at_r"]
         assert got["r_precision"] == want["r_precision"]
+
+
+def test_scorers_pass_their_options_on():
+    # map_at_r_scorer(metric=...) and clustering_f1_scorer(n_init=...) score with those
+    # options: the scorer equals the score function called directly with them (data where the
+    # option matters).
+    import numpy as np
+    from sklearn.preprocessing import FunctionTransformer
+    from skdml.metrics import (clustering_f1_score, clustering_f1_scorer, map_at_r, map_at_r_scorer)
+
+    ident = FunctionTransformer().fit(np.zeros((1, 2)))
+    rng = np.random.RandomState(0)
+    # cosine and Euclidean disagree: classes are directions, norms vary widely
+    y = np.repeat(np.arange(3), 10)
+    angles = y * 2.0 + 0.3 * rng.randn(30)
+    Z = np.c_[np.cos(angles), np.sin(angles)] * rng.uniform(0.1, 10, 30)[:, None]
+    assert map_at_r(Z, y, metric="cosine") != map_at_r(Z, y)
+    assert map_at_r_scorer(metric="cosine")(ident, Z, y) == map_at_r(Z, y, metric="cosine")
+
+    # k-means with 1 and with 20 initialisations reach different partitions here
+    W = rng.randn(60, 2)
+    yw = rng.randint(0, 6, 60)
+    seed = next(s for s in range(50) if clustering_f1_score(W, yw, random_state=s, n_init=1)
+                != clustering_f1_score(W, yw, random_state=s, n_init=20))
+    assert clustering_f1_scorer(random_state=seed, n_init=20)(ident, W, yw) == \
+        clustering_f1_score(W, yw, random_state=seed, n_init=20)
+
+
+def test_y_ref_without_x_ref_is_refused():
+    # A y_ref without X_ref is refused (prepare_retrieval: 'X_ref and y_ref must be given
+    # together'), not silently ignored (only the X_ref-without-y_ref direction is tested).
+    import numpy as np
+    import pytest
+    from skdml.metrics import map_at_r, recall_at_k
+
+    X = np.random.RandomState(0).rand(8, 2)
+    y = np.repeat([0, 1], 4)
+    with pytest.raises(ValueError, match="given together"):
+        recall_at_k(X, y, k=1, y_ref=y)
+    with pytest.raises(ValueError, match="given together"):
+        map_at_r(X, y, y_ref=y[::-1])
+
+
+def test_integer_data_beyond_float32s_exact_range_is_certified():
+    # Integer data whose float32 search values exceed 2**24 (frame norms of several
+    # thousands): the frame is not exact, and nearest_neighbors must still equal a float64
+    # brute force (ties to the lower index). The suite has no integer-grid case with reach**2
+    # between 2**24 and 2**27.
+    import numpy as np
+    from skdml.metrics import nearest_neighbors
+
+    rng = np.random.RandomState(0)
+    near = 1900 + rng.randint(-20, 21, size=(600, 2))        # dense around the queries
+    bulk = -2000 + rng.randint(-20, 21, size=(1200, 2))       # the median, far away
+    R = np.vstack([near, bulk]).astype(np.float64)
+    X = (1900 + rng.randint(-20, 21, size=(50, 2))).astype(np.float64)
+    k = 40
+    got = nearest_neighbors(X, k, X_ref=R)
+    D = ((X[:, None, :] - R[None, :, :]) ** 2).sum(-1)
+    want = np.argsort(D, axis=1, kind="stable")[:, :k]       # ties: the lower index first
+    bad = np.flatnonzero((got != want).any(axis=1))
+    assert bad.size == 0, f"{bad.size} of {len(X)} queries differ from the float64 brute force"
+
+
+def test_a_near_tie_ending_exactly_at_k_is_settled_in_float64():
+    # knn_accuracy: a float32 near-tie of two references of different labels at positions k-1
+    # and k (the segment ends exactly at k) is settled in float64. Brute force: the nearer is
+    # ref 1 (label 1).
+    import numpy as np
+    from skdml.metrics import knn_accuracy
+
+    R = np.array([[1 + 1e-9], [1 - 1e-9], [100.0], [100.0], [100.0], [100.0], [100.0]])
+    y_ref = np.array([0, 1, 2, 2, 2, 2, 2])
+    Q = np.array([[0.0]])
+    d = np.abs(R[:, 0] - Q[0, 0])
+    assert d[1] < d[0]                      # float64: ref 1 is the nearest
+    assert knn_accuracy(Q, [1], R, y_ref, k=1) == [1.0]

@@ -305,3 +305,45 @@ def test_an_index_with_a_nan_label_takes_more_items():
     index = RetrievalIndex().fit(np.eye(3), y=np.array([1.0, np.nan, 3.0]))
     index.add([[0.5, 0.5, 0.0]], y=np.array([4.0]))
     np.testing.assert_array_equal(index.labels_, [1.0, np.nan, 3.0, 4.0])
+
+
+def test_items_added_after_a_faiss_query_are_found(monkeypatch):
+    # After add(), a faiss-backend query sees the new items (the cached faiss index is
+    # rebuilt).
+    import types
+    import numpy as np
+    import skdml.retrieval as retrieval
+    from skdml.retrieval import RetrievalIndex
+
+    class Flat:
+        def __init__(self, d):
+            self.xb = np.empty((0, d), np.float32)
+
+        def add(self, x):
+            self.xb = np.vstack([self.xb, x])
+
+        def search(self, q, k):
+            D = ((q[:, None] - self.xb[None]) ** 2).sum(-1)
+            order = np.argsort(D, axis=1, kind="stable")[:, :k]
+            return np.take_along_axis(D, order, 1).astype(np.float32), order
+
+    monkeypatch.setattr(retrieval, "_faiss",
+                        lambda: types.SimpleNamespace(IndexFlatL2=Flat, IndexFlatIP=Flat))
+    index = RetrievalIndex(backend="faiss").fit(np.array([[0.0, 0.0], [10.0, 10.0]]))
+    index.query([[5.0, 5.0]], k=1)                 # builds the faiss index
+    index.add([[5.0, 5.1]])
+    d, i = index.query([[5.0, 5.0]], k=1)
+    assert i.tolist() == [[2]], i
+
+
+def test_n_features_in_comes_from_the_transformer():
+    # RetrievalIndex(transformer).fit sets n_features_in_ to the transformer's (documented
+    # attribute).
+    import numpy as np
+    from sklearn.decomposition import PCA
+    from skdml.retrieval import RetrievalIndex
+
+    X = np.random.RandomState(0).rand(12, 4)
+    index = RetrievalIndex(PCA(2).fit(X)).fit(X)
+    assert index.embeddings_.shape == (12, 2)
+    assert getattr(index, "n_features_in_", None) == 4, getattr(index, "n_features_in_", None)

@@ -8,8 +8,10 @@ under a file that should be a folder names it.
 
 import json
 import os
+import re
 import sys
 import types
+import warnings
 import zipfile
 
 import numpy as np
@@ -72,8 +74,61 @@ def test_load_refuses_compressed_members(tmp_path):
     with zipfile.ZipFile(path) as zf:
         data = zf.read("embeddings.npy")
     _rewrite(path, {"embeddings.npy": (data, zipfile.ZIP_DEFLATED)})
-    with pytest.raises(ValueError, match="compressed"):
+    _refused(path, "compressed")
+
+
+def _refused(path, pattern):
+    """``load`` refuses ``path`` for the reason ``pattern`` (read after the path in the
+    message: "compressed" once matched the test's own folder name, with the check removed)."""
+    with pytest.raises(ValueError) as info:
         RetrievalIndex.load(path)
+    reason = str(info.value).split("RetrievalIndex.save: ", 1)[-1]
+    assert re.search(pattern, reason), reason
+
+
+def _members(path):
+    with zipfile.ZipFile(path) as zf:
+        return [(info.filename, zf.read(info)) for info in zf.infolist()]
+
+
+def _write(path, items):
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in items:
+            zf.writestr(name, data)
+
+
+def test_load_refuses_a_member_stored_twice(tmp_path):
+    path = _saved(tmp_path)
+    members = _members(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile: "Duplicate name"
+        _write(path, members + [("embeddings.npy", _npy(np.full((10, 3), 7.0)))])
+    _refused(path, "twice")
+
+
+def test_load_refuses_bytes_past_what_a_member_declares(tmp_path):
+    path = _saved(tmp_path)
+    _write(path, [(n, d + (b"\0" * 64 if n == "embeddings.npy" else b""))
+                  for n, d in _members(path)])
+    _refused(path, r"declares \d+ bytes but its header describes")
+
+
+def test_load_refuses_a_dtype_the_metadata_does_not_say(tmp_path):
+    path = _saved(tmp_path)
+    _write(path, [(n, _npy(np.zeros((10, 3), np.float32)) if n == "embeddings.npy" else d)
+                  for n, d in _members(path)])
+    _refused(path, "dtype float32 but the metadata says")
+
+
+def test_load_refuses_another_format_version(tmp_path):
+    import io
+    path = _saved(tmp_path)
+    members = _members(path)
+    meta = json.loads(str(np.load(io.BytesIO(dict(members)["meta.npy"]))))
+    meta["version"] = 2
+    _write(path, [(n, _npy(np.array(json.dumps(meta))) if n == "meta.npy" else d)
+                  for n, d in members])
+    _refused(path, "format version 2")
 
 
 def test_load_refuses_a_header_that_lies_about_the_size(tmp_path):

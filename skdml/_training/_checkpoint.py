@@ -34,6 +34,8 @@ MAGIC = b"SKDML-CHECKPOINT 2\n"
 UNSAFE_MAGIC = b"SKDML-CHECKPOINT 1\n"
 #: Marks a dict that stands for a numpy array in a stored state.
 _ARRAY = "__skdml_ndarray__"
+#: The tag of a stored frozenset (torch's ``weights_only`` loader rebuilds sets, not frozensets).
+_FROZENSET = "__skdml_frozenset__"
 #: Values stored as they are (``torch.load(weights_only=True)`` rebuilds them).
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.Tensor, torch.Size,
           torch.device, torch.dtype)
@@ -61,7 +63,9 @@ def _to_stored(obj, where):
     if type(obj) in (dict, OrderedDict):
         return type(obj)((_to_stored(k, where), _to_stored(v, f"{where}[{k!r}]"))
                          for k, v in obj.items())
-    if type(obj) in (list, tuple, set, frozenset):
+    if type(obj) is frozenset:  # torch's safe loader cannot rebuild one: a tagged list
+        return {_FROZENSET: [_to_stored(v, f"{where}[{i}]") for i, v in enumerate(obj)]}
+    if type(obj) in (list, tuple, set):
         return type(obj)(_to_stored(v, f"{where}[{i}]") for i, v in enumerate(obj))
     if isinstance(obj, _PLAIN):
         return obj
@@ -115,6 +119,8 @@ def _from_stored(obj, depth=0):
     if depth > MAX_DEPTH:
         raise _BadState(f"containers nested more than {MAX_DEPTH} deep")
     if type(obj) in (dict, OrderedDict):
+        if _FROZENSET in obj and len(obj) == 1 and type(obj[_FROZENSET]) is list:
+            return frozenset(_from_stored(v, depth + 1) for v in obj[_FROZENSET])
         if _ARRAY in obj:
             array = _stored_array(obj)
             if array is None:
@@ -123,7 +129,7 @@ def _from_stored(obj, depth=0):
                 array = array.reshape(tuple(obj["shape"]))
             return array
         return type(obj)((k, _from_stored(v, depth + 1)) for k, v in obj.items())
-    if type(obj) in (list, tuple, set, frozenset):
+    if type(obj) in (list, tuple, set):
         return type(obj)(_from_stored(v, depth + 1) for v in obj)
     return obj
 
@@ -132,7 +138,8 @@ def save_checkpoint(path, state):
     """Write ``state`` to ``path`` atomically, with its SHA-256 digest.
 
     ``state`` may hold tensors, numpy arrays and scalars, Python numbers,
-    strings and bytes, and dicts, lists, tuples and sets of them.
+    strings and bytes, and dicts, lists, tuples, sets and frozensets of them
+    (each loaded back as the same type).
 
     Raises
     ------

@@ -9,13 +9,14 @@ index, :class:`~skdml.Constraints`) goes through these helpers first.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 
 import numpy as np
 import torch
 
-__all__ = ["check_label_input", "check_orderable_labels", "integer_ids", "is_missing_label",
-           "keep_label_types"]
+__all__ = ["check_label_input", "check_orderable_labels", "integer_ids", "integer_objects",
+           "is_missing_label", "keep_label_types"]
 
 
 def is_missing_label(label):
@@ -41,6 +42,15 @@ def integer_ids(values):
 
 def _is_integer(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def integer_objects(array):
+    """An object array of integers only (pandas' nullable ``Int64``) as int64; else as it is
+    (beyond int64 too: out of any index's range)."""
+    if array.dtype == object and array.size and all(_is_integer(v) for v in array.flat):
+        with contextlib.suppress(OverflowError):
+            return array.astype(np.int64)
+    return array
 
 
 def keep_label_types(y):

@@ -31,6 +31,7 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import _get_feature_names, check_is_fitted
 
 from .._utils import transactional_fit
+from .._utils._labels import integer_objects, is_missing_label
 from ._base import BaseMahalanobis, mapped_distances
 
 __all__ = [
@@ -83,7 +84,7 @@ class _TupleLearner(BaseMahalanobis):
         if callable(preprocessor) and not features:
             tuples = self._call_preprocessor(preprocessor, tuples, k, what)
         elif preprocessor is not None and not features:
-            idx = _integer_objects(np.asarray(tuples))
+            idx = integer_objects(np.asarray(tuples))
             if idx.ndim != 2 or idx.shape[1] != k:
                 raise ValueError(
                     f"{name} has a preprocessor, so {what} are rows of {k} sample indices into "
@@ -93,7 +94,7 @@ class _TupleLearner(BaseMahalanobis):
                 and np.all(idx == np.round(idx)))
             if idx.size and not whole:
                 missing = " (some are missing)" if idx.dtype == object and any(
-                    _is_missing(v) for v in idx.flat) else ""
+                    is_missing_label(v) for v in idx.flat) else ""
                 raise ValueError(f"{what} indices into the preprocessor must be integers; got "
                                  f"dtype {idx.dtype}{missing}.")
             n = len(preprocessor)
@@ -195,23 +196,6 @@ def _check_pair_labels(y, n_pairs):
         raise ValueError("Pair labels must be +1 (similar) or -1 (dissimilar); got values "
                          f"{list(values)}.")
     return y.astype(np.int64)
-
-
-def _is_missing(value):
-    """None, NaN or pandas' ``NA`` (an object the comparison of which is not a bool)."""
-    return value is None or type(value).__name__ == "NAType" or value != value
-
-
-def _integer_objects(idx):
-    """An object array of integers (pandas' nullable ``Int64``) as int64; else ``idx``."""
-    if idx.dtype != object or not idx.size or not all(
-            isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
-            for v in idx.flat):
-        return idx
-    try:
-        return idx.astype(np.int64)
-    except OverflowError:  # beyond int64: out of any preprocessor's range, said below
-        return idx
 
 
 class BasePairsLearner(ClassifierMixin, _TupleLearner):

@@ -204,3 +204,58 @@ def test_a_dataset_item_beyond_float32_is_named_as_the_input():
     X[0, 0] = 1e39
     with pytest.raises(ValueError, match="too large for float32"):
         fast(max_iter=1).fit(TensorDataset(torch.from_numpy(X), torch.from_numpy(y)))
+
+
+def test_grey_channels_last_images_are_refused_like_colour_ones():
+    from skdml.deep._data import input_shape_of
+
+    for c in (1, 3, 4):
+        with pytest.raises(ValueError, match="channels-last"):
+            input_shape_of((28, 28, c))
+    assert input_shape_of((1, 28, 28)) == (1, 28, 28)
+
+
+def test_a_dataset_item_that_is_a_list_of_three_numbers_is_an_input():
+    # only a list of two whose second entry is one label is an (x, y) pair
+    from skdml.deep._data import _item_x, dataset_shape
+
+    class Vectors(torch.utils.data.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return [0.1 * i, 0.2, 0.3]
+
+    assert _item_x([0.1, 0.2, 0.3]) == [0.1, 0.2, 0.3]
+    assert dataset_shape(Vectors(), "training") == (3,)
+
+
+def test_training_batches_stay_in_the_training_split(monkeypatch):
+    # the sampler maps the batch plan's positions within the training part to source rows:
+    # without it, training read validation rows (a leak) and never the last training rows
+    import skdml.deep._trainer as trainer
+    from skdml import DeepMetricTransformer
+
+    seen, index = [], {}
+    original = trainer.MappedSampler
+
+    class Spy(original):
+        def __init__(self, sampler, idx):
+            super().__init__(sampler, idx)
+            index["train"] = np.asarray(idx)
+
+        def __iter__(self):
+            for batch in super().__iter__():
+                seen.append(np.asarray(batch))
+                yield batch
+
+    monkeypatch.setattr(trainer, "MappedSampler", Spy)
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 15)
+    X = rng.randn(60, 6) + y[:, None]
+    DeepMetricTransformer(n_components=2, max_iter=2, validation_fraction=0.3,
+                          early_stopping=True, random_state=0, device="cpu").fit(X, y)
+    train = set(index["train"].tolist())
+    assert len(train) < 60 and seen
+    outside = sorted(set(np.concatenate(seen).tolist()) - train)
+    assert not outside, f"training batches read non-training rows {outside[:10]}"

@@ -205,3 +205,14 @@ def test_crop_and_zoom_samples_the_box_exactly_on_a_ramp():
     torch.testing.assert_close(out[0, 0], expected.expand(H, W))
     full = torch.tensor([[0.0, 0.0, 1.0, 1.0]], dtype=torch.float64)
     torch.testing.assert_close(crop_and_zoom(ramp, full), ramp)  # the whole image: identity
+
+
+def test_attention_boxes_compose_with_a_non_square_box():
+    # rows scale by the box's height, columns by its width (square boxes cannot tell)
+    a = torch.zeros(1, 16, 16)
+    a[0, 8:16, 0:4] = 1.0  # bottom half, left quarter of the input
+    within = torch.tensor([[0.0, 0.0, 0.25, 1.0]])  # the input: a wide strip of the original
+    box = attention_boxes(a, min_size=1, within=within, image_size=(16, 16))[0]
+    # in the original the region spans rows [0.125, 0.25] and columns [0, 0.25]: its bounding
+    # square has side 0.25, centred at (0.1875, 0.125)
+    torch.testing.assert_close(box, torch.tensor([0.0625, 0.0, 0.3125, 0.25]))

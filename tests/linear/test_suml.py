@@ -560,3 +560,11 @@ def test_n_reduce_means_what_it_means_in_ecaml_and_jrd():
     # n_components=None: at most n_reduce
     assert suml.components_.shape[0] == ecaml.components_.shape[0] == 8
     assert suml.projection_.shape == (8, 40)  # reduced to exactly n_reduce
+
+
+def test_a_random_stiefel_start_is_on_the_manifold():
+    X = np.random.RandomState(0).randn(40, 5)
+    est = SUML(n_components=3, init="random", manifold="stiefel", max_iter=0,
+               random_state=0).fit(X)
+    L = est._state["L"]
+    np.testing.assert_allclose(L.T @ L, np.eye(3), atol=1e-6)

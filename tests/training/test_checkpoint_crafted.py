@@ -5,10 +5,12 @@ import io
 import os
 import sys
 
+import numpy as np
 import pytest
 import torch
 
-from skdml._training import CheckpointError, claim_checkpoint_path, load_checkpoint
+from skdml._training import (CheckpointError, claim_checkpoint_path, load_checkpoint,
+                             save_checkpoint)
 from skdml._training._checkpoint import _ARRAY, MAGIC
 
 
@@ -76,3 +78,59 @@ def test_lock_file_that_is_a_folder_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match="lock file"):
         with claim_checkpoint_path(path):
             pass
+
+
+def test_checkpoint_containers_keep_their_types(tmp_path):
+    # a tuple comes back a tuple and a set a set (the docstring's "dicts, lists, tuples and
+    # sets of them"); a numpy RNG state round-trips
+    path = tmp_path / "c.ckpt"
+    state = {"t": (1, 2), "s": {3, 4}, "l": [6], "rng": np.random.RandomState(3).get_state()}
+    save_checkpoint(path, state)
+    back = load_checkpoint(path)
+    assert type(back["t"]) is tuple and back["t"] == (1, 2)
+    assert type(back["s"]) is set and back["s"] == {3, 4}
+    assert type(back["l"]) is list and type(back["rng"]) is tuple
+    rng = np.random.RandomState()
+    rng.set_state(back["rng"])
+    assert rng.randint(1 << 30) == np.random.RandomState(3).randint(1 << 30)
+
+
+def test_bit_flips_and_crafted_array_records_are_checkpoint_errors(tmp_path):
+    # a bit flipped inside a tensor's data is "corrupted" (torch.load alone reads other values
+    # back silently); array records with negative dimensions whose product fits the data,
+    # with fewer items than their shape or more bytes than it describes are CheckpointErrors
+    # (not numpy's ValueError)
+    path = tmp_path / "run.ckpt"
+    save_checkpoint(path, {"w": torch.arange(256, dtype=torch.float32) + 1000.0})
+    data = bytearray(path.read_bytes())
+    at = bytes(data).rfind(np.float32(1100.0).tobytes())  # one of the stored values
+    assert at > len(MAGIC) + 32
+    data[at + 3] ^= 0x01  # one bit of that float
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="corrupted"):
+        load_checkpoint(path)
+
+    def crafted(state):
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        payload = buffer.getvalue()
+        out = tmp_path / "crafted.ckpt"
+        out.write_bytes(MAGIC + hashlib.sha256(payload).digest() + payload)
+        return out
+
+    sixteen_bytes = torch.zeros(16, dtype=torch.uint8)
+    for record, reason in [
+            ({_ARRAY: "<f8", "shape": [-1, -2], "data": sixteen_bytes}, "shape"),
+            ({_ARRAY: "object", "shape": [3], "items": ["x", "y"]}, "items do not match"),
+            ({_ARRAY: "<f8", "shape": [1], "data": sixteen_bytes}, "holding 16 bytes")]:
+        with pytest.raises(CheckpointError, match=reason):
+            load_checkpoint(crafted({"a": record}))
+
+
+def test_a_frozenset_saved_in_a_checkpoint_loads_back(tmp_path):
+    # save_checkpoint wrote it, and torch's weights_only loader then refused the file
+    path = tmp_path / "run.ckpt"
+    save_checkpoint(path, {"classes": frozenset({1, 2}), "nested": [frozenset({"a"})]})
+    back = load_checkpoint(path)
+    assert back == {"classes": frozenset({1, 2}), "nested": [frozenset({"a"})]}
+    assert type(back["classes"]) is frozenset

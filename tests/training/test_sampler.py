@@ -39,3 +39,13 @@ def test_the_plan_comes_from_the_labels_it_is_given():
     assert seen == {"b", "d", "f"}
     with pytest.raises(ValueError, match="must be >= 1"):
         ClassBalancedBatchSampler(y, 0, 2, np.random.RandomState(0))
+
+
+def test_a_class_with_at_least_k_samples_is_drawn_without_replacement():
+    # only classes with fewer than K samples are sampled with replacement
+    from skdml._training._sampler import ClassBalancedBatchSampler
+
+    y = np.repeat(np.arange(4), 6)
+    for seed in range(20):
+        for batch in ClassBalancedBatchSampler(y, 2, 5, np.random.RandomState(seed)):
+            assert len(np.unique(batch)) == len(batch), batch
