@@ -166,9 +166,6 @@ def test_knn_triplets_use_every_impostor_when_k_impostor_is_all_of_them():
     # generate_knntriplets with k_impostor equal to the other classes' size: every impostor is
     # used, no warning (brute force: all (a, p, n) with p the same-class partner and n any
     # other-class sample).
-    import warnings
-    import numpy as np
-    from skdml.constraints import Constraints
 
     X = np.array([[0.0], [1.0], [10.0], [12.0]])
     labels = np.array([0, 0, 1, 1])

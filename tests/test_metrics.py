@@ -1045,9 +1045,10 @@ def test_scorers_pass_their_options_on():
     # map_at_r_scorer(metric=...) and clustering_f1_scorer(n_init=...) score with those
     # options: the scorer equals the score function called directly with them (data where the
     # option matters).
-    import numpy as np
     from sklearn.preprocessing import FunctionTransformer
-    from skdml.metrics import (clustering_f1_score, clustering_f1_scorer, map_at_r, map_at_r_scorer)
+
+    from skdml.metrics import (clustering_f1_score, clustering_f1_scorer, map_at_r,
+                               map_at_r_scorer)
 
     ident = FunctionTransformer().fit(np.zeros((1, 2)))
     rng = np.random.RandomState(0)
@@ -1070,8 +1071,6 @@ def test_scorers_pass_their_options_on():
 def test_y_ref_without_x_ref_is_refused():
     # A y_ref without X_ref is refused (prepare_retrieval: 'X_ref and y_ref must be given
     # together'), not silently ignored (only the X_ref-without-y_ref direction is tested).
-    import numpy as np
-    import pytest
     from skdml.metrics import map_at_r, recall_at_k
 
     X = np.random.RandomState(0).rand(8, 2)
@@ -1087,7 +1086,6 @@ def test_integer_data_beyond_float32s_exact_range_is_certified():
     # thousands): the frame is not exact, and nearest_neighbors must still equal a float64
     # brute force (ties to the lower index). The suite has no integer-grid case with reach**2
     # between 2**24 and 2**27.
-    import numpy as np
     from skdml.metrics import nearest_neighbors
 
     rng = np.random.RandomState(0)
@@ -1107,7 +1105,6 @@ def test_a_near_tie_ending_exactly_at_k_is_settled_in_float64():
     # knn_accuracy: a float32 near-tie of two references of different labels at positions k-1
     # and k (the segment ends exactly at k) is settled in float64. Brute force: the nearer is
     # ref 1 (label 1).
-    import numpy as np
     from skdml.metrics import knn_accuracy
 
     R = np.array([[1 + 1e-9], [1 - 1e-9], [100.0], [100.0], [100.0], [100.0], [100.0]])

@@ -311,9 +311,8 @@ def test_items_added_after_a_faiss_query_are_found(monkeypatch):
     # After add(), a faiss-backend query sees the new items (the cached faiss index is
     # rebuilt).
     import types
-    import numpy as np
+
     import skdml.retrieval as retrieval
-    from skdml.retrieval import RetrievalIndex
 
     class Flat:
         def __init__(self, d):
@@ -339,9 +338,6 @@ def test_items_added_after_a_faiss_query_are_found(monkeypatch):
 def test_n_features_in_comes_from_the_transformer():
     # RetrievalIndex(transformer).fit sets n_features_in_ to the transformer's (documented
     # attribute).
-    import numpy as np
-    from sklearn.decomposition import PCA
-    from skdml.retrieval import RetrievalIndex
 
     X = np.random.RandomState(0).rand(12, 4)
     index = RetrievalIndex(PCA(2).fit(X)).fit(X)

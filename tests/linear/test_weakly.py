@@ -452,122 +452,56 @@ def test_the_accept_all_threshold_lies_above_the_largest_distance_at_any_scale()
 
 
 def test_tuples_with_fewer_features_than_fitted_are_refused_clearly():
-    # Tuples with FEWER features than at fit get the clear 'fitted with' message (only 'more'
-    # is tested).
-    import numpy as np
-    import pytest
-    from skdml.linear import BasePairsLearner
-
-    class Diag(BasePairsLearner):
-        def __init__(self, preprocessor=None):
-            self.preprocessor = preprocessor
-        def _fit_tuples(self, pairs, y):
-            self.components_ = np.eye(pairs.shape[2])
-
-    est = Diag().fit(np.random.RandomState(0).randn(4, 2, 3), [1, -1, 1, -1])
-    with pytest.raises(ValueError, match="2 features, but Diag was fitted with 3"):
+    # fewer features than at fit get the "fitted with" message too (a matmul error before)
+    est = _Diagonal(weights=(1.0, 1.0, 1.0)).fit(np.random.RandomState(0).randn(4, 2, 3),
+                                                  [1, -1, 1, -1])
+    with pytest.raises(ValueError, match="2 features, but _Diagonal was fitted with 3"):
         est.predict(np.zeros((2, 2, 2)))
 
 
 def test_max_tnr_and_max_tpr_break_ties_by_the_other_rate():
-    # max_tnr: among thresholds with the best TNR, the one with the best TPR (docstring: 'ties
-    # broken by the other rate').
-    import numpy as np
-    from skdml.linear._weakly import calibrated_threshold
-
-    d = np.array([0.1, 0.2, 0.3, 0.4])
-    y = np.array([1, 1, 1, -1])
-    # every threshold below 0.4 has TNR 1; accepting the three positives (TPR 1) is the best of them
-    t = calibrated_threshold(d, y, "max_tnr", min_rate=0.3)
-    assert 0.3 < t < 0.4, t
-    # mirrored for max_tpr: among TPR 1, the best TNR
+    # every threshold below 0.4 has a TNR of 1; of them, accepting the three positives (TPR
+    # 1) is the best; mirrored for max_tpr
+    t = calibrated_threshold(np.array([0.1, 0.2, 0.3, 0.4]), np.array([1, 1, 1, -1]),
+                             "max_tnr", min_rate=0.3)
+    assert 0.3 < t < 0.4
     t = calibrated_threshold(np.array([0.1, 0.2, 0.3, 0.4]), np.array([1, -1, -1, -1]),
                              "max_tpr", min_rate=0.0)
-    assert 0.1 < t < 0.2, t
+    assert 0.1 < t < 0.2
 
 
 def test_negative_indices_into_the_preprocessor_are_refused():
-    # A negative index into the preprocessor is refused (it would wrap around to the last
-    # rows: a wrong pair, silently).
-    import numpy as np
-    import pytest
-    from skdml.linear import BasePairsLearner
-
-    class FirstFeature(BasePairsLearner):
-        def __init__(self, preprocessor=None):
-            self.preprocessor = preprocessor
-        def _fit_tuples(self, pairs, y):
-            self.components_ = np.eye(pairs.shape[2])[:1]
-
+    # -1 would wrap around to the last row: a wrong pair, silently
     X = np.zeros((4, 2))
     with pytest.raises(ValueError, match=r"must lie in \[0, 4\)"):
-        FirstFeature(preprocessor=X).fit(np.array([[-1, 0], [1, 2]]), [1, -1])
-    est = FirstFeature(preprocessor=X).fit(np.array([[0, 1], [1, 2]]), [1, -1])
+        _FirstFeature(preprocessor=X).fit(np.array([[-1, 0], [1, 2]]), [1, -1])
+    est = _FirstFeature(preprocessor=X).fit(np.array([[0, 1], [1, 2]]), [1, -1])
     with pytest.raises(ValueError, match=r"must lie in \[0, 4\)"):
         est.predict(np.array([[0, -2]]))
 
 
 def test_a_pair_exactly_at_the_threshold_is_similar():
-    # predict: a pair exactly at threshold_ is similar (+1): 'at most this far apart'
-    # (set_threshold doc).
-    import numpy as np
-    from skdml.linear import BasePairsLearner
-
-    class FirstFeature(BasePairsLearner):
-        def __init__(self, preprocessor=None):
-            self.preprocessor = preprocessor
-        def _fit_tuples(self, pairs, y):
-            self.components_ = np.eye(pairs.shape[2])[:1]
-
+    # "at most this far apart" (set_threshold)
     X = np.array([[0.0, 5.0], [0.5, -5.0], [3.0, 0.0]])
     pairs, y = np.array([[0, 1], [0, 2]]), np.array([1, -1])
-    est = FirstFeature(preprocessor=X).fit(pairs, y)
-    est.set_threshold(0.5)                      # exactly the first pair's distance
+    est = _FirstFeature(preprocessor=X).fit(pairs, y)
+    est.set_threshold(0.5)  # exactly the first pair's distance
     assert est.pair_distance(pairs)[0] == 0.5
     np.testing.assert_array_equal(est.predict(pairs), [1, -1])
 
 
 def test_a_preprocessor_returning_too_many_rows_is_refused_clearly():
-    # A callable preprocessor returning MORE rows than identifiers gets the clear message
-    # (only the 'fewer rows' case is tested).
-    import numpy as np
-    import pytest
-    from skdml.linear import BasePairsLearner
-
-    class FirstFeature(BasePairsLearner):
-        def __init__(self, preprocessor=None):
-            self.preprocessor = preprocessor
-        def _fit_tuples(self, pairs, y):
-            self.components_ = np.eye(pairs.shape[2])[:1]
-
     with pytest.raises(ValueError, match="returned 3 rows for 2 identifiers"):
-        FirstFeature(preprocessor=lambda ids: np.zeros((len(ids) + 1, 2))).fit(
+        _FirstFeature(preprocessor=lambda ids: np.zeros((len(ids) + 1, 2))).fit(
             np.array([[0, 1]]), [1])
 
 
 def test_a_tied_triplet_or_quadruplet_is_not_satisfied():
-    # A triplet whose two distances are equal is not satisfied: predict -1, score 0 (predict:
-    # '+1 where the first pair is closer than the second').
-    import numpy as np
-    from skdml.linear import BaseTripletsLearner, BaseQuadrupletsLearner
-
-    class Identity3(BaseTripletsLearner):
-        def __init__(self, preprocessor=None):
-            self.preprocessor = preprocessor
-        def _fit_tuples(self, t, y):
-            self.components_ = np.eye(t.shape[2])
-
-    class Identity4(BaseQuadrupletsLearner):
-        def __init__(self, preprocessor=None):
-            self.preprocessor = preprocessor
-        def _fit_tuples(self, t, y):
-            self.components_ = np.eye(t.shape[2])
-
-    tri = np.array([[[0.0], [1.0], [-1.0]]])          # d(a,p) == d(a,n) == 1
-    est = Identity3().fit(tri)
-    assert est.decision_function(tri)[0] == 0.0
-    np.testing.assert_array_equal(est.predict(tri), [-1])
-    assert est.score(tri) == 0.0
-    quad = np.array([[[0.0], [2.0], [5.0], [7.0]]])    # both pairs 2 apart
-    est4 = Identity4().fit(quad)
-    np.testing.assert_array_equal(est4.predict(quad), [-1])
+    # +1 only where the first pair is closer than the second
+    triplets = np.array([[[0.0], [1.0], [-1.0]]])  # d(a, p) == d(a, n) == 1
+    est = _Triplets().fit(triplets)
+    assert est.decision_function(triplets)[0] == 0.0
+    np.testing.assert_array_equal(est.predict(triplets), [-1])
+    assert est.score(triplets) == 0.0
+    quadruplets = np.array([[[0.0], [2.0], [5.0], [7.0]]])  # both pairs 2 apart
+    np.testing.assert_array_equal(_Quadruplets().fit(quadruplets).predict(quadruplets), [-1])
