@@ -1,6 +1,7 @@
 """Test-suite configuration: deterministic hypothesis runs, so CI cannot flake on a new draw;
 ``-n auto`` (pytest-xdist) starts one worker per CPU, at most four."""
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("skdml", derandomize=True, deadline=None, print_blob=True)
@@ -12,6 +13,7 @@ settings.load_profile("skdml")
 MAX_AUTO_WORKERS = 4
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown without it
 def pytest_xdist_auto_num_workers(config):
     from skdml._utils._threads import machine_cpus
 

@@ -69,3 +69,17 @@ def test_every_import_is_a_core_or_optional_dependency():
 def test_features_of_the_core_install_are_declared(name):
     # verbose=1 (tqdm), the thread policy (threadpoolctl) and load_omniglot (Pillow)
     assert name in _core_dependencies()
+
+
+def test_the_suite_starts_without_pytest_xdist():
+    # the worker-count hook of tests/conftest.py is optional: pytest rejected it as an
+    # unknown hook where the plugin is absent
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-q",
+                           "--collect-only", "tests/test_constraints.py"],
+                          cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -9,6 +9,7 @@ what it saw.
 """
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -538,3 +539,29 @@ def test_an_override_one_above_the_cpus_is_clamped_with_a_warning(monkeypatch):
     with pytest.warns(RuntimeWarning, match="exceeds the 2 CPUs"):
         assert _threads.thread_budget() == 2
     assert _threads.choose_n_threads(1e12) == 2
+
+
+def test_the_blas_scan_is_reused_and_redone_when_modules_are_imported(monkeypatch):
+    # threadpoolctl's scan of every loaded library cost 1-4 ms, up to three times a section;
+    # a module imported since (which may bring a BLAS of its own) makes the next use scan
+    import types
+
+    scans = []
+
+    class Controller:
+        def __init__(self):
+            scans.append(1)
+
+        def select(self, **kwargs):
+            return self
+
+    monkeypatch.setattr(_threads, "ThreadpoolController", Controller)
+    monkeypatch.setattr(_threads, "_POOLS", {"key": None, "at": -np.inf, "pools": None})
+    first = _threads._blas_pools()
+    assert _threads._blas_pools() is first and len(scans) == 1
+    monkeypatch.setitem(sys.modules, "skdml_test_late_blas", types.ModuleType("late"))
+    _threads._blas_pools()
+    assert len(scans) == 2
+    monkeypatch.setattr(_threads, "_POOLS_TTL", 0.0)
+    _threads._blas_pools()
+    assert len(scans) == 3

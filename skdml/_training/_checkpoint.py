@@ -61,6 +61,9 @@ def _to_stored(obj, where):
         return {_ARRAY: np.lib.format.dtype_to_descr(obj.dtype), "shape": list(obj.shape),
                 "data": torch.from_numpy(data.copy())}
     if type(obj) in (dict, OrderedDict):
+        if _ARRAY in obj or _FROZENSET in obj:
+            raise CheckpointError(f"{where} has a key skdml reserves for its own records "
+                                  f"({_ARRAY!r}, {_FROZENSET!r}): it would load as one.")
         return type(obj)((_to_stored(k, where), _to_stored(v, f"{where}[{k!r}]"))
                          for k, v in obj.items())
     if type(obj) is frozenset:  # torch's safe loader cannot rebuild one: a tagged list

@@ -118,6 +118,12 @@ def _acquire(path):
                 "a hard link to another file"
             raise CheckpointError(_not_regular(lock, path, kind))
         locked = _try_lock(fd)
+        if locked is not False and not _ours(fd):  # locked, or no locks on this file system
+            os.close(fd)
+            raise CheckpointError(
+                f"The lock file {lock!r} of checkpoint_path={path!r} exists and is not a "
+                "lock of skdml's (it holds other content): a fit would overwrite and then "
+                "remove it. Move it away, or choose another checkpoint_path.")
         if isinstance(locked, OSError):
             warn_user(
                 f"Cannot lock {lock!r} ({locked.strerror or locked}): this file system does not "
@@ -135,12 +141,6 @@ def _acquire(path):
         except OSError:
             same = False
         if same:
-            if not _ours(fd):
-                os.close(fd)
-                raise CheckpointError(
-                    f"The lock file {lock!r} of checkpoint_path={path!r} exists and is not a "
-                    "lock of skdml's (it holds other content): a fit would overwrite and then "
-                    "remove it. Move it away, or choose another checkpoint_path.")
             os.ftruncate(fd, 0)
             os.write(fd, f"process {os.getpid()} on {socket.gethostname()}\n".encode())
             return fd, lock

@@ -79,10 +79,10 @@ _SHARED = {"active": 0, "torch": None, "blas": None, "blas_cap": None,
 #: Seconds a scan of the loaded BLAS libraries is reused: threadpoolctl's scan of every
 #: loaded library took 1-4 ms, and a section needs the pools up to three times (a quarter of
 #: a small JRD fit's time went to it, its validation scoring opening a section per epoch). A
-#: BLAS loaded later is limited from the next scan on.
+#: BLAS loaded later (with a module that brings it: faiss, say) makes the next section scan.
 _POOLS_TTL = 5.0
 _POOLS_LOCK = threading.Lock()
-_POOLS = {"pid": None, "at": -math.inf, "pools": None}
+_POOLS = {"key": None, "at": -math.inf, "pools": None}
 
 
 def _blas_pools():
@@ -91,10 +91,10 @@ def _blas_pools():
     torch that its own setting was still reduced (new threads inherited it). The scan is
     reused for :data:`_POOLS_TTL` seconds in a process (the pools' sizes are read live)."""
     now = time.monotonic()
+    key = (os.getpid(), len(sys.modules))  # a fork, or modules (and libraries) imported since
     with _POOLS_LOCK:
-        if _POOLS["pid"] != os.getpid() or now - _POOLS["at"] > _POOLS_TTL:
-            _POOLS.update(pid=os.getpid(), at=now,
-                          pools=ThreadpoolController().select(user_api="blas"))
+        if _POOLS["key"] != key or now - _POOLS["at"] > _POOLS_TTL:
+            _POOLS.update(key=key, at=now, pools=ThreadpoolController().select(user_api="blas"))
         return _POOLS["pools"]
 _LOCAL = threading.local()
 #: Floating-point operations per step below which one thread is used (about 10 ms on one core).

@@ -227,8 +227,10 @@ callable, default="auto"
         Resume from ``checkpoint_path`` if it exists (unless the fitted model
         continues its run further), else from the fitted model; the current
         ``learning_rate`` and optimiser settings (``weight_decay``, ``betas``,
-        ...) apply to the resumed optimiser. Another ``optimizer``,
-        ``early_stopping`` or ``amsgrad`` than the saved run's is refused.
+        ...) apply to the resumed optimiser. Another ``optimizer`` or
+        ``early_stopping`` than the saved run's is refused, and so is a change
+        of what the optimiser's state holds (``amsgrad``, ``centered``, a
+        momentum switched on or off).
     standardize : bool or "auto", default="auto"
         Learn the mean and scale of each channel (images) or feature
         (vectors) in ``fit`` and standardise every input with them, in

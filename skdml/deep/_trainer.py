@@ -368,11 +368,7 @@ class DeepTrainer:
                 if foreign:
                     raise ValueError(f"another optimiser wrote it: it has the settings "
                                      f"{sorted(foreign)}, which {optimizer_class} has not")
-            for saved, group in zip(resume.optimizer["param_groups"], current):
-                if saved.get("amsgrad", False) != group.get("amsgrad", False):
-                    # the state's layout differs (a maximum of the second moments or none)
-                    raise ValueError(f"it was written with amsgrad={saved.get('amsgrad')}, "
-                                     f"this fit has amsgrad={group.get('amsgrad')}")
+            _check_state_layout(resume.optimizer["param_groups"], current, self.optimizer)
             self.optimizer.load_state_dict(resume.optimizer)
             if resume.scaler:
                 self.scaler.load_state_dict(resume.scaler)
@@ -380,7 +376,7 @@ class DeepTrainer:
             torch.set_rng_state(resume.torch_rng)
             if self.device.type == "cuda" and resume.cuda_rng is not None:
                 torch.cuda.set_rng_state(resume.cuda_rng, self.device)
-            self.stopper.load_state_dict(resume.stopper)
+            self.stopper.load_state_dict(_watched(resume.stopper))
         except (KeyError, IndexError, RuntimeError, TypeError, ValueError) as exc:
             raise CheckpointError(
                 f"warm_start cannot resume from {resume.source}: it does not match this fit "
@@ -506,6 +502,34 @@ class DeepTrainer:
             return False
         self.trainable.load_state_dict(start_state)
         return True
+
+
+def _check_state_layout(saved_groups, current_groups, optimizer):
+    """Refuse settings whose change alters what the optimiser's state holds (torch then fails
+    at the first step with a KeyError): ``amsgrad`` (Adam's maximum of the second moments),
+    ``centered`` (RMSprop's mean gradient), a momentum switched on or off (RMSprop's buffer;
+    SGD makes its buffer when it finds none)."""
+    for saved, group in zip(saved_groups, current_groups):
+        changed = [key for key in ("amsgrad", "centered") if saved.get(key, False) !=
+                   group.get(key, False)]
+        if not isinstance(optimizer, torch.optim.SGD) and \
+                (saved.get("momentum", 0) == 0) != (group.get("momentum", 0) == 0):
+            changed.append("momentum")
+        if changed:
+            key = changed[0]
+            raise ValueError(f"it was written with {key}={saved.get(key)}, this fit has "
+                             f"{key}={group.get(key)} (the optimiser's state differs)")
+
+
+def _watched(stopper_state):
+    """The saved early-stopping state, with what it watched where a state saved before that
+    was recorded can tell: the loss-plateau stopper is the one that records its first value
+    (the validation stopper never does)."""
+    if "monitor" in stopper_state or "first" not in stopper_state:
+        return stopper_state
+    loss = stopper_state["first"] is not None
+    return {**stopper_state, "monitor": "metric_loss" if loss else "validation_score",
+            "sign": -1.0 if loss else 1.0}
 
 
 class _LastState(Callback):

@@ -206,8 +206,8 @@ class BasePairsLearner(ClassifierMixin, _TupleLearner):
     classifies a pair as similar (+1) when it is at most ``threshold_``,
     calibrated on the training pairs for accuracy at the end of ``fit``
     (:meth:`calibrate_threshold` and :meth:`set_threshold` change it).
-    :meth:`decision_function` is ``threshold_`` minus the distance: positive
-    exactly where :meth:`predict` says +1 (scikit-learn's binary convention, so
+    :meth:`decision_function` is ``threshold_`` minus the distance:
+    non-negative exactly where :meth:`predict` says +1 (scikit-learn's binary convention, so
     :class:`~sklearn.model_selection.FixedThresholdClassifier` and
     ``scoring="roc_auc"`` in :class:`~sklearn.model_selection.GridSearchCV`
     read it right); :meth:`pair_score` is minus the distance, as in

@@ -439,6 +439,42 @@ def test_a_warm_start_that_switches_early_stopping_is_refused(blobs):
     assert est.n_iter_ == 4
 
 
+def test_a_state_saved_before_the_watched_quantity_was_recorded_is_still_checked(blobs,
+                                                                                 tmp_path):
+    # a checkpoint of an older skdml has no "monitor": its loss-plateau stopper is told by the
+    # first value it records (the review found such a file resumed with early stopping on)
+    from skdml._training import CheckpointError, save_checkpoint
+
+    X, y = blobs
+    path = tmp_path / "old.ckpt"
+    kw = dict(validation_fraction=0.34, optimizer_params={"lr_schedule": "constant"})
+    make(max_iter=2, early_stopping=False, checkpoint_path=path, **kw).fit(X, y)
+    state = load_checkpoint(path)
+    for key in ("monitor", "sign"):
+        state["stopper"].pop(key)
+    save_checkpoint(path, state)
+    with pytest.raises(CheckpointError, match="watched 'metric_loss'"):
+        make(max_iter=4, early_stopping=True, checkpoint_path=path, warm_start=True,
+             **kw).fit(X, y)
+    assert make(max_iter=4, early_stopping=False, checkpoint_path=path, warm_start=True,
+                **kw).fit(X, y).n_iter_ == 4
+
+
+def test_a_warm_start_that_changes_what_the_optimiser_state_holds_is_refused(blobs):
+    # RMSprop's centered (a mean gradient) or a momentum switched on failed inside torch at
+    # the first step (KeyError: 'grad_avg', 'momentum_buffer')
+    from skdml._training import CheckpointError
+
+    X, y = blobs
+    for change, key in (({"centered": True}, "centered"), ({"momentum": 0.9}, "momentum")):
+        est = make(max_iter=1, optimizer=torch.optim.RMSprop,
+                   optimizer_params={"lr_schedule": "constant"}).fit(X, y)
+        params = {f"optimizer__{k}": v for k, v in change.items()}
+        with pytest.raises(CheckpointError, match=f"{key}="):
+            est.set_params(warm_start=True, max_iter=2, **params).fit(X, y)
+        assert est.n_iter_ == 1
+
+
 def test_a_callback_stopped_run_resumes_from_its_last_epoch_not_its_best(blobs):
     # the state kept for a warm start was taken after early stopping put the best epoch's
     # network back: the resumed run trained on from the best epoch's weights with the last

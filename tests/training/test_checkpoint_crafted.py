@@ -134,3 +134,9 @@ def test_a_frozenset_saved_in_a_checkpoint_loads_back(tmp_path):
     back = load_checkpoint(path)
     assert back == {"classes": frozenset({1, 2}), "nested": [frozenset({"a"})]}
     assert type(back["classes"]) is frozenset
+
+
+def test_a_dict_with_a_reserved_key_is_refused_when_saving(tmp_path):
+    # it loaded back as the record the key stands for (a frozenset, an array)
+    with pytest.raises(CheckpointError, match="reserves for its own records"):
+        save_checkpoint(tmp_path / "c.ckpt", {"user": {"__skdml_frozenset__": [1, 2]}})

@@ -305,6 +305,23 @@ def test_a_users_file_at_the_lock_path_is_neither_overwritten_nor_removed(tmp_pa
     assert load_checkpoint(path)["epoch"] == 1 and not lock.exists()
 
 
+@pytest.mark.skipif(os.name != "posix", reason="flock")
+def test_a_users_lock_path_file_is_kept_where_the_file_system_has_no_locks(tmp_path,
+                                                                           monkeypatch):
+    from skdml._training import _checkpoint_lock
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(_checkpoint_lock.fcntl, "flock", no_locks)
+    lock = tmp_path / "ck.pt.lock"
+    lock.write_text("a user's notes\n")
+    with pytest.raises(CheckpointError, match="is not a lock of skdml's"):
+        with _checkpoint_lock.claim_checkpoint_path(tmp_path / "ck.pt"):
+            pass
+    assert lock.read_text() == "a user's notes\n"
+
+
 def test_a_checkpoint_another_writer_saved_is_a_checkpoint_error(tmp_path, images):
     path = tmp_path / "other.ckpt"
     save_checkpoint(path, {"epoch": 3, "weights": [1.0, 2.0]})
