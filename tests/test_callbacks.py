@@ -418,3 +418,24 @@ def test_a_callback_logging_to_memory_or_a_standard_stream_is_saved():
             warnings.simplefilter("error", UserWarning)
             loaded = pickle.loads(pickle.dumps(est))
         assert isinstance(loaded.callbacks[0], _LogsTo)
+
+
+class _Stop(Callback):
+    """Asks to stop after every epoch, and records the reason the loop then holds."""
+
+    def __init__(self, reason, seen):
+        self.reason, self.seen = reason, seen
+
+    def on_epoch_end(self, estimator, info):
+        info.stop(self.reason)
+        self.seen.append(info.stop_reason)
+
+
+def test_the_first_stop_reason_is_kept():
+    X, y = load_digits(return_X_y=True)
+    seen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ECAML(n_components=4, max_iter=5, random_state=0,
+              callbacks=[_Stop("first", seen), _Stop("second", seen)]).fit(X[:200], y[:200])
+    assert seen and set(seen) == {"first"}  # the later callback does not overwrite the reason

@@ -285,3 +285,21 @@ def test_learner_similarity_names_a_bad_count(n_scales, n_cams):
     # ZeroDivisionError, numpy's reshape error, or a NaN as if J were 1
     with pytest.raises(ValueError, match="must be a positive integer"):
         learner_similarity(np.ones((2, 4)), n_scales, n_cams)
+
+
+def test_build_optimizer_groups_loss_parameters_first_match_momentum_and_frozen():
+    net = nn.Module()
+    net.backbone = nn.Linear(3, 4)
+    net.head = nn.Linear(4, 2)
+    net.backbone.bias.requires_grad_(False)  # frozen: in no group
+    loss = nn.Module()
+    loss.proxies = nn.Parameter(torch.zeros(5, 2))
+    opt = build_optimizer(net, loss, optimizer="sgd", learning_rate=0.1, head_lr_mult=10.0,
+                          param_groups=[("head.weight", {"lr": 0.5}), ("head.*", {"lr": 0.7})])
+    lr_of = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    assert lr_of[id(net.backbone.weight)] == 0.1
+    assert id(net.backbone.bias) not in lr_of
+    assert lr_of[id(loss.proxies)] == 0.1 * 10.0  # the loss's own parameters train at the head rate
+    assert lr_of[id(net.head.weight)] == 0.5  # the first matching pattern wins
+    assert lr_of[id(net.head.bias)] == 0.7
+    assert all(g["momentum"] == 0.9 for g in opt.param_groups)  # documented: "sgd" uses 0.9

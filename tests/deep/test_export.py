@@ -12,6 +12,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from torch import nn
 
 from skdml.deep import DeepMetricTransformer, export_embedding
+import skdml.deep._export as export_module
 
 HAS_ONNX = importlib.util.find_spec("onnx") is not None
 HAS_ONNXRUNTIME = importlib.util.find_spec("onnxruntime") is not None
@@ -164,3 +165,25 @@ def test_a_single_vector_example_is_named_as_given(tmp_path):
     est = DeepMetricTransformer(n_components=3, max_iter=1, device="cpu", random_state=0).fit(X, y)
     with pytest.raises(ValueError, match=r"example has shape \(6,\)"):
         export_embedding(est, tmp_path / "m.pt", example=X[0])
+
+
+def test_a_file_created_during_the_export_is_not_replaced(tmp_path, monkeypatch):
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 8)
+    X = (rng.randn(32, 6) + 3 * y[:, None]).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = DeepMetricTransformer(n_components=4, max_iter=1, device="cpu",
+                                    random_state=0).fit(X, y)
+    path = tmp_path / "emb.pt"
+    real = export_module.check_output_file
+
+    def check_then_someone_writes(p, **kw):
+        out = real(p, **kw)
+        path.write_bytes(b"someone else's work")  # created after the check, before the write
+        return out
+
+    monkeypatch.setattr(export_module, "check_output_file", check_then_someone_writes)
+    with pytest.raises(FileExistsError):
+        export_embedding(est, path, overwrite=False)
+    assert path.read_bytes() == b"someone else's work"

@@ -632,3 +632,24 @@ def test_stiefel_steps_stay_on_the_manifold_during_training():
     ECAML(n_components=3, manifold="stiefel", max_iter=20, early_stopping=False,
           learning_rate=0.05, random_state=0, callbacks=[maps]).fit(X, y)
     assert len(maps.maps) > 5 and maps.worst_gram < 1e-5
+
+
+def test_the_refit_starts_from_the_validation_runs_start(monkeypatch):
+    import skdml.linear._supervised as linear
+
+    starts = []
+    real = linear.train_epochs
+
+    def spy(trainable, *args, **kwargs):
+        starts.append(trainable.objective.L.detach().clone())
+        return real(trainable, *args, **kwargs)
+
+    monkeypatch.setattr(linear, "train_epochs", spy)
+    X, y = make_classification(n_samples=200, n_features=6, n_informative=4, n_classes=3,
+                               random_state=0)
+    est = ECAML(n_components=3, early_stopping=True, validation_fraction=0.2, max_iter=20,
+                random_state=0).fit(X, y)
+    # validation run(s), one per candidate, then the refit (the last call)
+    assert est.best_iteration_ > 0 and est.history_[-1].get("refit") and len(starts) >= 2
+    # "from the same start": the refit begins where a validation run began, not at its trained map
+    assert any(torch.equal(starts[-1], s) for s in starts[:-1])

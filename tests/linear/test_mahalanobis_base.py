@@ -10,6 +10,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.utils.validation import validate_data
 
 from skdml.linear import BaseMahalanobis, check_n_components
+from skdml.linear._base import check_init_array, warn_if_outlying_rows
 from skdml.linear._preprocessing import reduce_input
 
 
@@ -178,3 +179,43 @@ def test_a_distant_group_is_not_called_an_outlier():
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*farther from the median")
         LMNN(max_iter=2).fit(X, y)
+
+
+def _warns(X):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_if_outlying_rows(X, "T")
+    return any("farther from the median" in str(w.message) for w in caught)
+
+
+def test_the_outlier_warning_keeps_its_documented_ratio_size_and_count():
+    rng = np.random.RandomState(0)
+    X = rng.randn(200, 2)
+    typical = np.median(np.linalg.norm(X - np.median(X, axis=0), axis=1))
+    X[0] = 2e3 * typical  # twice OUTLIER_RATIO (1e3): warned
+    assert _warns(X)
+    X[0] = 5e2 * typical  # half of it: quiet
+    assert not _warns(X)
+    X[0] = X[1] = X[2] = 1e5 * typical  # three rows (<= max(3, n // 100)): still outliers
+    assert _warns(X)
+    small = np.r_[rng.randn(9, 2), [[1e6, 1e6]]]  # ten rows: enough to name one
+    assert _warns(small)
+
+
+def test_init_array_is_copied_and_rank_checked_exactly():
+    init = np.eye(3)
+    out = check_init_array(init, 3)
+    out[0, 0] = 5.0
+    assert init[0, 0] == 1.0  # the user's array is not the returned one
+    with pytest.raises(ValueError, match="rank 2 < 3"):
+        check_init_array(np.array([[1.0, 0, 0], [0, 1, 0], [1, 1, 0]]), 3)
+
+
+def test_the_dtype_tag_promises_float32_and_transform_keeps_it():
+    from sklearn.datasets import load_iris
+    from skdml.linear import LFDA
+
+    X, y = load_iris(return_X_y=True)
+    est = LFDA().fit(X, y)
+    assert set(est.__sklearn_tags__().transformer_tags.preserves_dtype) == {"float64", "float32"}
+    assert est.transform(X.astype(np.float32)).dtype == np.float32

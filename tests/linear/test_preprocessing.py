@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 from sklearn.datasets import load_iris
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
 from skdml import ECAML, SUML
-from skdml.linear._preprocessing import InputSpace
+from skdml.linear._preprocessing import InputSpace, initial_components
 
 
 @pytest.mark.parametrize("make", [
@@ -39,3 +40,22 @@ def test_constant_data_and_scales_beyond_float64_are_refused_clearly():
     X = np.hstack([load_iris().data, np.full((150, 1), 1e300)])
     with pytest.raises(ValueError, match="scales too far apart"):  # was "X is constant"
         InputSpace.fit(X)
+
+
+def test_lda_start_leads_with_the_discriminant_directions_and_stiefel_starts_are_orthonormal():
+    X, y = load_iris(return_X_y=True)
+    space, X_t = InputSpace.fit(X)
+    rng = np.random.RandomState(0)
+    L0 = initial_components("lda", X_t, y, 3, space, "euclidean", rng)
+    scalings = LinearDiscriminantAnalysis(n_components=2, solver="svd").fit(X_t, y).scalings_[:, :2]
+    # the first two rows span the discriminant directions (not the principal axes)
+    Q = np.linalg.qr(scalings)[0]
+    np.testing.assert_allclose(L0[:2] @ Q @ Q.T, L0[:2], atol=1e-8)
+    np.testing.assert_allclose(L0 @ L0.T, np.eye(3), atol=1e-10)
+    # an init array on the Stiefel manifold is projected onto orthonormal rows
+    init = np.array([[2.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    L1 = initial_components(init, X_t, y, 2, space, "stiefel", rng)
+    np.testing.assert_allclose(L1 @ L1.T, np.eye(2), atol=1e-12)
+    # a random Euclidean start has rows of norm about 1 (Gaussian / sqrt(dim))
+    L2 = initial_components("random", X_t, y, 3, space, "euclidean", np.random.RandomState(0))
+    assert 0.3 < np.linalg.norm(L2, axis=1).mean() < 1.7
