@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch import nn
 
+from skdml.callbacks import Callback
 from skdml.deep import NonFiniteLossError
 from skdml._training import load_checkpoint
 
@@ -381,18 +382,22 @@ def test_a_constant_rate_that_learns_nothing_is_not_called_cut_short(blobs):
     assert [w for w in caught if "did not lower the metric loss" in str(w.message)]
 
 
+class _StopAt(Callback):
+    """A time budget: stops the run after epoch ``epoch``."""
+
+    def __init__(self, epoch):
+        self.epoch = epoch
+
+    def on_epoch_end(self, estimator, info):
+        if info.epoch == self.epoch:
+            info.stop("time budget")
+
+
 def test_a_warm_start_trains_on_after_a_callback_stop_and_says_when_it_cannot(blobs):
     # a run stopped by a callback (a time budget) was treated as finished: warm_start
     # trained nothing towards the new max_iter, and said nothing
-    from skdml.callbacks import Callback
-
-    class Budget(Callback):
-        def on_epoch_end(self, estimator, info):
-            if info.epoch == 2:
-                info.stop("time budget")
-
     X, y = blobs
-    est = make(max_iter=5, callbacks=[Budget()]).fit(X, y)
+    est = make(max_iter=5, callbacks=[_StopAt(2)]).fit(X, y)
     assert est.n_iter_ == 2
     est.set_params(warm_start=True, callbacks=None, max_iter=4).fit(X, y)
     assert est.n_iter_ == 4 and len(est.history_) == 4
@@ -479,20 +484,13 @@ def test_a_callback_stopped_run_resumes_from_its_last_epoch_not_its_best(blobs):
     # the state kept for a warm start was taken after early stopping put the best epoch's
     # network back: the resumed run trained on from the best epoch's weights with the last
     # epoch's optimiser (unlike a resume from the checkpoint file)
-    from skdml.callbacks import Callback
-
-    class StopAt(Callback):
-        def on_epoch_end(self, estimator, info):
-            if info.epoch == 3:
-                info.stop("time budget")
-
     X, _ = blobs
     y = np.random.RandomState(3).randint(0, 6, len(X))  # a wandering validation score
     kw = dict(validation_fraction=0.34, learning_rate=3e-2, early_stopping=True,
               n_iter_no_change=20, max_iter=5, n_classes_per_batch=3,
               optimizer_params={"lr_schedule": "constant"})
     ref = make(**kw).fit(X, y)
-    est = make(callbacks=[StopAt()], **kw).fit(X, y)
+    est = make(callbacks=[_StopAt(3)], **kw).fit(X, y)
     scores = [r["validation_score"] for r in est.history_]
     assert est.n_iter_ == 3 and est.best_iteration_ < 3, scores  # the case: best != last
     est.set_params(callbacks=None, warm_start=True).fit(X, y)
