@@ -22,7 +22,7 @@ from ._config import (NESTED_PARAMS, PARAMETER_CONSTRAINTS,
                       nested_keys, objective_config, regularizer_choices, resolve_config,
                       set_nested_option)
 from ._plan import build_objective, validate_fit_input, validate_transform_input
-from ._state import ModuleStateMixin, checkpoint_claim, load_resume_state
+from ._state import ModuleStateMixin, checkpoint_claim, inputs_digest, load_resume_state
 from ._trainer import (SEPARATION_MIN, DeepTrainer, collapse_refits, embed_with,
                        separation_message)
 
@@ -222,7 +222,8 @@ callable, default="auto"
         never code), read by ``warm_start``, not by ``torch.load`` itself.
         Checked writable and locked before training; a failed write warns and
         training goes on. A fit without ``warm_start`` refuses to overwrite an
-        existing file.
+        existing file. One file holds one fit: leave it unset in
+        ``GridSearchCV`` and ``cross_validate``.
     warm_start : bool, default=False
         Resume from ``checkpoint_path`` if it exists (unless the fitted model
         continues its run further), else from the fitted model; the current
@@ -230,7 +231,9 @@ callable, default="auto"
         ...) apply to the resumed optimiser. Another ``optimizer`` or
         ``early_stopping`` than the saved run's is refused, and so is a change
         of what the optimiser's state holds (``amsgrad``, ``centered``, a
-        momentum switched on or off).
+        momentum switched on or off). The data must be the run's: the same
+        number of samples, labels in the same order and, for arrays, the same
+        values (a SHA-256 of their float32 bytes is saved with the state).
     standardize : bool or "auto", default="auto"
         Learn the mean and scale of each channel (images) or feature
         (vectors) in ``fit`` and standardise every input with them, in
@@ -445,9 +448,10 @@ callable, default="auto"
         # the checkpoint is checked writable and locked before any training; the state to
         # resume from fixes the validation split, so it is read before the configuration
         with checkpoint_claim(self.checkpoint_path):
+            inputs = inputs_digest(source)  # saved with the run's states, checked on resume
             resume = load_resume_state(self.checkpoint_path, self.warm_start,
                                        getattr(self, "_resume_state", None), classes,
-                                       input_shape, y_enc)
+                                       input_shape, y_enc, inputs)
             seed = torch_seed(rng)
             fork_devices = [device.index or 0] if device.type == "cuda" else []
             rng_state = rng.get_state()
@@ -470,7 +474,8 @@ callable, default="auto"
                     trainer = DeepTrainer(config, objective, source, y_enc, classes,
                                           input_shape, rng,
                                           [UserCallbacks(self, check_callbacks(self.callbacks),
-                                                         _run_name(refit))])
+                                                         _run_name(refit))],
+                                          inputs_digest=inputs)
                     return config, trainer.fit(resume)
 
             # a resumed collapse refit keeps the settings it was refitted with

@@ -18,7 +18,7 @@ from .._training._distributed import is_main_process
 from ._network import place
 
 __all__ = ["ModuleStateMixin", "TrainingState", "checkpoint_claim", "check_resumable_network",
-           "load_resume_state", "module_cpu_copy", "to_cpu"]
+           "inputs_digest", "load_resume_state", "module_cpu_copy", "to_cpu"]
 
 #: The ``format`` entry of every deep checkpoint.
 FORMAT = "skdml-deep"
@@ -60,6 +60,9 @@ class TrainingState:
     refit: dict | None = None
     #: SHA-256 of the run's encoded labels, in order: a resumed fit must get the same data
     labels_digest: str | None = None
+    #: SHA-256 of the run's inputs (an array's float32 bytes and shape; None for a Dataset
+    #: and in older states): a resumed fit must get the same X, not other data of one size
+    inputs_digest: str | None = None
     #: the network (and loss, average) before training, when a hold-out scores the run: the
     #: start returned if no epoch beats it, by a resumed fit as by an uninterrupted one
     start: dict | None = None
@@ -137,7 +140,7 @@ def _few(classes, n=5):
     return shown + (", ..." if len(classes) > n else "")
 
 
-def load_resume_state(path, warm_start, previous, classes, input_shape, y_enc):
+def load_resume_state(path, warm_start, previous, classes, input_shape, y_enc, inputs=None):
     """The state a ``warm_start`` fit resumes from, or ``None`` to start afresh.
 
     From the checkpoint ``path`` when the file exists (its digest is checked),
@@ -145,7 +148,8 @@ def load_resume_state(path, warm_start, previous, classes, input_shape, y_enc):
     the last fit when it continues the file's run (the file is behind the fit
     when a write failed). A fit *without* ``warm_start`` refuses to overwrite
     an existing checkpoint: that would lose the work it holds. The state's
-    ``source`` names where it came from, for messages.
+    ``source`` names where it came from, for messages. ``inputs``: this fit's
+    :func:`inputs_digest`, checked against the state's where both are known.
     """
     if not warm_start:
         if path is not None and os.path.exists(path):
@@ -185,6 +189,11 @@ def load_resume_state(path, warm_start, previous, classes, input_shape, y_enc):
         differs = f"was trained on {n_run} samples, and fit was given {len(y_enc)}"
     elif state.labels_digest is not None and state.labels_digest != labels_digest(y_enc):
         differs = "has other labels than y, in order (other samples, or shuffled)"
+    elif None not in (state.inputs_digest, inputs) and state.inputs_digest != inputs:
+        # (a cross-validation's folds of one size and label order passed the checks above,
+        # and each fold took the first fold's finished model)
+        differs = ("was trained on other inputs than X (as many samples and the same labels, "
+                   "but other values)")
     else:
         return state
     raise ValueError(f"warm_start: the run to resume (from {source}) {differs}. It indexes "
@@ -195,6 +204,16 @@ def load_resume_state(path, warm_start, previous, classes, input_shape, y_enc):
 def labels_digest(y_enc):
     """SHA-256 of the encoded labels in their order (what a resumed fit must match)."""
     return hashlib.sha256(np.ascontiguousarray(y_enc, dtype=np.int64).tobytes()).hexdigest()
+
+
+def inputs_digest(source):
+    """SHA-256 of a tensor's shape and float32 bytes; None for a ``Dataset`` (not read here)."""
+    if not isinstance(source, torch.Tensor):
+        return None
+    data = np.ascontiguousarray(source.detach().to("cpu", torch.float32).numpy())
+    digest = hashlib.sha256(repr(tuple(data.shape)).encode())
+    digest.update(memoryview(data).cast("B"))
+    return digest.hexdigest()
 
 
 def _continues(state, saved):

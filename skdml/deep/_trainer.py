@@ -193,13 +193,16 @@ class DeepTrainer:
         Draws the batch plans (its state is saved with the checkpoints).
     callbacks : sequence
         Further loop callbacks (the user's, wrapped).
+    inputs_digest : str, default=None
+        :func:`~skdml.deep._state.inputs_digest` of ``source``, saved with the states.
     """
 
     def __init__(self, config, objective, source, y_enc, classes, input_shape, rng,
-                 callbacks=()):
+                 callbacks=(), inputs_digest=None):
         self.config, self.objective = config, objective
         self.source, self.y_enc, self.classes = source, y_enc, classes
-        self.labels_digest = labels_digest(y_enc)  # saved with every epoch's state
+        # saved with every epoch's state: what a resumed fit must match
+        self.labels_digest, self.inputs_digest = labels_digest(y_enc), inputs_digest
         self.input_shape, self.rng = tuple(input_shape), rng
         self.device = config.device
         self.ddp = distributed_context(self.device)  # world size 1 unless launched by torchrun
@@ -340,7 +343,7 @@ class DeepTrainer:
             input_shape=self.input_shape,
             n_components=cfg.n_components, split=(cfg.train_idx, cfg.val_idx),
             world_size=self.ddp.world_size, initial_score=self.initial_score,
-            refit=cfg.refit, labels_digest=self.labels_digest,
+            refit=cfg.refit, labels_digest=self.labels_digest, inputs_digest=self.inputs_digest,
             start=self._start_state, optimizer_class=type(self.optimizer).__name__)
 
     def restore(self, resume):

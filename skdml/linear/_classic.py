@@ -203,6 +203,10 @@ def initial_map(init, X, dim, rng, y=None):
                              f"(the features are linearly dependent); n_components={dim}. "
                              "Lower n_components or use init='pca'.")
         return scalings[:, :dim].T.copy()
+    if dim > min(X.shape):  # PCA's own error named its limit, not init
+        raise ValueError(f"init='pca' gives at most min(n_samples, n_features) = "
+                         f"{min(X.shape)} components; n_components={dim}. Set n_components "
+                         f"<= {min(X.shape)}, or use init='auto' or 'identity'.")
     return PCA(n_components=dim, random_state=rng).fit(X).components_
 
 

@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import StrOptions
 from .._utils import transactional_fit
 from .._utils._params import non_negative_real, positive_int
 from ._base import BaseMahalanobis, check_n_components, check_not_constant
-from ._classic import check_classic_input
+from ._classic import check_classic_input, feature_scales
 
 __all__ = ["LFDA"]
 
@@ -42,8 +42,13 @@ class LFDA(BaseMahalanobis):
         eigenvectors orthonormalised (QR); ``"plain"``: the raw eigenvectors
         (unit :math:`S^{(w)}`-norm).
     ridge : float, default=1e-10
-        Added to the diagonal of :math:`S^{(w)}` times its mean eigenvalue.
-        Where its rank is deficient (fewer samples, less the classes, than
+        Added to the diagonal of :math:`S^{(w)}`, relative to each feature's
+        own within-class scatter: the problem is solved after scaling every
+        feature by a power of two that brings its diagonal entry near 1 (an
+        exact congruence: the ratios do not move), and the ridge is this
+        equilibrated scatter's mean eigenvalue times ``ridge``. So a feature
+        of scale ``1e-6`` beside one of scale ``1e6`` keeps its direction.
+        Where the rank is deficient (fewer samples, less the classes, than
         features), at least ``1e-5`` is added: the scatter's products run in
         float32, whose rounding leaves its null directions at about
         :math:`\pm 10^{-7}` of the mean eigenvalue, so a smaller ridge would
@@ -136,6 +141,14 @@ class LFDA(BaseMahalanobis):
                 "LFDA: the local within-class scatter is 0 (every class is one point, or each "
                 "sample's k-th neighbour in its class is a duplicate of it), so the Fisher "
                 "ratio is undefined; lower k or remove the duplicates.")
+        # equilibrated: each feature's within-class scatter brought near 1 by a power of two
+        # (exact; a congruence, so the ratios do not move), so that the ridge is relative to
+        # every feature's own scatter, not to the largest one's (a feature at 1e-6 beside one
+        # at 1e6 lost its direction to a ridge scaled by the mean eigenvalue)
+        root = np.sqrt(np.diag(S_w))
+        equal = feature_scales(np.where(root > 0.0, root, np.sqrt(np.trace(S_w) / d)))
+        S_w /= np.outer(equal, equal)
+        S_b /= np.outer(equal, equal)
         ridge = self.ridge
         if len(X) - len(self.classes_) < d:  # S_w's rank is below d: its null directions
             ridge = max(ridge, DEFICIENT_RANK_RIDGE)  # hold float32 rounding, +-1e-7 relative
@@ -146,7 +159,7 @@ class LFDA(BaseMahalanobis):
             raise ValueError(
                 "LFDA: the within-class scatter is singular; reduce the input with PCA or "
                 "raise ridge.") from exc
-        vals, vecs = vals[::-1], vecs[:, ::-1]
+        vals, vecs = vals[::-1], vecs[:, ::-1] / equal[:, None]
         # a deterministic sign: each direction's largest entry positive
         signs = np.sign(vecs[np.argmax(np.abs(vecs), axis=0), np.arange(dim)])
         vecs = vecs * np.where(signs == 0, 1.0, signs)

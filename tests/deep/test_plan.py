@@ -179,6 +179,26 @@ def test_warm_start_refuses_other_data_than_its_run(blobs):
     assert est.fit(X, y).n_iter_ == 3
 
 
+def test_warm_start_refuses_other_inputs_of_one_size_and_labels(blobs, tmp_path):
+    # a cross-validation's folds of one size and label order passed the checks of sizes
+    # and labels: with checkpoint_path and warm_start, every fold and candidate took the
+    # first fit's finished model, trained on the others' test samples (audit 19)
+    X, y = blobs
+    path = tmp_path / "run.ckpt"
+    make(max_iter=2, early_stopping=False, checkpoint_path=path).fit(X, y)
+    other = make(max_iter=2, early_stopping=False, checkpoint_path=path, warm_start=True)
+    with pytest.raises(ValueError, match="other inputs than X"):
+        other.fit(X.reshape(6, 12, -1)[:, ::-1].reshape(X.shape), y)  # rows shuffled in class
+    with pytest.raises(ValueError, match="other inputs than X"):
+        other.fit(X + 1.0, y)
+    # the same X (another array, another dtype) resumes
+    assert other.set_params(max_iter=3).fit(X.astype(np.float64), y).n_iter_ == 3
+    # in memory, as from the file
+    est = make(max_iter=2, warm_start=True, early_stopping=False).fit(X, y)
+    with pytest.raises(ValueError, match="other inputs than X"):
+        est.set_params(max_iter=3).fit(X * 2.0, y)
+
+
 def test_a_resumed_collapse_refit_keeps_its_settings(monkeypatch):
     # the resumed run rebuilt loss="auto" as the multi-similarity loss that had collapsed
     import skdml.deep._trainer as trainer_module

@@ -160,3 +160,23 @@ def test_an_offset_does_not_move_the_metric():
         est = LFDA(n_components=2).fit(X + offset, y)
         np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-6)
         np.testing.assert_allclose(est.components_, ref.components_, atol=1e-5)
+
+
+def test_the_ridge_is_relative_to_each_features_own_scatter():
+    """Features at 1e-6 and 1e6 (full rank): the default ridge must not swamp the small one.
+
+    Scaled by the mean eigenvalue (about 1e11 here), the 1e-10 ridge was about 10, a
+    thousand billion times the small feature's within-class scatter: its Fisher ratio fell
+    from 48.4 to 2.7 and its direction was lost (audit 19).
+    """
+    from scipy.linalg import eigh
+
+    rng = np.random.RandomState(0)
+    y = np.repeat([0, 1, 2], 20)
+    X = np.c_[y + 0.3 * rng.randn(60), rng.randn(60), rng.randn(60)] * [1e-6, 1e6, 1.0]
+    S_w, S_b = _brute_scatters(X, y, 3)
+    exact = eigh(S_b, S_w, eigvals_only=True)[::-1]
+    np.testing.assert_allclose(LFDA(k=3).fit(X, y).eigenvalues_, exact, rtol=1e-4)
+    # and its embedding separates the classes better than the raw features (0.43, where the
+    # swamped direction left it)
+    assert knn_score(LFDA(k=3), X, y, k=3) > knn_score(None, X, y, k=3) + 0.1

@@ -90,6 +90,10 @@ def test_lmnn_init_options_and_errors():
         LMNN(n_components=3, init="lda").fit(X, y)
     with pytest.raises(ValueError, match="init array"):
         LMNN(init=np.eye(3)).fit(X, y)
+    # more components than samples (legal: at most n_features): the error names init='pca',
+    # not only PCA's own limit (audit 19)
+    with pytest.raises(ValueError, match=r"init='pca' gives at most .* = 6 components"):
+        LMNN(n_components=7, init="pca").fit(X[:6], y[:6])
     with pytest.warns(ConvergenceWarning, match="max_iter=2"):
         LMNN(max_iter=2).fit(X, y)
     LMNN(max_iter=2, verbose=1).fit(X, y)
@@ -216,3 +220,21 @@ def test_lda_start_beyond_the_classes_says_what_to_set():
     with pytest.raises(ValueError, match="n_components <= 2, or use init='pca'"):
         LMNN(init="lda", max_iter=2).fit(X, y)
     assert LMNN(init="lda", n_components=2, max_iter=2).fit(X, y).components_.shape == (2, 4)
+
+
+def test_lmnn_does_not_stop_on_the_plateau_of_a_feature_in_other_units():
+    # features at 1e-3, 1e3 and 1: in the input's units L-BFGS's relative-decrease test
+    # fired after 7 iterations at a loss of 2323, with no warning and a k-NN accuracy
+    # below the Euclidean one's, where the same problem reaches 305 (audit 19)
+    rng = np.random.RandomState(0)
+    y = np.repeat([0, 1, 2], 20)
+    X = np.c_[y + 0.3 * rng.randn(60), rng.randn(60), rng.randn(60)] * [1e-3, 1e3, 1.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        default = LMNN().fit(X, y)
+    longer = LMNN(tol=0, max_iter=300).fit(X, y)  # the same targets, run long
+    np.testing.assert_array_equal(default.target_neighbors_, longer.target_neighbors_)
+    assert default.objective_ <= 1.05 * longer.objective_
+    assert knn_score(LMNN(), X, y, k=3) > knn_score(None, X, y, k=3) + 0.2
+    # one unit (any overall scale): the optimiser's coordinates are the input's own
+    assert lmnn_module.unit_scales(np.c_[X[:, 2], 30 * X[:, 2]] * 1e-6).tolist() == [1.0, 1.0]
