@@ -71,6 +71,16 @@ def test_features_of_the_core_install_are_declared(name):
     assert name in _core_dependencies()
 
 
+def test_the_install_pages_name_every_core_dependency():
+    # cloudpickle became a core dependency without reaching either list (audit 19)
+    readme = (ROOT / "README.md").read_text().split("## Dependencies", 1)[1].split("\n## ")[0]
+    install = (ROOT / "doc" / "install.md").read_text().split("The core install", 1)[1]
+    install = install.split("add:", 1)[0]
+    for page, text in (("README.md", readme), ("doc/install.md", install)):
+        unnamed = sorted(name for name in _core_dependencies() if name not in text.lower())
+        assert not unnamed, f"{page} does not name the core dependencies {unnamed}"
+
+
 def test_the_suite_starts_without_pytest_xdist():
     # the worker-count hook of tests/conftest.py is optional: pytest rejected it as an
     # unknown hook where the plugin is absent

@@ -284,6 +284,13 @@ def build_optimizer(net, loss, *, optimizer, learning_rate, head_lr_mult, param_
         if not (isinstance(entry, (tuple, list)) and len(entry) == 2
                 and isinstance(entry[0], str) and isinstance(entry[1], dict)):
             raise ValueError(f"param_groups must be a list of (pattern, dict) pairs, got {entry!r}.")
+        if not any(fnmatchcase(name, entry[0]) for name, _ in named):
+            # (a pattern without the "backbone." prefix froze nothing, silently)
+            shown = ", ".join(name for name, _ in named[:6])
+            raise ValueError(
+                f"param_groups: the pattern {entry[0]!r} matches no parameter of the network. "
+                f"The names start with 'backbone.', 'head.' or 'loss.' ({shown}"
+                f"{', ...' if len(named) > 6 else ''}).")
     groups = {}
     for name, p in named:
         if not p.requires_grad:

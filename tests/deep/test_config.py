@@ -52,6 +52,9 @@ def test_optimizer_params_reach_the_optimizer():
     ({"ema_epochs": float("nan")}, "ema_epochs must be"),
     ({"lr": 0.1}, "learning_rate parameter"),
     ({"no_such_option": 1}, "does not accept"),
+    # a pattern without the "backbone." prefix froze nothing, silently (audit 19)
+    ({"param_groups": [("module.*", {"lr": 0.0})]},
+     r"the pattern 'module\.\*' matches no parameter.*backbone\."),
 ])
 def test_bad_optimizer_params_are_refused(params, match):
     X, y = blobs()
