@@ -10,6 +10,7 @@ import pytest
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from skdml.__main__ import KS, DemoRow, demo_rows, main, run_demo
+import skdml.__main__ as demo_module
 
 ROW = re.compile(r"^\| (?P<name>.+?)\s+\|(?P<cells>( +[0-9.]+ \|)+)$")
 
@@ -249,3 +250,58 @@ def test_deep_row_is_bounded_in_time(monkeypatch):
     assert "stopped after epoch 1 of 20, at the demo's 0 s budget" in out.getvalue()
     estimator = row.factory(16, 0)
     assert estimator.get_params()["callbacks"][0].seconds == 0.0
+
+
+# audit 19 (mutation round 4): cli_helpers
+def test_n_components_accepts_both_ends_of_its_range():
+    assert demo_module._n_components("1") == 1
+    assert demo_module._n_components("64") == 64  # load_digits' 64 pixels
+
+
+def test_the_random_split_follows_the_seed():
+    y = np.repeat(np.arange(10), 5)
+    a, b = (demo_module._split(y, "random", seed)[0] for seed in (0, 1))
+    assert not np.array_equal(np.unique(y[a]), np.unique(y[b]))
+    np.testing.assert_array_equal(demo_module._split(y, "random", 0)[0], a)
+
+
+def test_the_demo_digits_are_pixels_in_the_unit_interval():
+    X, _ = demo_module._digits()
+    assert X.min() == 0.0 and X.max() == 1.0
+
+
+def test_the_clustering_scores_use_the_demo_seed(monkeypatch):
+    import skdml.metrics
+
+    seen = []
+    real = skdml.metrics.clustering_scores
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["random_state"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(skdml.metrics, "clustering_scores", spy)
+    rng = np.random.RandomState(0)
+    demo_module._scores(rng.randn(40, 3), np.repeat(np.arange(4), 10), 7)
+    assert seen == [7]
+
+
+def test_the_time_budget_stops_after_the_first_epoch_past_it(monkeypatch):
+    clock = iter([100.0, 100.5, 101.5])
+    monkeypatch.setattr(demo_module.time, "perf_counter", lambda: next(clock))
+    budget = demo_module._time_budget(1.0)
+
+    class Info:
+        stopped = None
+
+        def __init__(self, epoch):
+            self.epoch = epoch
+
+        def stop(self, reason):
+            Info.stopped = reason
+
+    budget.on_train_begin(None, Info(0))
+    budget.on_epoch_end(None, Info(1))  # 0.5 s: within the budget
+    assert budget.stopped_after is None and Info.stopped is None
+    budget.on_epoch_end(None, Info(2))  # 1.5 s: past it
+    assert budget.stopped_after == 2 and "1 s budget" in Info.stopped

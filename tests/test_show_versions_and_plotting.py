@@ -96,3 +96,40 @@ def test_plot_retrieval_needs_square_or_given_shape(digits):
     X, _ = digits
     with pytest.raises(ValueError, match="image_shape"):
         skdml.plotting.plot_retrieval(X[:, :60], [0])
+
+
+# audit 19 (mutation round 4): missing_and_unversioned
+def test_a_missing_dependency_is_listed_as_none_and_one_without_version_as_unknown(
+        monkeypatch):
+    import importlib
+    import types
+
+    from skdml import _show_versions
+
+    def fake(name):
+        if name == "missing_dependency":
+            raise ImportError(name)
+        if name == "unversioned_dependency":
+            return types.ModuleType(name)
+        return importlib.import_module(name)
+
+    monkeypatch.setattr(_show_versions, "_DEPENDENCIES",
+                        ("numpy", "missing_dependency", "unversioned_dependency"))
+    monkeypatch.setattr(_show_versions, "importlib", types.SimpleNamespace(import_module=fake))
+    assert _show_versions._dependency_versions() == {
+        "numpy": np.__version__, "missing_dependency": None, "unversioned_dependency": "unknown"}
+
+
+# audit 19 (mutation round 4): negative_query
+
+
+def test_a_negative_query_index_is_the_same_query_as_its_positive_index(digits):
+    import matplotlib.pyplot as plt
+    X, y = digits
+    negative = skdml.plotting.plot_retrieval(X, [-1], y=y, n_neighbors=3)
+    positive = skdml.plotting.plot_retrieval(X, [299], y=y, n_neighbors=3)
+    for name in positive.neighbors_:
+        np.testing.assert_array_equal(negative.neighbors_[name], positive.neighbors_[name])
+        assert 299 not in negative.neighbors_[name]  # the query never retrieves itself
+    plt.close(negative)
+    plt.close(positive)

@@ -216,3 +216,19 @@ def test_attention_boxes_compose_with_a_non_square_box():
     # in the original the region spans rows [0.125, 0.25] and columns [0, 0.25]: its bounding
     # square has side 0.25, centred at (0.1875, 0.125)
     torch.testing.assert_close(box, torch.tensor([0.0625, 0.0, 0.3125, 0.25]))
+
+
+# audit 19 (mutation round 4): shift_and_empty
+def test_a_float32_map_far_from_zero_gives_the_attention_of_the_centred_map():
+    # distances are shift-invariant: an offset of 1e3 (post-ReLU activations of a large
+    # backbone) must not drown them in the cancellation of |u|^2 + |v|^2 - 2 u.v
+    u = torch.randn(1, 8, 4, 4, generator=torch.Generator().manual_seed(0))
+    near = random_walk_attention(u)
+    far = random_walk_attention(u + 1e3)
+    np.testing.assert_allclose(far.numpy(), near.numpy(), rtol=1e-3, atol=1e-5)
+
+
+def test_resizing_an_attention_map_without_mass_gives_the_uniform_map():
+    out = resize_attention(torch.zeros(2, 4, 4), (8, 8))
+    assert torch.isfinite(out).all()
+    np.testing.assert_allclose(out.numpy(), np.full((2, 8, 8), 1 / 64), rtol=1e-6)

@@ -17,6 +17,9 @@ from skdml.deep._network import build_optimizer
 from skdml.deep.deml import crop_and_zoom, learner_similarity, split_backbone
 from skdml.losses import DecoupledLoss
 from skdml.metrics import recall_at_k
+from skdml.deep import random_walk_attention
+from skdml.deep._hooks import LayerCapture
+from skdml.deep.deml import resize_attention
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -303,3 +306,45 @@ def test_build_optimizer_groups_loss_parameters_first_match_momentum_and_frozen(
     assert lr_of[id(net.head.weight)] == 0.5  # the first matching pattern wins
     assert lr_of[id(net.head.bias)] == 0.7
     assert all(g["momentum"] == 0.9 for g in opt.param_groups)  # documented: "sgd" uses 0.9
+
+
+# audit 19 (mutation round 4): attention_boxes_adv
+
+
+def test_attention_averages_every_layer_and_every_cam_branch():
+    torch.manual_seed(3)
+    net = deml(attention_layers=["fnet", "gnet.0"]).eval()
+    x = images(4, seed=3)
+    scale = net.scales[0]
+    with torch.no_grad(), LayerCapture(scale, ["fnet", "gnet.0"]) as capture:
+        scale(x)
+        f_map, g_map = capture.outputs["fnet"], capture.outputs["gnet.0"]
+    assert g_map.shape[0] == net.n_cams * 4  # one map per CAM branch
+    walk = lambda m: random_walk_attention(m, n_steps=net.walk_steps)
+    per_branch = torch.stack([walk(g) for g in g_map.view(net.n_cams, 4, *g_map.shape[1:])])
+    expected = (resize_attention(walk(f_map), (16, 16))
+                + resize_attention(per_branch.mean(dim=0), (16, 16))) / 2
+    torch.testing.assert_close(net.look_inside(x)["attention"][0], expected)
+
+
+def test_the_crops_of_three_scales_are_nested():
+    torch.manual_seed(4)
+    net = deml(n_scales=3, n_cams=1, n_components=12, crop_min_size=4).eval()
+    x = images(6, seed=4)
+    inside = net.look_inside(x)
+    outer, inner = inside["boxes"]
+    assert (inner[:, :2] >= outer[:, :2] - 1e-6).all()
+    assert (inner[:, 2:] <= outer[:, 2:] + 1e-6).all()
+    assert ((inner[:, 2] - inner[:, 0]) < (outer[:, 2] - outer[:, 0]) - 1e-3).any()  # zooms in
+    torch.testing.assert_close(inside["inputs"][2], crop_and_zoom(x, inner))
+
+
+def test_the_adversarial_term_is_weighted_by_adversary_weight():
+    torch.manual_seed(5)
+    net = deml(adversary_weight=1.0).train()
+    x = images(4, seed=5)
+    _, aux = net(x)
+    net.adversary_weight = 2.5
+    _, aux2 = net(x)
+    assert float(aux["adv"]) != 0.0
+    assert float(aux2["adv"]) == pytest.approx(2.5 * float(aux["adv"]), rel=1e-5)

@@ -11,6 +11,8 @@ from skdml.deep import MLP
 from skdml.losses import AMSoftmaxLoss
 
 from _deep_helpers import fast, make
+from skdml.deep._trainable import DeepTrainable
+from skdml.losses import DistancePreservation, MetricObjective, build_loss
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -220,3 +222,68 @@ def test_a_resumed_collapse_refit_keeps_its_settings(monkeypatch):
     est.set_params(warm_start=True, max_iter=12).fit(X, y)
     assert est.collapse_refit_ == {"loss": "binomial"}
     assert type(est.loss_).__name__ == "BinomialDevianceLoss"
+
+
+# audit 19 (mutation round 4): deep_trainable_unit
+def _fitted_net():
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(3), 8)
+    # features on very different scales: the standardised input differs from the raw one
+    X = (rng.randn(24, 5) * [1, 10, 100, 0.1, 1] + 50).astype(np.float32)
+    net = make(max_iter=1).fit(X, y).module_
+    return net, torch.as_tensor(X), torch.as_tensor(y)
+
+
+def test_preserve_input_compares_with_the_standardised_augmented_input_in_training_only():
+    net, X, y = _fitted_net()
+    seen = []
+
+    def augment(x):
+        seen.append(x)
+        return x + 1.0
+
+    objective = MetricObjective(build_loss("amsoftmax", None, n_classes=3, embedding_dim=4))
+    trainable = DeepTrainable(net, objective, y, input_shape=(5,), device=torch.device("cpu"),
+                              augment=augment, preserve_input=2.0)
+    trainable.train(True)
+    total, terms = trainable.batch_loss((X, torch.arange(24)))
+    assert len(seen) == 1
+    z = net(X + 1.0)[0].float()
+    want = DistancePreservation()(z, net.standardize(X + 1.0))
+    assert float(terms["preserve_input"]) == pytest.approx(float(want), rel=1e-5)
+    assert float(total) == pytest.approx(float(terms["metric_loss"] + 2.0 * want), rel=1e-5)
+    # the loss module follows the network's mode; evaluation mode does not augment
+    assert objective.loss.training
+    trainable.train(False)
+    assert not net.training and not objective.loss.training
+    trainable.batch_loss((X, torch.arange(24)))
+    assert len(seen) == 1
+
+
+def test_embeddings_of_a_diverged_network_blame_the_learning_rate():
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(24, 5).astype(np.float32), np.repeat(np.arange(3), 8)
+    est = make(max_iter=1).fit(X, y)
+    with torch.no_grad():
+        next(est.module_.parameters()).fill_(float("nan"))
+    with pytest.raises(ValueError, match="training diverged; lower learning_rate"):
+        est.transform(X)
+
+
+# audit 19 (mutation round 4): objective_and_host
+def test_a_regulariser_of_weight_zero_is_not_built():
+    from skdml.deep._config import ObjectiveConfig
+    from skdml.deep._plan import build_objective
+
+    objective = build_objective(ObjectiveConfig("triplet", {}, "ec", 0.0, 4), n_classes=3)
+    assert objective.regularizer is None and not objective.regularized
+
+
+def test_bfloat16_input_comes_back_as_float32_with_every_value_exact():
+    from skdml.deep._plan import _host
+
+    x = torch.tensor([1e30, 1.0078125, -3.0e-30], dtype=torch.bfloat16)
+    out = _host(x)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, x.float().numpy())
+    assert np.isfinite(out).all()

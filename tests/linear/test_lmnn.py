@@ -238,3 +238,61 @@ def test_lmnn_does_not_stop_on_the_plateau_of_a_feature_in_other_units():
     assert knn_score(LMNN(), X, y, k=3) > knn_score(None, X, y, k=3) + 0.2
     # one unit (any overall scale): the optimiser's coordinates are the input's own
     assert lmnn_module.unit_scales(np.c_[X[:, 2], 30 * X[:, 2]] * 1e-6).tolist() == [1.0, 1.0]
+
+
+# audit 19 (mutation round 4): barely_moved_is_relative
+def test_the_barely_moved_warning_compares_the_fall_with_tol_times_the_start_loss():
+    # at 3e-7 the loss (about 31,287) falls by about 0.02: more than tol=1e-3 in absolute
+    # terms, far less than tol times the start's loss: the scale is still to blame
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X) * 3e-7
+    with pytest.warns(UserWarning, match="standardise X"):
+        est = LMNN(random_state=0).fit(X, y)
+    fall = est.initial_objective_ - est.objective_
+    assert est.tol < fall < est.tol * est.initial_objective_
+
+
+# audit 19 (mutation round 4): optimal_start_counts_one_iteration
+def test_a_start_with_zero_gradient_counts_one_checking_iteration():
+    # duplicates as target neighbours and no impostor within the margin: the gradient at
+    # the start is exactly zero and L-BFGS takes no step; n_iter_ counts the check
+    X = np.array([[0.0, 0.0], [0.0, 0.0], [10.0, 0.0], [10.0, 0.0]])
+    y = np.array([0, 0, 1, 1])
+    with pytest.warns(UserWarning, match="barely moved"):
+        est = LMNN(n_neighbors=1).fit(X, y)
+    assert est.n_iter_ == 1
+    np.testing.assert_array_equal(est.components_, np.eye(2))
+
+
+# audit 19 (mutation round 4): targets_not_in_start_space
+def test_target_neighbours_are_chosen_in_the_input_space_not_in_the_start_maps():
+    # the start L0 = diag(10, 1) stretches the first axis: there sample 0's nearest
+    # classmate is sample 2 (|L0 (x0 - x2)|^2 = 4 < 100); in the input space it is sample 1
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0], [50.0, 50.0], [51.0, 50.0], [50.0, 52.0]])
+    y = np.array([0, 0, 0, 1, 1, 1])
+    start = np.diag([10.0, 1.0])
+    assert target_neighbors(X @ start.T, y, 1)[0, 0] == 2  # the start's space would differ
+    est = LMNN(n_neighbors=1, init=start, max_iter=0).fit(X, y)
+    assert est.target_neighbors_[0, 0] == 1
+    np.testing.assert_array_equal(est.target_neighbors_, target_neighbors(X, y, 1))
+
+
+# audit 19 (mutation round 4): tol_is_lbfgs_ftol
+def test_tol_is_l_bfgs_relative_decrease_and_no_gradient_tolerance_stops_it(monkeypatch):
+    seen = []
+    real = lmnn_module.minimize
+
+    def spy(*args, **kwargs):
+        seen.append(dict(kwargs["options"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lmnn_module, "minimize", spy)
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(30, 3), np.repeat([0, 1, 2], 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        LMNN(tol=0.02, max_iter=5).fit(X, y)
+    assert seen == [{"maxiter": 5, "ftol": 0.02, "gtol": 0.0}]

@@ -568,3 +568,202 @@ def test_a_random_stiefel_start_is_on_the_manifold():
                random_state=0).fit(X)
     L = est._state["L"]
     np.testing.assert_allclose(L.T @ L, np.eye(3), atol=1e-6)
+
+
+# audit 19 (mutation round 4): end_cost_non_finite
+def test_a_non_finite_cost_at_the_end_is_an_error_even_with_finite_parameters(monkeypatch):
+    # float32 overflow can make the cost inf while L and S stay finite: that is no model
+    from skdml._training import NonFiniteLossError
+    from skdml._training._manopt import ManoptRun
+    from skdml.linear import _suml, _suml_objective
+
+    values = iter([1.0])
+    monkeypatch.setattr(_suml_objective.SUMLObjective, "cost",
+                        lambda self, L, S: next(values, np.inf))
+    monkeypatch.setattr(_suml, "run_manopt", lambda m, c, g, point, *, max_iter, **kw: ManoptRun(
+        point=list(point), n_iter=max_iter,
+        history=[{"iteration": i, "loss": 1.0, "gradient_norm": 1.0} for i in range(max_iter + 1)]))
+    X = np.random.RandomState(0).randn(20, 4)
+    est = SUML(n_components=2, n_triplets=20, max_iter=30, n_iter_no_change=5)
+    with pytest.raises(NonFiniteLossError, match="non-finite"):
+        est.fit(X)
+    assert not hasattr(est, "components_")
+
+
+# audit 19 (mutation round 4): evaluation_counts
+def test_evaluation_counts_sum_the_objectives_of_every_run(monkeypatch):
+    from skdml.linear import _suml
+
+    made = []
+
+    class Spy(SUMLObjective):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(_suml, "SUMLObjective", Spy)
+    X = np.random.RandomState(0).randn(60, 5)
+    est = SUML(n_components=2, n_triplets=50, max_iter=4, batch_size=20, random_state=0).fit(X)
+    assert len(made) == 3  # three mini-batches
+    assert est.n_cost_evaluations_ == sum(o.n_evaluations for o in made)
+    assert est.n_grad_evaluations_ == sum(o.n_gradients for o in made)
+    assert est.n_grad_evaluations_ < est.n_cost_evaluations_  # the line search's trial points
+
+
+# audit 19 (mutation round 4): flop_counts
+def test_flop_counts_match_the_dense_products_torch_counts():
+    # the analytic counts (the benchmark's GFLOP/s) against torch's count of the dense
+    # products of the same graph; the per-triplet part is O(|T| (d + l)) by construction
+    from torch.utils.flop_counter import FlopCounterMode
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(40, 6)
+    triplets = sample_triplets(40, 30, rng)
+    obj = SUMLObjective(X, triplets)
+    n_u, d = obj.X_u.shape
+    l = 3
+    per_triplet = obj.n_triplets * 20 * (d + l)
+    L = torch.tensor(rng.randn(d, l), requires_grad=True)
+    S2 = torch.tensor(rng.randn(d, d), requires_grad=True)
+    X_u = torch.as_tensor(obj.X_u)
+    idx = [torch.as_tensor(i) for i in (obj.ia, obj.ip, obj.in_)]
+    with FlopCounterMode(display=False) as forward:
+        J = torch_fast_objective(X_u, *idx, L, S2, ortho_weight=0.0)
+    dense_forward = 2 * n_u * d * d + 2 * n_u * d * l
+    ortho = 2 * d * l * l  # L^T L, formed by torch_fast_objective even at ortho_weight=0
+    assert forward.get_total_flops() == dense_forward + ortho
+    assert obj.flops_forward(l) == dense_forward + per_triplet
+    with FlopCounterMode(display=False) as backward:
+        J.backward()
+    # autograd's backward: B^T dG and dG L^T (2 x 2 n_u d l), X_u^T dB (2 n_u d d)
+    assert backward.get_total_flops() == 2 * n_u * d * d + 4 * n_u * d * l + 2 * ortho
+    assert obj.flops_backward(l) == 2 * n_u * d * d + 4 * n_u * d * l + per_triplet
+    assert obj.flops_per_evaluation(l) == obj.flops_forward(l) + obj.flops_backward(l)
+
+
+# audit 19 (mutation round 4): gradient_tol_and_threads
+def test_each_window_stops_on_the_documented_gradient_tolerance(monkeypatch):
+    from skdml.linear import _suml
+
+    tols = []
+    real = _suml.run_manopt
+
+    def spy(*args, **kwargs):
+        tols.append(kwargs["tol"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_suml, "run_manopt", spy)
+    X = np.random.RandomState(0).randn(30, 4)
+    SUML(n_components=2, n_triplets=50, max_iter=2, random_state=0).fit(X)
+    assert tols and set(tols) == {_suml.GRADIENT_TOL} and _suml.GRADIENT_TOL == 1e-8
+
+
+def test_the_thread_policy_is_told_the_dense_products_of_an_evaluation(monkeypatch):
+    from skdml.linear import _suml
+
+    flops, made = [], []
+    real = _suml.thread_limits
+
+    class Spy(SUMLObjective):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    def spy(*args, **kwargs):
+        flops.append(kwargs["flops_per_step"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_suml, "SUMLObjective", Spy)
+    monkeypatch.setattr(_suml, "thread_limits", spy)
+    X = np.random.RandomState(0).randn(30, 4)
+    SUML(n_components=2, n_triplets=50, max_iter=2, random_state=0).fit(X)
+    n_u, d = made[0].X_u.shape
+    assert flops and set(flops) == {4.0 * n_u * d * d}
+
+
+# audit 19 (mutation round 4): history_windows_not_duplicated
+def test_history_over_several_tol_windows_numbers_each_iteration_once():
+    # every window's run logs its start, which is the previous window's end: kept once
+    X = np.random.RandomState(0).randn(40, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = SUML(n_components=2, n_triplets=100, max_iter=8, n_iter_no_change=2, tol=0.0,
+                   solver="steepest_descent", random_state=0).fit(X)
+    assert est.n_iter_ > 2  # several windows ran
+    assert [r["iteration"] for r in est.history_] == list(range(est.n_iter_ + 1))
+
+
+# audit 19 (mutation round 4): partial_fit_batches_numbered
+def test_partial_fit_calls_are_numbered_in_the_history():
+    X = np.random.RandomState(0).randn(30, 4)
+    est = SUML(n_components=2, n_triplets=50, max_iter=2, random_state=0)
+    est.partial_fit(X).partial_fit(X)
+    assert [r["batch"] for r in est.history_][0] == 0
+    assert {r["batch"] for r in est.history_} == {0, 1}
+    assert est.history_[-1]["batch"] == 1
+
+
+# audit 19 (mutation round 4): starts
+def test_the_pca_start_of_S_is_the_midpoint_map():
+    X = np.random.RandomState(0).randn(30, 4)
+    S = SUML(n_components=2, max_iter=0).fit(X).synthesis_
+    np.testing.assert_array_equal(S, np.vstack([np.eye(4), np.eye(4)]) / 2.0)
+
+
+def test_the_random_start_of_S_is_scaled_to_unit_variance_synthetic_points():
+    X = np.random.RandomState(0).randn(300, 20)
+    S = SUML(n_components=2, max_iter=0, init="random", random_state=0).fit(X).synthesis_
+    assert S.shape == (40, 20)
+    assert S.std() == pytest.approx(1 / np.sqrt(40), rel=0.1)
+
+
+# audit 19 (mutation round 4): tol_relative_to_start
+def _scripted(monkeypatch, costs):
+    """run_manopt takes every window in full; the cost after each window is scripted."""
+    from skdml._training._manopt import ManoptRun
+    from skdml.linear import _suml, _suml_objective
+
+    values = iter(costs)
+    last = [costs[-1]]
+
+    def cost(self, L, S):
+        last[0] = next(values, last[0])
+        return last[0]
+
+    def fake_run(manifold, cost_fn, grad, point, *, max_iter, **kw):
+        history = [{"iteration": i, "loss": 0.0, "gradient_norm": 1.0} for i in range(max_iter + 1)]
+        return ManoptRun(point=list(point), n_iter=max_iter, history=history, converged=False)
+
+    monkeypatch.setattr(_suml_objective.SUMLObjective, "cost", cost)
+    monkeypatch.setattr(_suml, "run_manopt", fake_run)
+
+
+def test_tol_is_a_fraction_of_the_starting_cost_not_of_the_current_one(monkeypatch):
+    # tol=0.05 of the start (10.0) is 0.5: the second window's fall of 0.45 is slow and ends
+    # the fit after 20 iterations (0.05 of the current cost, 0.4475, would call it fast)
+    _scripted(monkeypatch, [10.0, 9.4, 8.95, 8.9, 8.89])
+    X = np.random.RandomState(0).randn(20, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = SUML(n_components=2, n_triplets=20, max_iter=100, tol=0.05,
+                   n_iter_no_change=10).fit(X)
+    assert est.n_iter_ == 20
+
+
+# audit 19 (mutation round 4): triplets_from_pool
+def test_triplets_of_large_data_are_drawn_from_a_random_pool_of_n_triplets_rows(monkeypatch):
+    from skdml.linear import _suml
+
+    seen = []
+
+    class Spy(SUMLObjective):
+        def __init__(self, X, triplets, **kwargs):
+            seen.append(np.asarray(triplets))
+            super().__init__(X, triplets, **kwargs)
+
+    monkeypatch.setattr(_suml, "SUMLObjective", Spy)
+    X = np.random.RandomState(0).randn(200, 5)
+    SUML(n_components=2, n_triplets=20, max_iter=1, random_state=0).fit(X)
+    (triplets,) = seen
+    assert len(np.unique(triplets)) <= 20  # a pool of n_triplets rows
+    assert triplets.max() >= 20  # drawn among all rows, not the first n_triplets
