@@ -238,10 +238,12 @@ callable, default="auto"
         Learn the mean and scale of each channel (images) or feature
         (vectors) in ``fit`` and standardise every input with them, in
         training and in ``transform`` (the first layer of ``module_``): the
-        embedding does not depend on the scale of ``X``. Vectors with the
-        default backbone share one scale when their features share a unit
-        (spreads within 100 times the median one), so that their geometry is
-        kept, and are turned to their principal axes (see the user guide).
+        embedding does not depend on a uniform scale of ``X``. Vectors with
+        the default backbone share one scale when their features share a unit
+        (no spread above 100 times the median one), so that their geometry is
+        kept, and are turned to their principal axes (see the user guide); a
+        feature far below the median spread keeps the common scale, so
+        standardise tabular data with such a feature first.
         ``"auto"``: on, unless the backbone normalises its own input (a
         :class:`~skdml.deep.backbones.FeatureExtractor` with ``mean``).
     augment : bool, "auto" or callable, default="auto"

@@ -21,6 +21,7 @@ from ._classic import (
     components_from_metric,
     n_constraints_doc,
     prior_metric,
+    symmetric_eigh,
     unique_points,
 )
 from ._weakly import BasePairsLearner
@@ -95,7 +96,7 @@ def _project_constraints(A, W, t):
 
     def psd(lam):
         calls[0] += 1
-        w, V = np.linalg.eigh(S - lam * W)
+        w, V = symmetric_eigh(S - lam * W)
         return (V * np.maximum(w, 0.0)) @ V.T
 
     def excess(lam):

@@ -13,7 +13,7 @@ from sklearn.utils.validation import validate_data
 from .._utils import transactional_fit
 from .._utils._params import StrictInterval, positive_int
 from ._base import BaseMahalanobis, check_n_components
-from ._classic import check_classic_input, feature_scales
+from ._classic import check_classic_input, feature_scales, symmetric_eigh
 
 __all__ = ["RCA", "RCA_Supervised"]
 
@@ -167,7 +167,7 @@ def inverse_cholesky_factor(C):
         L, info = lapack.dtrtri(G, lower=1)
         if info == 0 and np.trace(C) * np.einsum("ij,ij->", L, L) < 1.0 / RANK_TOL:
             return L
-    w, V = np.linalg.eigh(C)
+    w, V = symmetric_eigh(C)
     _check_rank(w)
     return L if info == 0 else (V / np.sqrt(w)) @ V.T
 

@@ -16,7 +16,7 @@ from sklearn.utils._param_validation import StrOptions
 from .._training._progress import IterationBar
 from .._utils._params import StrictInterval, non_negative_real, positive_int
 from ._base import BaseMahalanobis
-from ._classic import SupervisedMixin, components_from_metric
+from ._classic import SupervisedMixin, components_from_metric, symmetric_eigh
 from ._weakly import BaseTripletsLearner
 
 __all__ = ["SCML", "SCML_Supervised", "lda_basis", "lda_scalings", "rda_weights",
@@ -233,7 +233,7 @@ def triplet_diff_basis(triplets, n_basis, rng):
     while count < n_basis:
         pick = rng.choice(n, size=d, replace=False)
         S = pos[pick].T @ pos[pick] - neg[pick].T @ neg[pick]
-        vals, vecs = np.linalg.eigh(S.T @ S)
+        vals, vecs = symmetric_eigh(S.T @ S)
         found = vecs[:, vals > 1e-12 * max(vals.max(), 1e-300)].T  # eigenvectors: columns
         out.append(found)
         count += len(found)
@@ -266,7 +266,7 @@ def lda_scalings(X, y, tol=1e-4):
     std = Xc.std(axis=0)
     std[std == 0] = 1.0
     Z = Xc / (std * np.sqrt(n))
-    values, vectors = np.linalg.eigh(Z.T @ Z)
+    values, vectors = symmetric_eigh(Z.T @ Z)
     S = np.sqrt(np.clip(values[::-1], 0.0, None))
     rank = int(np.sum(S > tol))
     if rank == 0:

@@ -259,3 +259,28 @@ def test_diagonal_c_scales_the_diagonal_solution():
     M1 = MMC_Supervised(diagonal_c=1.0, **kw).fit(X, y).get_mahalanobis_matrix()
     M4 = MMC_Supervised(diagonal_c=4.0, **kw).fit(X, y).get_mahalanobis_matrix()
     np.testing.assert_allclose(M4, 4.0 * M1, rtol=1e-3, atol=1e-8)
+
+
+def test_an_eigendecomposition_lapack_syevd_does_not_converge_falls_back_to_syevr(monkeypatch):
+    # numpy's eigh (syevd) raised "Eigenvalues did not converge" on a finite 64 x 64 matrix
+    # of the projection (MMC_Supervised on 400 standardised digits), and the raw
+    # LinAlgError escaped fit; scipy's syevr decomposes it (audit 19)
+    from skdml.linear._classic import symmetric_eigh
+
+    rng = np.random.RandomState(0)
+    A = rng.randn(6, 6)
+    A = A + A.T
+
+    def syevd_fails(M, *args, **kwargs):
+        raise np.linalg.LinAlgError("Eigenvalues did not converge")
+
+    expected = np.linalg.eigvalsh(A)
+    monkeypatch.setattr(np.linalg, "eigh", syevd_fails)
+    w, V = symmetric_eigh(A)
+    np.testing.assert_allclose(w, expected, atol=1e-12)
+    np.testing.assert_allclose((V * w) @ V.T, A, atol=1e-12)
+    # every eigendecomposition of an MMC fit goes through it
+    X, y = noisy_classes(n=60)
+    assert np.isfinite(MMC_Supervised(max_iter=5, random_state=0).fit(X, y).components_).all()
+    with pytest.raises(ValueError, match="did not converge"):
+        symmetric_eigh(np.full((2, 2), np.nan))

@@ -382,11 +382,22 @@ def test_synthesis_alone_saturates_the_objective_whatever_the_metric(digits):
 
 @pytest.mark.parametrize("n_triplets", [1, 2])
 def test_fewer_than_three_triplets_are_refused_not_drawn_forever(n_triplets):
-    X = np.random.RandomState(0).randn(50, 5)
-    with pytest.raises(ValueError, match="n_triplets"):  # was an endless loop
-        SUML(n_components=2, n_triplets=n_triplets, max_iter=3, random_state=0).fit(X)
-    with pytest.raises(ValueError, match="at least 3 rows"):
-        sample_triplets(2, 5, np.random.RandomState(0))
+    import signal
+
+    def endless(signum, frame):  # a regression fails here instead of hanging the suite
+        raise TimeoutError("the triplet draw is looping again")
+
+    previous = signal.signal(signal.SIGALRM, endless)
+    signal.alarm(60)
+    try:
+        X = np.random.RandomState(0).randn(50, 5)
+        with pytest.raises(ValueError, match="n_triplets"):  # was an endless loop
+            SUML(n_components=2, n_triplets=n_triplets, max_iter=3, random_state=0).fit(X)
+        with pytest.raises(ValueError, match="at least 3 rows"):
+            sample_triplets(2, 5, np.random.RandomState(0))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def test_a_fitted_suml_keeps_no_copy_of_its_training_data():
