@@ -13,8 +13,8 @@ features of pure noise appended, so that the metric matters: the Euclidean
 distance weighs the noise as much as the signal. Every pipeline standardises the
 features, learns a metric and classifies by the nearest neighbour; the score is the
 5-fold cross-validated accuracy. The weakly-supervised learners (ITML, MMC, SDML,
-LSML) are used in their ``*_Supervised`` form, which draws the pairs or
-quadruplets from the labels; MLKR regresses the labels as numbers.
+LSML, SCML) are used in their ``*_Supervised`` form, which draws the pairs,
+quadruplets or triplets from the labels; MLKR regresses the labels as numbers.
 """
 
 # %%
@@ -36,6 +36,7 @@ from skdml.linear import (
     LSML_Supervised,
     MMC_Supervised,
     RCA_Supervised,
+    SCML_Supervised,
     SDML_Supervised,
 )
 
@@ -54,6 +55,7 @@ learners = {
     "SDML": SDML_Supervised(balance_param=1e-3, prior="covariance", random_state=0),
     "LSML": LSML_Supervised(random_state=0),
     "MLKR": MLKR(),
+    "SCML": SCML_Supervised(random_state=0),
     "NCA (scikit-learn)": NeighborhoodComponentsAnalysis(random_state=0),
 }
 
@@ -73,7 +75,7 @@ for name, learner in learners.items():
 # The accuracies
 # --------------
 # Most learners recover accuracy the noise took from the Euclidean distance (the
-# dashed line): LFDA, RCA, ITML, LMNN, MLKR and MMC, each printed above. SDML and
+# dashed line): LFDA, RCA, ITML, LMNN, MLKR, MMC and SCML, each printed above. SDML and
 # LSML, which see only the few hundred pairs or quadruplets their ``*_Supervised``
 # forms draw (and, for SDML, the small ``balance_param`` its graphical lasso needs
 # to stay well posed), stay about level with it on this small set (within a standard
