@@ -94,6 +94,31 @@ def unique_points(tuples, max_points=None, random_state=None):
     return X
 
 
+#: Features whose spreads differ by this factor or more are in other units (LMNN optimises
+#: them in common units, LFDA equilibrates their scatters).
+SPREAD_RATIO = 2.0 ** 10
+#: A spread below this fraction of the largest is round-off of a constant feature (float64's
+#: rounding of values of the largest's size: PCA's trailing components of constant pixels,
+#: 0.1 * 3 beside 0.3), not a feature in a unit of its own (1e-6 beside 1e6 is 2**-40).
+ROUND_OFF = 2.0 ** -46
+
+
+def spread_units(X):
+    """``(spread, real, mixed)`` of the columns of ``X`` (centred or not).
+
+    ``spread``: each feature's standard deviation; ``real``: the features whose spread
+    is above :data:`ROUND_OFF` of the largest (the others are round-off of a constant);
+    ``mixed``: whether the real spreads lie :data:`SPREAD_RATIO` or more apart.
+
+    >>> spread_units(np.array([[0.0, 0.0, 1.0], [1.0, 2e3, 1.0]]))[1:]
+    (array([ True,  True, False]), True)
+    """
+    spread = X.std(axis=0)
+    real = np.isfinite(spread) & (spread > ROUND_OFF * spread.max(initial=0.0))
+    mixed = bool(real.any() and spread[real].max() >= SPREAD_RATIO * spread[real].min())
+    return spread, real, mixed
+
+
 def feature_scales(spread):
     """Each feature's spread rounded to a power of two (1 where it is 0 or not finite).
 

@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import StrOptions
 from .._utils import transactional_fit
 from .._utils._params import non_negative_real, positive_int
 from ._base import BaseMahalanobis, check_n_components, check_not_constant
-from ._classic import check_classic_input, feature_scales
+from ._classic import check_classic_input, feature_scales, spread_units
 
 __all__ = ["LFDA"]
 
@@ -42,12 +42,15 @@ class LFDA(BaseMahalanobis):
         eigenvectors orthonormalised (QR); ``"plain"``: the raw eigenvectors
         (unit :math:`S^{(w)}`-norm).
     ridge : float, default=1e-10
-        Added to the diagonal of :math:`S^{(w)}`, relative to each feature's
-        own within-class scatter: the problem is solved after scaling every
+        Added to the diagonal of :math:`S^{(w)}` times its mean eigenvalue.
+        For features in other units (spreads ``2**10`` or more apart), relative
+        to each feature's own within-class scatter: the scatters are then
+        computed in float64 and the problem is solved after scaling every
         feature by a power of two that brings its diagonal entry near 1 (an
-        exact congruence: the ratios do not move), and the ridge is this
-        equilibrated scatter's mean eigenvalue times ``ridge``. So a feature
-        of scale ``1e-6`` beside one of scale ``1e6`` keeps its direction.
+        exact congruence: the ratios do not move), so a feature of scale
+        ``1e-6`` beside one of scale ``1e6`` keeps its direction (a column
+        constant up to round-off, below ``2**-46`` of the largest spread, is
+        still held at 0).
         Where the rank is deficient (fewer samples, less the classes, than
         features), at least ``1e-5`` is added: the scatter's products run in
         float32, whose rounding leaves its null directions at about
@@ -135,20 +138,29 @@ class LFDA(BaseMahalanobis):
         # solved at unit spread, with a power of two (exact), so that the float32 products
         # neither underflow nor overflow at any input scale
         scale = 2.0 ** -np.floor(np.log2(spread))
-        S_w, S_b = local_scatters(X * scale, y, self.k)
+        # features in other units (spreads 2**10 or more apart, round-off columns aside): the
+        # scatters in float64 and the problem equilibrated, so that the ridge is relative to
+        # each feature's own scatter (see below); one-unit data takes the float32 path as is
+        _, real, mixed = spread_units(X)
+        S_w, S_b = local_scatters(X * scale, y, self.k,
+                                  dtype=np.float64 if mixed else np.float32)
         if not np.trace(S_w) > 0.0:
             raise ValueError(
                 "LFDA: the local within-class scatter is 0 (every class is one point, or each "
                 "sample's k-th neighbour in its class is a duplicate of it), so the Fisher "
                 "ratio is undefined; lower k or remove the duplicates.")
-        # equilibrated: each feature's within-class scatter brought near 1 by a power of two
-        # (exact; a congruence, so the ratios do not move), so that the ridge is relative to
-        # every feature's own scatter, not to the largest one's (a feature at 1e-6 beside one
-        # at 1e6 lost its direction to a ridge scaled by the mean eigenvalue)
-        root = np.sqrt(np.diag(S_w))
-        equal = feature_scales(np.where(root > 0.0, root, np.sqrt(np.trace(S_w) / d)))
-        S_w /= np.outer(equal, equal)
-        S_b /= np.outer(equal, equal)
+        equal = np.ones(d)
+        if mixed:
+            # equilibrated: each feature's within-class scatter brought near 1 by a power of
+            # two (exact; a congruence, so the ratios do not move): the ridge is then relative
+            # to every feature's own scatter, not to the largest one's (a feature at 1e-6
+            # beside one at 1e6 lost its direction to a ridge scaled by the mean eigenvalue).
+            # Round-off columns keep the mean scale, so the ridge still holds them at 0.
+            root = np.sqrt(np.clip(np.diag(S_w), 0.0, None))
+            equal = feature_scales(np.where(real & (root > 0.0), root,
+                                            np.sqrt(np.trace(S_w) / d)))
+            S_w /= np.outer(equal, equal)
+            S_b /= np.outer(equal, equal)
         ridge = self.ridge
         if len(X) - len(self.classes_) < d:  # S_w's rank is below d: its null directions
             ridge = max(ridge, DEFICIENT_RANK_RIDGE)  # hold float32 rounding, +-1e-7 relative
@@ -201,7 +213,7 @@ def leading_eigenpairs(a, b, dim):
 BLOCK_ENTRIES = 1 << 21
 
 
-def local_scatters(X, y, k):
+def local_scatters(X, y, k, dtype=np.float32):
     """LFDA's local within-class and between-class scatters ``(S_w, S_b)`` (Sugiyama, Eq. 11-14).
 
     ``S_w = 1/2 sum_ij W^w_ij (x_i - x_j)(x_i - x_j)^T`` with ``W^w_ij = A_ij / n_c``
@@ -219,7 +231,9 @@ def local_scatters(X, y, k):
     the centred grams run in float32 on centred classes, where no large terms cancel,
     and everything is summed in float64. On USPS (classes of 770 samples, 256
     features) this halves the time of float64, with scatters within 1.2e-6 of it
-    (relative to their largest entry) and the same k-NN accuracy.
+    (relative to their largest entry) and the same k-NN accuracy. ``dtype=np.float64``
+    runs them in float64 (features in other units, whose small scatters float32's
+    rounding, relative to the large ones, would swamp).
     """
     n, d = X.shape
     _, y = np.unique(y, return_inverse=True)
@@ -234,7 +248,7 @@ def local_scatters(X, y, k):
         # the classes of n_c samples, one after the other, each centred, in float32
         X_g = X[order[(starts[same, None] + np.arange(n_c)).ravel()]].reshape(-1, n_c, d)
         class_sums[same] = X_g.sum(axis=1)
-        C_g = (X_g - class_sums[same, None, :] / n_c).astype(np.float32).reshape(-1, d)
+        C_g = (X_g - class_sums[same, None, :] / n_c).astype(dtype).reshape(-1, d)
         S_b += (1.0 - n_c / n) * (C_g.T @ C_g)  # + the class means' part, below
         if kk == 0:
             continue
@@ -259,7 +273,7 @@ def local_scatters(X, y, k):
             A[scale == 0] = 0.0  # a sample at distance 0 of its k-th neighbour: no affinity
             degree = A.sum(axis=2, dtype=np.float64)
             L = np.negative(A, out=A)  # the Laplacian D - A, in place
-            L[:, np.arange(n_c), np.arange(n_c)] += degree.astype(np.float32)
+            L[:, np.arange(n_c), np.arange(n_c)] += degree.astype(dtype)
             L_X[b * n_c:(b + step) * n_c] = (L @ B).reshape(-1, d)
         P = C_g.T @ L_X  # sum of P_c over the classes of n_c samples
         S_w += P / n_c

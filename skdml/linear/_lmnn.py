@@ -17,7 +17,7 @@ from .._training._progress import IterationBar
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval, non_negative_real, positive_int
 from ._base import BaseMahalanobis, check_n_components, check_not_constant
-from ._classic import check_classic_input, feature_scales, initial_map
+from ._classic import check_classic_input, feature_scales, initial_map, spread_units
 
 __all__ = ["LMNN", "lmnn_loss_grad", "target_neighbors"]
 
@@ -240,19 +240,18 @@ class LMNN(BaseMahalanobis):
         return tags
 
 
-#: Features whose spreads differ by this factor or more are optimised in common units.
-SPREAD_RATIO = 2.0 ** 10
-
-
 def unit_scales(X):
     """Divisors (powers of two) bringing features of other units to the median one's.
 
     L-BFGS's relative-decrease test fired on the plateau left by a feature 1e6 times
     smaller than another (loss 2323 after 7 iterations, where 305 was reachable, and a
-    k-NN accuracy below the Euclidean one's), so where the features' spreads differ by
-    :data:`SPREAD_RATIO` or more, the optimiser runs on ``X / s``: each feature at the
-    median spread's scale, exactly (powers of two), the overall scale (the hinge's unit
-    margin) kept. Otherwise (one unit, or only a constant feature apart) all ones.
+    k-NN accuracy below the Euclidean one's), so where the features' spreads lie
+    :data:`~skdml.linear._classic.SPREAD_RATIO` or more apart
+    (:func:`~skdml.linear._classic.spread_units`), the optimiser runs on ``X / s``: each
+    feature at the scale of the median spread (the lower median: one feature's own), by
+    powers of two (exact), the overall scale (the hinge's unit margin) kept. Columns
+    constant up to round-off keep 1 (divided up to unit size, their noise drew weights of
+    1e15). Otherwise (one unit) all ones.
 
     Examples
     --------
@@ -261,13 +260,11 @@ def unit_scales(X):
     >>> unit_scales(np.array([[0.0, 0.0, 0.0], [2e-3, 2.0, 2e3], [4e-3, 4.0, 4e3]]))
     array([9.765625e-04, 1.000000e+00, 1.024000e+03])
     """
-    spread = X.std(axis=0)
+    spread, real, mixed = spread_units(X)
     s = np.ones(X.shape[1])
-    used = np.isfinite(spread) & (spread > 0)
-    if used.any():
-        scales = feature_scales(spread[used])
-        if scales.max() / scales.min() >= SPREAD_RATIO:
-            s[used] = scales / feature_scales(np.median(spread[used], keepdims=True))
+    if mixed:
+        median = np.sort(spread[real])[(int(real.sum()) - 1) // 2]
+        s[real] = feature_scales(spread[real]) / feature_scales(np.array([median]))
     return s
 
 

@@ -180,3 +180,25 @@ def test_the_ridge_is_relative_to_each_features_own_scatter():
     # and its embedding separates the classes better than the raw features (0.43, where the
     # swamped direction left it)
     assert knn_score(LFDA(k=3), X, y, k=3) > knn_score(None, X, y, k=3) + 0.1
+
+
+def test_digits_with_round_off_components_still_fit():
+    # equilibrating every feature scaled the float32 rounding of PCA's trailing components
+    # (constant pixels, spreads ~1e-15) up to unit size: the within-class scatter turned
+    # indefinite and PCA -> LFDA on digits raised "singular" (a review of audit 19's fix)
+    from sklearn.decomposition import PCA
+
+    X, y = load_digits(return_X_y=True)
+    Z = PCA().fit_transform(X)
+    lfda = LFDA(n_components=9).fit(Z, y)
+    assert np.isfinite(lfda.components_).all() and lfda.eigenvalues_[0] > 10
+    assert np.all(np.diff(lfda.eigenvalues_) <= 0)
+    # the trailing (round-off) components carry no weight
+    assert np.abs(lfda.components_[:, -3:]).max() < 1e-6 * np.abs(lfda.components_).max()
+    # a column constant up to one ulp beside wine's features carries no weight
+    from sklearn.datasets import load_wine
+    Xw, yw = load_wine(return_X_y=True)
+    ulp = np.full(len(Xw), 0.3)
+    ulp[::2] = 0.1 * 3
+    fitted = LFDA(n_components=2).fit(np.c_[Xw, ulp], yw)
+    assert np.abs(fitted.components_[:, -1]).max() * 5.6e-17 < 1e-20

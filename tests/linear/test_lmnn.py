@@ -296,3 +296,24 @@ def test_tol_is_l_bfgs_relative_decrease_and_no_gradient_tolerance_stops_it(monk
         warnings.simplefilter("ignore")
         LMNN(tol=0.02, max_iter=5).fit(X, y)
     assert seen == [{"maxiter": 5, "ftol": 0.02, "gtol": 0.0}]
+
+
+def test_round_off_columns_keep_their_units_and_the_gate_reads_the_spreads_themselves():
+    # a column constant up to one ulp was divided up to unit size (s = 2.8e-17) and LMNN
+    # learned weights of 1e15 on its noise; PCA's trailing components of constant pixels
+    # likewise (a review of audit 19's fix)
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    ulp = np.full(len(X), 0.3)
+    ulp[::2] = 0.1 * 3
+    Xu = np.c_[X, ulp - ulp.mean()]
+    assert lmnn_module.unit_scales(Xu).tolist() == [1.0] * Xu.shape[1]
+    assert np.abs(LMNN(random_state=0).fit(Xu, y).components_[:, -1]).max() <= 10.0
+    # spreads 1000 apart (below 2**10) are one unit; 1500 apart are not
+    rng = np.random.RandomState(0)
+    base = rng.randn(50, 2)
+    assert lmnn_module.unit_scales(base * [1.0, 1000.0] / base.std(0)).tolist() == [1.0, 1.0]
+    assert lmnn_module.unit_scales(base * [1.0, 1500.0] / base.std(0)).tolist() == [1.0, 2048.0]
