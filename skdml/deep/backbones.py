@@ -354,7 +354,8 @@ class FeatureExtractor(nn.Module):
         estimator's ``standardize="auto"`` leaves the input alone.
     pool : bool, default=True
         Average a 4-D feature map ``(n, C, H, W)`` over space to ``(n, C)``;
-        ``False`` flattens it.
+        ``False`` returns the map as it is (the estimator then flattens it to
+        ``(n, C * H * W)``).
     input_size : tuple of int, default=None
         ``(H, W)`` the network was trained at (e.g. ``(224, 224)``): images are
         resized to it (bilinear) before the normalisation;

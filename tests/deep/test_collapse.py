@@ -218,3 +218,23 @@ def test_the_refit_progress_bar_names_the_refit(monkeypatch, blobs):
     make(loss="auto", max_iter=SEPARATION_MIN_EPOCHS).fit(X.reshape(-1, 1, 2, 5), y)
     assert names == ["DeepMetricTransformer",
                      "DeepMetricTransformer collapse refit (loss='binomial')"]
+
+
+# audit 20 (mutation round 5): refit_draws_the_same_split_and_batches
+def test_a_collapse_refit_starts_from_the_same_split_batches_and_weights(monkeypatch, blobs):
+    # "refitted from the same start": each refit rewinds the fit's generators
+    X, y = blobs
+    starts = []
+    real = estimator_module.DeepTrainer.fit
+
+    def recording(trainer, resume=None):
+        starts.append((trainer.config.val_idx.tolist(), trainer.rng.get_state()[1].tolist(),
+                       trainer.rng.get_state()[2]))
+        return real(trainer, resume)
+
+    monkeypatch.setattr(estimator_module.DeepTrainer, "fit", recording)
+    _separation_sequence(monkeypatch, [0.01, 0.5])
+    est = make(loss="auto", max_iter=SEPARATION_MIN_EPOCHS, validation_fraction=0.34).fit(
+        X.reshape(-1, 1, 2, 5), y)
+    assert est.collapse_refit_ == {"loss": "binomial"}
+    assert len(starts) == 2 and starts[0] == starts[1]

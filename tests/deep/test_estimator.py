@@ -455,3 +455,29 @@ def test_a_row_whose_standardised_value_overflows_is_named_as_such():
     est = fast(max_iter=1).fit(X * 1e-20, y)
     with pytest.raises(ValueError, match="standardised value overflows float32"):
         est.transform(np.full((1, X.shape[1]), 1e30, np.float32))
+
+
+# audit 20 (mutation round 5): stale_attributes_and_resume_at_max_iter
+def test_a_refit_without_validation_drops_the_validation_attributes():
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(6), 12)
+    X = rng.randn(6, 10)[y] * 3 + rng.randn(72, 10)
+    est = make(max_iter=2, validation_fraction=0.34, early_stopping=True).fit(X, y)
+    assert hasattr(est, "best_iteration_") and hasattr(est, "validation_split_")
+    est.set_params(validation_fraction=None, early_stopping=False).fit(X, y)
+    for stale in ("best_iteration_", "best_validation_score_", "validation_split_"):
+        assert not hasattr(est, stale), stale
+
+
+def test_a_warm_start_of_a_run_that_reached_max_iter_is_not_refused():
+    # max_iter counts every epoch of the run: a run at exactly max_iter resumes (nothing to
+    # train), only one beyond it is refused
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(6), 12)
+    X = rng.randn(6, 10)[y] * 3 + rng.randn(72, 10)
+    est = make(max_iter=2).fit(X, y)
+    est.set_params(warm_start=True).fit(X, y)
+    assert est.n_iter_ == 2 and len(est.history_) == 2
+    with pytest.raises(ValueError, match="raise max_iter"):
+        est.set_params(max_iter=1).fit(X, y)

@@ -272,3 +272,113 @@ def test_labels_mixing_numbers_and_strings_are_refused_clearly():
     y = np.array(["x", "y", 1, 2], dtype=object)[np.repeat(np.arange(4), 10)]
     with pytest.raises(ValueError, match="mixes label types"):  # was numpy's "'<' not
         DeepMetricTransformer(max_iter=1, device="cpu").fit(X, y)   # supported"
+
+
+# audit 20 (mutation round 5): constant_feature_takes_largest_scale
+def test_a_constant_feature_is_divided_by_the_largest_scale():
+    # documented: a feature constant in the training data (also up to float32 rounding) is
+    # centred and divided by the largest scale, so its rounding noise is not blown up
+    rng = np.random.RandomState(0)
+    X = rng.randn(200, 4) * [1.0, 1e3, 1.0, 1.0]
+    X[:, 0] = 2.0  # constant
+    X[:, 2] = 1e6 + 0.03 * rng.randn(200)  # constant up to float32 rounding (ulp 0.0625)
+    Xt = torch.as_tensor(X, dtype=torch.float32)
+    assert Xt[:, 2].double().std() > 0  # a few values do round across a boundary
+    layer = fit_standardize(Xt, np.arange(200), (4,))
+    scale = layer.scale.numpy()[0]
+    top = Xt[:, 1].double().std(unbiased=False).item()
+    np.testing.assert_allclose(scale[[0, 2]], top, rtol=1e-4)
+    np.testing.assert_allclose(scale[[1, 3]], Xt[:, [1, 3]].double().std(0, unbiased=False),
+                               rtol=1e-4)
+    assert np.abs(layer(Xt)[:, 2].numpy()).max() < 1e-3  # its rounding noise stays tiny
+
+
+# audit 20 (mutation round 5): no_resize_at_the_asked_size
+def test_images_already_at_the_backbones_input_size_get_no_resize_layer():
+    from skdml.deep._inputs import resize_for
+    from skdml.deep.backbones import ConvNet
+
+    net = ConvNet(1, (16, 16), width=4, n_blocks=2, input_size=(16, 16))
+    assert resize_for(net, (1, 16, 16)) is None  # documented: unless they have that size
+    assert resize_for(net, (1, 8, 8)).size == (16, 16)
+    assert resize_for(net, (16,)) is None  # vectors never are
+
+
+# audit 20 (mutation round 5): principal_axes_are_centred
+def test_principal_axes_are_those_of_the_centred_rows_they_read():
+    # the axes are read on at most 1024 evenly spaced rows: their own mean is removed, so a
+    # feature constant on those rows (whatever its mean over all rows) carries no variance
+    from skdml._utils import evenly_spaced
+
+    rng = np.random.RandomState(0)
+    n = 2048
+    picked = evenly_spaced(np.arange(n), 1024)
+    X = np.zeros((n, 2))
+    X[:, 0] = -1.0
+    X[picked, 0] = 1.0  # constant on the rows read, offset from the mean of all rows
+    X[:, 1] = rng.randn(n)
+    layer = fit_standardize(torch.as_tensor(X, dtype=torch.float32), np.arange(n), (2,),
+                            n_axes=1)
+    assert layer.components.shape == (2, 1)
+    assert abs(layer.components[1, 0].item()) > 0.99  # the varying feature, not the offset
+
+
+# audit 20 (mutation round 5): shared_scale_counts_constant_features
+def test_the_shared_scale_is_the_root_mean_square_over_every_feature():
+    # documented: "the root mean square of their standard deviations" (every feature's; a
+    # constant one counts with its spread 0)
+    rng = np.random.RandomState(0)
+    X = rng.rand(300, 4) * [1.0, 0.5, 0.8, 0.0] + [0.0, 0.0, 0.0, 0.3]  # last: constant
+    layer = fit_standardize(torch.as_tensor(X, dtype=torch.float32), np.arange(300), (4,),
+                            scale="auto")
+    scale = layer.scale.numpy()[0]
+    assert np.ptp(scale) == 0.0
+    assert scale[0] == pytest.approx(np.sqrt(X.var(0).sum() / 4), rel=1e-4)
+
+
+# audit 20 (mutation round 5): shared_unit_rule_reads_the_median
+def test_the_shared_unit_rule_compares_the_largest_spread_with_the_median_one():
+    # documented: one scale when the largest standard deviation is at most 100 times the
+    # MEDIAN one; here the smallest is 150x below the largest but the median only 3x
+    rng = np.random.RandomState(0)
+    X = rng.randn(400, 4) * [1.0, 50.0, 50.0, 150.0]
+    layer = fit_standardize(torch.as_tensor(X, dtype=torch.float32), np.arange(400), (4,),
+                            scale="auto")
+    scale = layer.scale.numpy()[0]
+    assert np.ptp(scale) == 0.0
+    assert scale[0] == pytest.approx(np.sqrt(X.var(0).mean()), rel=1e-4)
+
+
+# audit 20 (mutation round 5): unit_ratio_is_100
+def test_features_within_100x_of_the_median_share_one_scale_and_beyond_do_not():
+    # COMMON_UNIT_RATIO is documented as 100: a 50x spread is one unit, a 150x one is not
+    rng = np.random.RandomState(0)
+    base = rng.randn(400, 4)
+    for ratio, shared in ((50.0, True), (150.0, False)):
+        X = base * [1.0, 1.0, 1.0, ratio]
+        layer = fit_standardize(torch.as_tensor(X, dtype=torch.float32), np.arange(400), (4,),
+                                scale="auto")
+        scale = layer.scale.numpy()[0]
+        if shared:
+            assert np.ptp(scale) == 0.0
+            assert scale[0] == pytest.approx(np.sqrt(X.var(0).mean()), rel=1e-4)
+        else:
+            np.testing.assert_allclose(scale, X.std(0), rtol=1e-4)
+
+
+# audit 20 (mutation round 5): zero_variance_axes_are_dropped
+def test_axes_of_zero_variance_are_dropped_tall_and_wide():
+    # documented: "axes of a zero variance are dropped" (m <= rank); kept, a wide input's
+    # null axes were divided by the square root of round-off (not orthonormal)
+    rng = np.random.RandomState(0)
+    base = rng.randn(100, 3)
+    tall = np.c_[base, base @ rng.randn(3, 3)]  # 6 features of rank 3
+    layer = fit_standardize(torch.as_tensor(tall, dtype=torch.float32), np.arange(100), (6,),
+                            n_axes=256)
+    assert layer.components.shape == (6, 3)
+    wide = rng.randn(20, 4) @ rng.randn(4, 50)  # 20 rows, 50 features, rank 4
+    layer = fit_standardize(torch.as_tensor(wide, dtype=torch.float32), np.arange(20), (50,),
+                            n_axes=256)
+    W = layer.components.numpy()
+    assert W.shape == (50, 4)
+    np.testing.assert_allclose(W.T @ W, np.eye(4), atol=1e-4)

@@ -317,3 +317,13 @@ def test_round_off_columns_keep_their_units_and_the_gate_reads_the_spreads_thems
     base = rng.randn(50, 2)
     assert lmnn_module.unit_scales(base * [1.0, 1000.0] / base.std(0)).tolist() == [1.0, 1.0]
     assert lmnn_module.unit_scales(base * [1.0, 1500.0] / base.std(0)).tolist() == [1.0, 2048.0]
+
+
+# audit 20 (mutation round 5): random_start_rows_of_unit_norm
+def test_a_random_start_has_rows_of_norm_about_one():
+    from skdml.linear._classic import initial_map
+
+    X = np.random.RandomState(1).randn(30, 400)
+    L = initial_map("random", X, 5, np.random.RandomState(0))
+    assert L.shape == (5, 400)
+    np.testing.assert_allclose(np.linalg.norm(L, axis=1), 1.0, atol=0.15)

@@ -201,3 +201,47 @@ def test_lsml_with_tol_zero_runs_max_iter_without_a_convergence_warning():
         warnings.simplefilter("error", ConvergenceWarning)
         est = LSML_Supervised(tol=0.0, max_iter=3, random_state=0).fit(X, y)
     assert est.n_iter_ == 3
+
+
+# audit 20 (mutation round 5): prior_metric_rank_and_pseudo_inverse
+def test_covariance_prior_of_a_nearly_singular_covariance():
+    # RANK_TOL: eigenvalues below 1e-10 of the largest count as zero: a strict prior is
+    # refused, a non-strict one is the pseudo-inverse (finite; cov @ P @ cov == cov)
+    from skdml.linear._classic import prior_metric
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(50, 3) * [1.0, 1e3, 1e-2]
+    X = np.c_[X, X[:, 0] + 1e-8 * rng.randn(50)]  # dependent up to 1e-8
+    with pytest.raises(ValueError, match="singular"):
+        prior_metric("covariance", X, strict_pd=True)
+    P = prior_metric("covariance", X, strict_pd=False)
+    cov = np.cov(X, rowvar=False)
+    assert np.isfinite(P).all()
+    np.testing.assert_allclose(cov @ P @ cov, cov, rtol=1e-6, atol=1e-9 * np.abs(cov).max())
+    full = prior_metric("covariance", X[:, :3], strict_pd=True)  # invertible: the inverse
+    np.testing.assert_allclose(full @ np.cov(X[:, :3], rowvar=False), np.eye(3), atol=1e-8)
+
+
+def test_an_array_prior_must_be_definite_only_when_strict():
+    from skdml.linear._classic import prior_metric
+
+    X = np.zeros((5, 2))
+    singular = np.diag([1.0, 0.0])
+    with pytest.raises(ValueError, match="positive definite"):
+        prior_metric(singular, X, strict_pd=True)
+    np.testing.assert_array_equal(prior_metric(singular, X, strict_pd=False), singular)
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        prior_metric(np.diag([1.0, -1e-3]), X, strict_pd=False)
+
+
+def test_components_from_metric_orders_rows_and_refuses_an_indefinite_matrix():
+    from skdml.linear._classic import components_from_metric, feature_scales
+
+    L = components_from_metric(np.diag([1.0, 9.0, 4.0]))
+    np.testing.assert_allclose(np.linalg.norm(L, axis=1), [3.0, 2.0, 1.0])  # decreasing
+    np.testing.assert_allclose(L.T @ L, np.diag([1.0, 9.0, 4.0]), atol=1e-12)
+    with pytest.raises(ValueError, match="not positive semi-definite"):
+        components_from_metric(np.diag([1.0, -1e-3]))
+    # spreads rounded to the NEAREST power of two (in log scale)
+    np.testing.assert_array_equal(feature_scales(np.array([5.0, 0.3, 3.0, 1.0, np.inf])),
+                                  [4.0, 0.25, 4.0, 1.0, 1.0])

@@ -212,3 +212,84 @@ def test_history_loss_is_the_mean_of_the_epochs_batch_losses():
         batches = losses.per_epoch[record["epoch"]]
         assert len(batches) > 1
         np.testing.assert_allclose(record["loss"], np.mean(batches), rtol=1e-5)
+
+
+# audit 20 (mutation round 5): checkpoint_warns_at_end_only_if_last_write_failed
+def test_the_end_warning_is_only_for_a_run_whose_last_write_failed(tmp_path, monkeypatch):
+    import warnings
+
+    from skdml._training import _checkpoint
+    from skdml._training._callbacks import Checkpoint
+
+    real, calls = _checkpoint.save_checkpoint, []
+
+    def first_fails(path, state):
+        calls.append(state["epoch"])
+        if len(calls) == 1:
+            raise OSError("disk full")
+        real(path, state)
+
+    monkeypatch.setattr(_checkpoint, "save_checkpoint", first_fails)
+    model = Quadratic()
+    ckpt = Checkpoint(tmp_path / "run.ckpt", lambda loop: {"epoch": loop.epoch})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train_epochs(model, torch.optim.SGD([model.w], lr=0.1), batches, max_iter=3,
+                     callbacks=[ckpt])
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and "after epoch 1" in messages[0]  # no "holds epoch" at the end
+    assert ckpt.saved_epoch == 3 and load_checkpoint(tmp_path / "run.ckpt")["epoch"] == 3
+
+
+# audit 20 (mutation round 5): early_stopping_state_and_best_value
+def test_early_stopping_best_value_of_a_loss_and_an_old_state_without_started():
+    from types import SimpleNamespace
+
+    def run(stopper, values):
+        loop = SimpleNamespace(epoch=0, stop_reason=None)
+        loop.stop = lambda reason: setattr(loop, "stop_reason", reason)
+        for value in values:
+            loop.epoch += 1
+            stopper.on_epoch_end(loop, {"loss": value})
+            if loop.stop_reason:
+                break
+        return loop
+
+    stopper = EarlyStopping(monitor="loss", greater_is_better=False, n_iter_no_change=5)
+    run(stopper, [1.0, 0.5, 0.7])
+    assert stopper.best_epoch == 2 and stopper.best_value == 0.5  # the loss, not its negative
+    # a state saved before min_progress existed: learning counts as started, so a plateau
+    # after it stops the run
+    resumed = EarlyStopping(monitor="loss", greater_is_better=False, n_iter_no_change=2,
+                            min_progress=0.05)
+    resumed.load_state_dict({"best": -0.5, "best_epoch": 2, "no_change": 0,
+                             "best_state": None})
+    assert resumed.started is True
+    assert run(resumed, [0.6, 0.6]).stop_reason == "no_improvement"
+
+
+# audit 20 (mutation round 5): failed_run_leaves_eval_mode
+def test_a_failed_run_leaves_the_trainable_in_evaluation_mode():
+    class Modes(Quadratic):
+        def __init__(self):
+            super().__init__(nan_at=3)
+            self.modes = []
+
+        def train(self, mode=True):
+            self.modes.append(mode)
+
+    model = Modes()
+    with pytest.raises(NonFiniteLossError):
+        train_epochs(model, torch.optim.SGD([model.w], lr=0.1), batches, max_iter=5)
+    assert model.modes[-1] is False  # "trainable.train(False)" even on an error
+
+
+# audit 20 (mutation round 5): progress_says_at_most
+def test_the_progress_bar_says_at_most_when_a_callback_may_stop_early(capsys):
+    stopper = EarlyStopping(monitor="loss", greater_is_better=False)
+    for callbacks, bound in (([], False), ([stopper], True)):
+        model = Quadratic()
+        train_epochs(model, torch.optim.SGD([model.w], lr=0.1), batches, max_iter=2,
+                     callbacks=[*callbacks, Progress(1, "Quadratic")])
+        _, err = capsys.readouterr()
+        assert ("Quadratic (at most)" in err) is bound

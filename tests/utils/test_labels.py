@@ -109,3 +109,24 @@ def test_constraints_read_the_unknown_label_in_a_column():
 def test_the_index_names_a_none_label():
     with pytest.raises(ValueError, match="missing label .* position 2"):
         RetrievalIndex().fit(X[:4], ["a", "b", None, "c"])
+
+
+# audit 20 (mutation round 5): integer_ids_bounds_and_bytes
+def test_integer_ids_at_the_64_bit_boundaries():
+    from skdml._utils._labels import integer_ids
+
+    ids = integer_ids([0, 2**63])  # one past int64: uint64, exactly
+    assert ids.dtype == np.uint64 and int(ids[1]) == 2**63
+    assert integer_ids([-1, 2**63 - 1]).dtype == np.int64
+    assert int(integer_ids([0, 2**64 - 1])[1]) == 2**64 - 1
+    with pytest.raises(ValueError, match="fit no 64-bit integer type"):
+        integer_ids([0, 2**64])
+
+
+def test_bytes_and_numbers_are_kept_apart_and_booleans_are_not_integers():
+    from skdml._utils._labels import check_orderable_labels, keep_label_types
+
+    mixed = keep_label_types([b"0", 0])  # np.asarray made both b"0": one class
+    assert mixed.dtype == object and mixed.tolist() == [b"0", 0]
+    flags = check_orderable_labels(np.array([True, False, True], dtype=object))
+    assert [type(v) for v in flags.tolist()] == [bool, bool, bool]  # not made 1, 0, 1
