@@ -113,10 +113,14 @@ def spread_units(X):
     >>> spread_units(np.array([[0.0, 0.0, 1.0], [1.0, 2e3, 1.0]]))[1:]
     (array([ True,  True, False]), True)
     """
-    spread = X.std(axis=0)
-    real = np.isfinite(spread) & (spread > ROUND_OFF * spread.max(initial=0.0))
-    mixed = bool(real.any() and spread[real].max() >= SPREAD_RATIO * spread[real].min())
-    return spread, real, mixed
+    # the squares taken at unit scale (a power of two: exact), so that they neither overflow
+    # (spreads above 1e154 made every spread "round-off") nor underflow (below 1e-162)
+    top = float(np.abs(X).max(initial=0.0))
+    unit = 2.0 ** -np.floor(np.log2(top)) if np.isfinite(top) and top > 0.0 else 1.0
+    at_unit = (X * unit).std(axis=0)
+    real = np.isfinite(at_unit) & (at_unit > ROUND_OFF * at_unit.max(initial=0.0))
+    mixed = bool(real.any() and at_unit[real].max() >= SPREAD_RATIO * at_unit[real].min())
+    return at_unit / unit, real, mixed
 
 
 def feature_scales(spread):

@@ -202,3 +202,24 @@ def test_digits_with_round_off_components_still_fit():
     ulp[::2] = 0.1 * 3
     fitted = LFDA(n_components=2).fit(np.c_[Xw, ulp], yw)
     assert np.abs(fitted.components_[:, -1]).max() * 5.6e-17 < 1e-20
+
+
+@pytest.mark.parametrize("scale", [1e-165, 1.0, 1e194])
+def test_features_in_other_units_are_found_at_any_input_scale(scale):
+    # the unit gate squared the raw spreads: above 1e154 they overflowed (every column
+    # "round-off", with an overflow warning), below 1e-162 they underflowed, and LFDA took
+    # the one-unit path with the ridge swamping the small feature (a review of audit 19)
+    import warnings
+
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    X[:, 0] *= 1e6
+    reference = LFDA(n_components=3).fit(X, y).eigenvalues_
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = LFDA(n_components=3).fit(X * scale, y).eigenvalues_
+    np.testing.assert_allclose(got, reference, rtol=1e-6)
+    assert reference[1] > 100  # the mixed-unit path (the swamped ridge gave 79.4)
