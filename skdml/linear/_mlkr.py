@@ -50,16 +50,10 @@ class MLKR(BaseMahalanobis):
     init : {"auto", "identity", "pca", "random"} or ndarray, default="auto"
         The start: ``"auto"`` is the identity when ``n_components`` equals
         ``n_features``, PCA below (the identity's first rows when PCA has
-        fewer directions: ``n_components >= n_samples``), times a power of two
-        that brings the median distance of a sample to its nearest neighbour
-        near 1, so that the start's kernel is neither flat nor saturated at
-        any scale of ``X`` (metric-learn's ``"auto"`` is unscaled: on
-        standardised digits each sample had one neighbour of weight 1, and
-        L-BFGS stopped on that plateau); ``"identity"``, ``"pca"``,
-        ``"random"`` or an array of shape (n_components, n_features), finite
-        and of full row rank, are used as given: their kernel width is that
-        of ``L``, so scale the input (e.g. ``StandardScaler``) to make them
-        sensible.
+        fewer directions: ``n_components >= n_samples``); or an array of shape
+        (n_components, n_features), finite and of full row rank. The kernel
+        width is that of ``L``: scale the input (e.g. ``StandardScaler``) so
+        that the start is sensible.
     max_iter : int, default=1000
         L-BFGS iterations at most; ``0`` returns the start.
     tol : float, default=1e-6
@@ -174,11 +168,6 @@ class MLKR(BaseMahalanobis):
         # |z_i|^2 - 2 z_i.z_j + |z_j|^2 does not cancel an offset (at 1e6, gradient errors of
         # 6e-3 relative and an early stop)
         X = X - X.mean(axis=0)
-        # "auto": solved on X * c, c (a power of two) bringing the median distance of a sample
-        # to its nearest neighbour to 1, then L = L' c: the start's kernel neither flat nor
-        # saturated, and the optimiser's parameters of order 1 at any scale of X
-        c = kernel_width_scale(X) if isinstance(self.init, str) and self.init == "auto" else 1.0
-        X = X * c
         L0 = initial_map(self.init, X, dim, check_random_state(self.random_state))
         with thread_limits(flops_per_step=4.0 * n * n * dim):
             last = {}  # the latest evaluation: L-BFGS-B starts by re-evaluating the start
@@ -218,31 +207,13 @@ class MLKR(BaseMahalanobis):
                               "tol. At this scale of X the Gaussian kernel is flat (every "
                               "weight 0 or every weight equal): standardise X (e.g. "
                               "StandardScaler) before MLKR.")
-        self.components_ = L * c
+        self.components_ = L
         return self
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         return tags
-
-
-def kernel_width_scale(Z):
-    """The factor bringing the median nearest-neighbour distance of ``Z`` to 1 (a power of two).
-
-    With ``exp(-||L(x_i - x_j)||^2)`` as the kernel, a start whose neighbours lie
-    further than a few units apart leaves each sample one neighbour of weight 1: the
-    loss is flat, and L-BFGS's relative-decrease test stops on the plateau (200
-    standardised digits: a loss of 50 after 6 iterations, where 1 was reachable). 1
-    where the distances vanish.
-    """
-    from ..metrics import nearest_neighbors
-
-    nearest = nearest_neighbors(Z, 1)[:, 0]
-    median = float(np.median(np.sqrt(((Z - Z[nearest]) ** 2).sum(axis=1))))
-    if not (np.isfinite(median) and median > 0):
-        return 1.0
-    return float(2.0 ** -np.round(np.log2(median)))
 
 
 def mlkr_loss(L, X, y, return_gradient=False):
