@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, check_random_state, column_or_1d
 
-from ._utils import is_missing_label, keep_label_types, warn_user
+from ._utils import flatten_label_column, is_missing_label, keep_label_types, warn_user
 
 __all__ = ["Constraints"]
 
@@ -91,7 +91,7 @@ class Constraints:
     """
 
     def __init__(self, partial_labels, unknown_label=-1):
-        labels = column_or_1d(np.asarray(keep_label_types(partial_labels)), warn=True)
+        labels = column_or_1d(np.asarray(flatten_label_column(keep_label_types(partial_labels))))
         self.partial_labels = labels
         self.unknown_label = unknown_label
         missing = _is_nan(labels)

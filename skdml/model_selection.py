@@ -20,7 +20,7 @@ from sklearn.model_selection import BaseCrossValidator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_consistent_length, column_or_1d
 
-from ._utils import is_missing_label, keep_label_types
+from ._utils import flatten_label_column, is_missing_label, keep_label_types
 
 __all__ = ["ClassDisjointSplit", "FirstHalfClassSplit"]
 
@@ -32,7 +32,7 @@ def _classes_of(X, y, splitter):
             f"{splitter} splits by class and needs the labels: the 'y' parameter should "
             "not be None."
         )
-    y = column_or_1d(np.asarray(keep_label_types(y)), warn=True)
+    y = column_or_1d(np.asarray(flatten_label_column(keep_label_types(y))))
     if X is not None:
         check_consistent_length(X, y)
     if y.shape[0] == 0:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._progress import IterationBar
+
 __all__ = ["ManoptRun", "SOLVERS", "run_manopt"]
 
 SOLVERS = ("conjugate_gradient", "steepest_descent", "trust_regions")
@@ -126,11 +128,12 @@ def run_manopt(manifold, cost, euclidean_gradient, initial_point, *, euclidean_h
     optimizer = optimizer_cls(max_iterations=max_iterations, min_gradient_norm=tol,
                               min_step_size=min_step_size,
                               verbosity=2 if verbose >= 2 else 0, log_verbosity=1)
-    owned = bar is None and bool(verbose)
-    if owned:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=max_iter, desc=desc, unit="iter", dynamic_ncols=True)
+    # a bar of our own says "(at most)" and ends at the iterations run (not at the gradient
+    # evaluations, which count the start too): a tolerance ends most runs early
+    progress = IterationBar(verbose if bar is None else 0, max_iter, desc)
+    if bar is None:
+        bar = progress.bar
+    finished = False
 
     def gradient(*blocks):
         if bar is not None and bar.n < bar.total:
@@ -159,9 +162,10 @@ def run_manopt(manifold, cost, euclidean_gradient, initial_point, *, euclidean_h
                 history.append({"iteration": n_iter, "loss": float(problem.cost(point)),
                                 "gradient_norm": float(manifold.norm(
                                     point, problem.riemannian_gradient(point)))})
+        progress.to(n_iter)
+        finished = True
     finally:
-        if owned:
-            bar.close()
+        progress.close(finished=finished)
     reason = _stop_reason(result, max_iterations, tol, min_step_size)
     return ManoptRun(point=result.point, n_iter=n_iter,
                      history=history, stop_reason=reason,

@@ -2,8 +2,8 @@
 and the file helpers of every writer (``_files``)."""
 
 from ._files import atomic_write_bytes, check_output_file
-from ._labels import (check_label_input, check_orderable_labels, integer_ids, is_missing_label,
-                      keep_label_types)
+from ._labels import (check_label_input, check_orderable_labels, flatten_label_column,
+                      integer_ids, is_missing_label, keep_label_types)
 from ._memory import keep_freed_buffers
 from ._sampling import evenly_spaced
 from ._threads import (ENV_OVERRIDE, SMALL_STEP_FLOPS, _THREAD_VARS, choose_n_threads,
@@ -15,7 +15,8 @@ from ._warnings import quiet_warnings, warn_user
 
 __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "_THREAD_VARS", "as_float_tensor",
            "atomic_write_bytes", "check_label_input", "check_orderable_labels",
-           "check_output_file", "choose_n_threads", "cuda_syncs", "evenly_spaced", "integer_ids",
+           "check_output_file", "choose_n_threads", "cuda_syncs", "evenly_spaced",
+           "flatten_label_column", "integer_ids",
            "is_missing_label", "keep_freed_buffers", "keep_label_types", "quiet_warnings",
            "resolve_device", "thread_budget", "thread_limits", "torch_fit_modes",
            "torch_rng_scope", "torch_seed", "transactional_fit", "warn_user"]

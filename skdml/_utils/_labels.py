@@ -14,9 +14,12 @@ import numbers
 
 import numpy as np
 import torch
+from sklearn.exceptions import DataConversionWarning
 
-__all__ = ["check_label_input", "check_orderable_labels", "integer_ids", "integer_objects",
-           "is_missing_label", "keep_label_types"]
+from ._warnings import warn_user
+
+__all__ = ["check_label_input", "check_orderable_labels", "flatten_label_column",
+           "integer_ids", "integer_objects", "is_missing_label", "keep_label_types"]
 
 
 def is_missing_label(label):
@@ -80,13 +83,40 @@ def keep_label_types(y):
     return values
 
 
+def flatten_label_column(y):
+    """A column of labels, shape ``(n, 1)``, flattened with scikit-learn's
+    ``DataConversionWarning`` at the user's line; anything else unchanged.
+
+    scikit-learn's own ``column_or_1d`` warns with a fixed ``stacklevel``, which
+    named a file inside scikit-learn or skdml, not the line that passed the column.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     flatten_label_column(np.array([[1], [2]]))
+    array([1, 2])
+    >>> caught[0].category.__name__
+    'DataConversionWarning'
+    """
+    shape = getattr(y, "shape", None)
+    if shape is not None and len(shape) == 2 and shape[1] == 1:
+        warn_user("A column-vector y was passed when a 1d array was expected. Please change "
+                  "the shape of y to (n_samples, ), for example using ravel().",
+                  DataConversionWarning)
+        return y.reshape(-1) if isinstance(y, torch.Tensor) else np.asarray(y).ravel()
+    return y
+
+
 def check_label_input(y, name="y"):
     """Raw class labels, before scikit-learn's validation reads them.
 
     Lists keep their types (:func:`keep_label_types`); labels that are None,
     NaN or pandas ``NA`` are refused here, with their position (scikit-learn's
     check fails on ``NA`` with ``boolean value of NA is ambiguous``). Anything
-    else is returned unchanged (a DataFrame keeps its type for scikit-learn).
+    else is returned unchanged (a DataFrame keeps its type for scikit-learn), but for a
+    column of labels, flattened (:func:`flatten_label_column`).
 
     Examples
     --------
@@ -95,7 +125,7 @@ def check_label_input(y, name="y"):
     ...
     ValueError: y contains a missing label (None, NaN or pandas NA) at position 1; every ...
     """
-    y = keep_label_types(y)
+    y = flatten_label_column(keep_label_types(y))
     if y is None or isinstance(y, torch.Tensor):
         return y  # no labels (the caller says y is required), or numbers on an accelerator
     values = np.asarray(y)

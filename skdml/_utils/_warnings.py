@@ -13,9 +13,13 @@ __all__ = ["quiet_warnings", "warn_user"]
 #: Frames in these packages are skipped: a warning raised inside ``fit`` (through
 #: scikit-learn's ``Pipeline``, whose steps joblib's ``Memory`` calls, ``GridSearchCV`` or
 #: skdml's own wrappers) is reported at the first line outside them, the line the user
-#: wrote. ``contextlib``'s frames too: a warning from a ``with`` block's generator.
+#: wrote. ``contextlib``'s frames too: a warning from a ``with`` block's generator; and
+#: ``pickle``'s, ``copy``'s and ``copyreg``'s: joblib's ``dump`` and ``load`` run the
+#: pure-Python pickler, whose frames lie between the user's line and skdml's
+#: ``__reduce__`` or ``__setstate__``.
 _INTERNAL = tuple(os.path.dirname(__import__(name).__file__) + os.sep
-                  for name in ("skdml", "sklearn", "joblib")) + (contextlib.__file__,)
+                  for name in ("skdml", "sklearn", "joblib")) + tuple(
+    __import__(name).__file__ for name in ("contextlib", "pickle", "copy", "copyreg"))
 
 
 def _user_stacklevel():

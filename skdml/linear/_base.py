@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._utils import warn_user
+from .._utils import evenly_spaced, warn_user
 
 __all__ = ["BaseMahalanobis", "MahalanobisDistance", "check_init_array", "check_n_components",
            "check_not_constant", "warn_if_orthogonal_is_euclidean", "warn_if_outlying_rows"]
@@ -184,6 +184,11 @@ def check_not_constant(X, learner=None):
 
 #: A row this many times farther from the median than the median row is said to dominate.
 OUTLIER_RATIO = 1e3
+#: The centre is the coordinate-wise median of at most this many rows, evenly spaced: a
+#: handful of outlying rows cannot move it, and the fits of milliseconds (RCA, LFDA) do not
+#: spend a third of their time on it (the median of every row cost 1.3 ms on COIL-20's
+#: 1,008 x 100).
+CENTRE_ROWS = 256
 
 
 def warn_if_outlying_rows(X, learner):
@@ -192,18 +197,21 @@ def warn_if_outlying_rows(X, learner):
     The learners scale their working space by the data's peak and fit squared
     distances, so one such row sets the scale and the objective: wine with one
     row at 1e3 fell from a 3-NN accuracy of 1.0 to 0.74 with LMNN and 0.70 with
-    LFDA. Distances from the coordinate-wise median, read in blocks of rows.
+    LFDA. Distances from the coordinate-wise median (of :data:`CENTRE_ROWS` rows), read
+    in blocks of rows.
     """
     n = X.shape[0]
     if n < 3:
         return
-    centre = np.median(X, axis=0)
+    centre = np.median(np.asarray(X[evenly_spaced(np.arange(n), CENTRE_ROWS)],
+                                  dtype=np.float64), axis=0)
     dist = np.empty(n)
     step = max(1, 2**22 // max(X.shape[1], 1))
     with np.errstate(over="ignore", invalid="ignore"):
         for start in range(0, n, step):
             part = np.asarray(X[start:start + step], dtype=np.float64) - centre
-            dist[start:start + step] = np.linalg.norm(part, axis=1)
+            # einsum: np.linalg.norm(axis=1) took 1 ms on 1,008 x 100, twelve times longer
+            dist[start:start + step] = np.sqrt(np.einsum("ij,ij->i", part, part))
         typical = float(np.median(dist))
         if not (np.isfinite(typical) and typical > 0):
             return

@@ -6,13 +6,13 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from scipy.optimize import minimize
 from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
+from .._training._lbfgs import run_lbfgs
 from .._training._progress import IterationBar
 from .._utils import thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval, non_negative_real, positive_int
@@ -209,18 +209,10 @@ class LMNN(BaseMahalanobis):
                 L, self.n_iter_ = L0, 0
             else:
                 with IterationBar(self.verbose, self.max_iter, "LMNN") as bar:
-                    def show(_):
-                        bar.update()
-                        bar.line(f"LMNN iteration {bar.n}: loss {history[-1]:.6g}")
-
-                    result = minimize(fun, L0.ravel(), jac=True, method="L-BFGS-B",
-                                      callback=show if self.verbose else None,
-                                      options={"maxiter": self.max_iter, "ftol": self.tol,
-                                               "gtol": 0.0})
-                # n_iter_ >= 1: a start already optimal took one (checking) iteration
-                L, self.n_iter_ = result.x.reshape(dim, d), max(int(result.nit), 1)
-                # the iteration budget, not a tolerance, stopped it (tol=0: as asked)
-                if result.status == 1 and self.tol > 0:
+                    run = run_lbfgs(fun, L0.ravel(), max_iter=self.max_iter, tol=self.tol,
+                                    bar=bar, label="LMNN", value0=self.initial_objective_)
+                L, self.n_iter_ = run.x.reshape(dim, d), run.n_iter
+                if run.cut_short:
                     warn_user(f"LMNN did not converge in max_iter={self.max_iter} L-BFGS "
                               "iterations; raise max_iter.", ConvergenceWarning)
         self.objective_ = float(fun(L.ravel())[0]) if self.max_iter else self.initial_objective_

@@ -6,12 +6,12 @@ from numbers import Integral
 
 import numpy as np
 import torch
-from scipy.optimize import minimize
 from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import StrOptions
 
+from .._training._lbfgs import run_lbfgs
 from .._training._progress import IterationBar
 from .._utils import thread_limits, torch_fit_modes, transactional_fit, warn_user
 from .._utils._params import StrictInterval, non_negative_real
@@ -93,13 +93,10 @@ class _LSMLMixin:
             L, self.n_iter_ = L0, 0
             if self.max_iter:
                 with bar:
-                    result = minimize(fun, L0.ravel(), jac=True, method="L-BFGS-B",
-                                      callback=lambda _: bar.update(),
-                                      options={"maxiter": self.max_iter, "ftol": self.tol,
-                                               "gtol": 0.0})
-                # n_iter_ >= 1: a start already optimal took one (checking) iteration
-                L, self.n_iter_ = result.x.reshape(d, d), max(int(result.nit), 1)
-                if result.status == 1 and self.tol > 0:  # tol=0: max_iter asked for
+                    run = run_lbfgs(fun, L0.ravel(), max_iter=self.max_iter, tol=self.tol,
+                                    bar=bar)
+                L, self.n_iter_ = run.x.reshape(d, d), run.n_iter
+                if run.cut_short:
                     warn_user(f"{type(self).__name__} did not converge in max_iter="
                               f"{self.max_iter} L-BFGS iterations; raise max_iter.",
                               ConvergenceWarning)

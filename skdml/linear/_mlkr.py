@@ -5,15 +5,15 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
-from scipy.optimize import minimize
 from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import validate_data
 
+from .._training._lbfgs import run_lbfgs
 from .._training._progress import IterationBar
-from .._utils import thread_limits, transactional_fit, warn_user
+from .._utils import flatten_label_column, thread_limits, transactional_fit, warn_user
 from .._utils._params import StrictInterval, non_negative_real, positive_int
 from ._base import (BaseMahalanobis, check_n_components, check_not_constant,
                     warn_if_outlying_rows)
@@ -133,6 +133,7 @@ class MLKR(BaseMahalanobis):
         self : object
             The fitted estimator.
         """
+        y = flatten_label_column(y)
         labels = None if y is None else np.asarray(y)
         if labels is not None and (labels.dtype.kind in "US" or (
                 labels.dtype.kind == "O"
@@ -190,15 +191,12 @@ class MLKR(BaseMahalanobis):
                 self.initial_objective_ = fun(L0.ravel())[0]
                 L, self.n_iter_, self.objective_ = L0, 0, self.initial_objective_
                 if self.max_iter:
-                    result = minimize(fun, L0.ravel(), jac=True, method="L-BFGS-B",
-                                      callback=lambda _: bar.update(),
-                                      options={"maxiter": self.max_iter, "ftol": self.tol,
-                                               "gtol": 0.0})
+                    run = run_lbfgs(fun, L0.ravel(), max_iter=self.max_iter, tol=self.tol,
+                                    bar=bar, value0=self.initial_objective_)
             if self.max_iter:
-                # n_iter_ >= 1: a start already optimal took one (checking) iteration
-                L, self.n_iter_ = result.x.reshape(dim, d), max(int(result.nit), 1)
-                self.objective_ = float(result.fun)
-                if result.status == 1 and self.tol > 0:  # tol=0: max_iter asked for
+                L, self.n_iter_ = run.x.reshape(dim, d), run.n_iter
+                self.objective_ = run.value
+                if run.cut_short:
                     warn_user(f"MLKR did not converge in max_iter={self.max_iter} L-BFGS "
                               "iterations; raise max_iter.", ConvergenceWarning)
                 flat = self.initial_objective_ - self.objective_ <= self.tol * abs(self.initial_objective_)

@@ -6,11 +6,12 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from scipy.optimize import brentq, minimize
+from scipy.optimize import brentq
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
+from .._training._lbfgs import run_lbfgs
 from .._training._progress import IterationBar
 from .._utils import thread_limits, torch_fit_modes, warn_user
 from .._utils._params import StrictInterval, non_negative_real
@@ -248,15 +249,12 @@ class _MMCMixin:
         if not self.max_iter:
             return x0
         with IterationBar(self.verbose, self.max_iter, name) as bar:
-            result = minimize(fun, x0, jac=True, method="L-BFGS-B",
-                              callback=lambda _: bar.update(),
-                              options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 0.0})
-        # n_iter_ >= 1: a start already optimal took one (checking) iteration
-        self.n_iter_ = max(int(result.nit), 1)
-        if result.status == 1 and self.tol > 0:  # tol=0: max_iter asked for
+            run = run_lbfgs(fun, x0, max_iter=self.max_iter, tol=self.tol, bar=bar)
+        self.n_iter_ = run.n_iter
+        if run.cut_short:
             warn_user(f"{name} did not converge in max_iter={self.max_iter} L-BFGS "
                       "iterations; raise max_iter.", ConvergenceWarning)
-        return result.x
+        return run.x
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -10,7 +10,7 @@ from sklearn.base import _fit_context
 from sklearn.utils import check_random_state, column_or_1d
 from sklearn.utils.validation import validate_data
 
-from .._utils import transactional_fit
+from .._utils import flatten_label_column, transactional_fit
 from .._utils._params import StrictInterval, positive_int
 from ._base import BaseMahalanobis, check_n_components
 from ._classic import check_classic_input, feature_scales, symmetric_eigh
@@ -97,7 +97,8 @@ class RCA(BaseMahalanobis):
         self : object
             The fitted estimator.
         """
-        X, chunks = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        X, chunks = validate_data(self, X, flatten_label_column(y), dtype=np.float64,
+                                  ensure_min_samples=2)
         self._fit_chunks(X, column_or_1d(chunks))
         return self
 

@@ -8,12 +8,14 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import normalize
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import StrOptions
 
 from .._training._progress import IterationBar
+from .._utils import quiet_warnings
 from .._utils._params import StrictInterval, non_negative_real, positive_int
 from ._base import BaseMahalanobis
 from ._classic import SupervisedMixin, components_from_metric, symmetric_eigh
@@ -293,8 +295,13 @@ def lda_basis(X, y, n_basis, random_state):
         raise ValueError(f"n_basis must be below {n * 2 * num_eig} (n_samples x 2 x "
                          f"min(n_classes - 1, n_features)) for basis='lda'; got {n_basis}.")
     n_clusters = int(np.ceil(n_basis / (2 * num_eig)))
-    centres = KMeans(n_clusters=n_clusters, n_init=10, random_state=random_state,
-                     algorithm="elkan").fit(X).cluster_centers_
+    # fewer distinct samples than centres: k-means repeats a centre and says so with a
+    # ConvergenceWarning, though nothing was cut short (a repeated centre adds the same
+    # directions again, as in metric-learn)
+    with quiet_warnings({"message": "Number of distinct clusters",
+                         "category": ConvergenceWarning}):
+        centres = KMeans(n_clusters=n_clusters, n_init=10, random_state=random_state,
+                         algorithm="elkan").fit(X).cluster_centers_
     scales = (20, 50) if d > 50 else (10, 20)
     nearest = []  # per class, its samples nearest to each centre (closest first)
     for c in labels:

@@ -12,11 +12,10 @@ import numbers
 
 import numpy as np
 import torch
-from sklearn.exceptions import DataConversionWarning
 from sklearn.utils import check_array
 from sklearn.utils.multiclass import type_of_target
 
-from .._utils import check_label_input, check_orderable_labels, warn_user
+from .._utils import check_label_input, check_orderable_labels
 
 __all__ = ["as_host_array", "as_host_labels", "check_embeddings", "check_labels", "check_k",
            "check_pair", "encode_labels", "label_kind", "prepare_retrieval"]
@@ -67,12 +66,7 @@ def check_embeddings(X, name):
 
 def check_labels(y, n_samples, name, x_name):
     """1-D discrete labels with one label per sample."""
-    y = np.asarray(check_label_input(as_host_labels(y), name))
-    if y.ndim == 2 and y.shape[1] == 1:  # a column: flattened with scikit-learn's warning
-        warn_user("A column-vector y was passed when a 1d array was expected. Please change "
-                  "the shape of y to (n_samples, ), for example using ravel().",
-                  DataConversionWarning)
-        y = y.ravel()
+    y = np.asarray(check_label_input(as_host_labels(y), name))  # a column: flattened
     if y.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array of labels, got shape {y.shape}.")
     if y.shape[0] != n_samples:

@@ -283,13 +283,15 @@ def test_target_neighbours_are_chosen_in_the_input_space_not_in_the_start_maps()
 # audit 19 (mutation round 4): tol_is_lbfgs_ftol
 def test_tol_is_l_bfgs_relative_decrease_and_no_gradient_tolerance_stops_it(monkeypatch):
     seen = []
-    real = lmnn_module.minimize
+    from skdml._training import _lbfgs
+
+    real = _lbfgs.minimize
 
     def spy(*args, **kwargs):
         seen.append(dict(kwargs["options"]))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(lmnn_module, "minimize", spy)
+    monkeypatch.setattr(_lbfgs, "minimize", spy)
     rng = np.random.RandomState(0)
     X, y = rng.randn(30, 3), np.repeat([0, 1, 2], 10)
     with warnings.catch_warnings():

@@ -80,11 +80,13 @@ def test_mlkr_evaluates_each_point_once(monkeypatch):
     is an evaluation L-BFGS-B counts (its nfev)."""
     from scipy import optimize
 
+    from skdml._training import _lbfgs
+
     calls, nfev = [], []
     loss = mlkr_module.mlkr_loss
     monkeypatch.setattr(mlkr_module, "mlkr_loss", lambda *a, **k: calls.append(1) or loss(*a, **k))
     minimize = optimize.minimize
-    monkeypatch.setattr(mlkr_module, "minimize",
+    monkeypatch.setattr(_lbfgs, "minimize",
                         lambda *a, **k: (lambda r: nfev.append(r.nfev) or r)(minimize(*a, **k)))
     X, y = _regression()
     est = MLKR(max_iter=20).fit(X, y)

@@ -305,3 +305,18 @@ def test_the_neighbour_counts_warn_each_where_the_user_chose_it_and_a_subclass_f
         warnings.simplefilter("error", UserWarning)  # k_impostor's default 10 capped: quiet
         SCML_Supervised(k_genuine=2, n_basis=12, max_iter=200, output_iter=100,
                         random_state=0).fit(X[keep], y[keep])
+
+
+def test_fewer_distinct_samples_than_lda_centres_is_not_a_convergence_warning():
+    # audit 21: KMeans' "Number of distinct clusters (6) found smaller than n_clusters"
+    # escaped as a ConvergenceWarning pointing into scikit-learn, though nothing was cut short
+    from sklearn.exceptions import ConvergenceWarning
+
+    rng = np.random.RandomState(0)
+    X = np.repeat(rng.randn(6, 5), 20, axis=0)
+    y = np.repeat([0, 0, 1, 1, 2, 2], 20)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = SCML_Supervised(n_basis=40, max_iter=600, random_state=0).fit(X, y)
+    assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert np.all(np.isfinite(est.components_))

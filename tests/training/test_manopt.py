@@ -1,5 +1,7 @@
 """skdml/_training/_manopt.py: pymanopt's solvers as the batch solver of the linear learners."""
 
+import warnings
+
 import numpy as np
 
 from skdml._training import run_manopt
@@ -21,3 +23,25 @@ def test_run_manopt_reads_the_stop_reason_from_the_result():
                      lambda x: np.sinh(x - 1.0), np.full(3, 5.0), max_iter=2, tol=1e-12,
                      solver="steepest_descent")
     assert not cut.converged and cut.stop_reason == "max_iter" and cut.n_iter == 2
+
+
+def test_the_batch_solvers_bar_ends_at_the_iterations_run_and_says_at_most():
+    # audit 21: ECAML's conjugate-gradient bar stopped at 38/300 (13 %) for 37 iterations:
+    # it counted gradient evaluations (the start too) and was never closed at its end
+    import contextlib
+    import io
+
+    from sklearn.datasets import load_iris
+
+    from skdml.linear import ECAML
+
+    X, y = load_iris(return_X_y=True)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = ECAML(n_components=2, solver="conjugate_gradient", verbose=1,
+                    random_state=0).fit(X, y)
+    assert 0 < est.n_iter_ < est.max_iter
+    last = err.getvalue().replace("\r", "\n").strip().splitlines()[-1]
+    assert "ECAML (at most)" in last and "100%" in last
+    assert f"{est.n_iter_}/{est.n_iter_}" in last

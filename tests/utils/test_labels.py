@@ -130,3 +130,35 @@ def test_bytes_and_numbers_are_kept_apart_and_booleans_are_not_integers():
     assert mixed.dtype == object and mixed.tolist() == [b"0", 0]
     flags = check_orderable_labels(np.array([True, False, True], dtype=object))
     assert [type(v) for v in flags.tolist()] == [bool, bool, bool]  # not made 1, 0, 1
+
+
+def test_a_column_of_labels_warns_at_the_users_line_at_every_entry_point():
+    # audit 21: scikit-learn's column_or_1d warns with a fixed stacklevel, which named
+    # sklearn/utils/validation.py (learners) or skdml's own file (Constraints, the splitter)
+    from sklearn.exceptions import DataConversionWarning
+
+    from skdml.linear import MLKR, RCA_Supervised
+
+    labels = np.repeat([0, 1, 2], 10)
+    column = labels[:, None]
+    calls = {
+        "LFDA": lambda: LFDA(k=3).fit(X, column),
+        "ECAML": lambda: ECAML(n_components=2, max_iter=2, random_state=0).fit(X, column),
+        "RCA_Supervised": lambda: RCA_Supervised(n_chunks=6, chunk_size=3,
+                                                 random_state=0).fit(X, column),
+        "MLKR": lambda: MLKR(max_iter=2).fit(X, column.astype(float)),
+        "Constraints": lambda: Constraints(column),
+        "ClassDisjointSplit": lambda: list(ClassDisjointSplit(n_splits=2, random_state=0)
+                                           .split(X, column)),
+        "recall_at_k": lambda: recall_at_k(X, column, k=1),
+        "DeepMetricTransformer": lambda: DeepMetricTransformer(
+            n_components=2, max_iter=1, early_stopping=False,
+            random_state=0).fit(X.astype(np.float32), column),
+    }
+    for name, call in calls.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        found = [w for w in caught if issubclass(w.category, DataConversionWarning)]
+        assert len(found) == 1, name
+        assert found[0].filename == __file__, (name, found[0].filename)

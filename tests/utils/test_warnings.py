@@ -105,3 +105,26 @@ def test_skdml_swaps_the_warning_filters_only_through_one_locked_section(monkeyp
     recall_at_k(X, y.astype(np.int8), 1, X_ref=X, y_ref=y.astype(np.float64))
     ours = [c for c in callers if c.startswith("skdml") and c != "skdml._utils._warnings"]
     assert ours == []
+
+
+def test_a_warning_while_joblib_pickles_points_at_the_users_line(tmp_path):
+    # audit 21: joblib runs the pure-Python pickler, whose frames (pickle.py) lay between
+    # the user's joblib.dump line and skdml's __reduce__, and were named instead
+    import joblib
+
+    from skdml.callbacks import Callback
+
+    class Holder(Callback):  # holds an open file: cannot be saved
+        def __init__(self):
+            self.log = open(tmp_path / "log.txt", "w")
+
+    X, y = _blobs()
+    holder = Holder()
+    est = DeepMetricTransformer(n_components=2, max_iter=1, early_stopping=False,
+                                random_state=0, callbacks=[holder]).fit(X.astype(np.float32), y)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        joblib.dump(est, tmp_path / "est.joblib")
+    holder.log.close()
+    assert caught and all(w.filename == __file__ for w in caught), \
+        [(w.filename, str(w.message)[:40]) for w in caught]
