@@ -11,7 +11,7 @@ from ._threads import (ENV_OVERRIDE, SMALL_STEP_FLOPS, _THREAD_VARS, choose_n_th
 from ._torch import (as_float_tensor, cuda_syncs, resolve_device, torch_fit_modes,
                      torch_rng_scope, torch_seed)
 from ._transactional import transactional_fit
-from ._warnings import quiet_warnings, warn_user
+from ._warnings import quiet_warnings, validate_fitted_data, warn_user
 
 __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "_THREAD_VARS", "as_float_tensor",
            "atomic_write_bytes", "check_label_input", "check_orderable_labels",
@@ -19,4 +19,5 @@ __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "_THREAD_VARS", "as_float_tensor"
            "flatten_label_column", "integer_ids",
            "is_missing_label", "keep_freed_buffers", "keep_label_types", "quiet_warnings",
            "resolve_device", "thread_budget", "thread_limits", "torch_fit_modes",
-           "torch_rng_scope", "torch_seed", "transactional_fit", "warn_user"]
+           "torch_rng_scope", "torch_seed", "transactional_fit", "validate_fitted_data",
+           "warn_user"]

@@ -8,7 +8,7 @@ import sys
 import threading
 import warnings
 
-__all__ = ["quiet_warnings", "warn_user"]
+__all__ = ["quiet_warnings", "validate_fitted_data", "warn_user"]
 
 #: Frames in these packages are skipped: a warning raised inside ``fit`` (through
 #: scikit-learn's ``Pipeline``, whose steps joblib's ``Memory`` calls, ``GridSearchCV`` or
@@ -73,3 +73,30 @@ def quiet_warnings(*filters):
         for spec in filters:
             warnings.filterwarnings("ignore", **spec)
         yield
+
+
+def validate_fitted_data(estimator, X, **kwargs):
+    """scikit-learn's ``validate_data(estimator, X, reset=False, **kwargs)``, its warning
+    about feature names attributed to the user's line.
+
+    scikit-learn warns "X does not have valid feature names, but ... was fitted with
+    feature names" (and the converse) at its own ``validation.py``. Where that warning
+    is due (names at fit and none now, or the converse), the check runs in a recording
+    section of the warning lock and what it warned is warned again with
+    :func:`warn_user`; otherwise it runs as it is.
+    """
+    from sklearn.utils.validation import _get_feature_names, validate_data
+
+    fitted = getattr(estimator, "feature_names_in_", None) is not None
+    try:
+        given = _get_feature_names(X) is not None
+    except TypeError:  # column names of mixed types: validate_data says so itself
+        given = fitted
+    if fitted == given:
+        return validate_data(estimator, X, reset=False, **kwargs)
+    with _FILTERS_LOCK, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        X = validate_data(estimator, X, reset=False, **kwargs)
+    for found in caught:
+        warn_user(str(found.message), found.category)
+    return X

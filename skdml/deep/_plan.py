@@ -18,7 +18,7 @@ from sklearn.utils.validation import validate_data
 from torch import nn
 from torch.utils.data import Dataset
 
-from .._utils import check_label_input, check_orderable_labels
+from .._utils import check_label_input, check_orderable_labels, validate_fitted_data
 from ..losses import MetricObjective, build_loss, get_regularizer
 from ._data import as_source, dataset_labels, dataset_shape, input_shape_of
 
@@ -68,7 +68,7 @@ def validate_transform_input(est, X):
             raise ValueError(f"X must hold samples along its first axis; got shape {X.shape}.")
         shape = input_shape_of(X.shape[1:])
     else:
-        X = validate_data(est, X, reset=False, allow_nd=True, dtype=np.float32)
+        X = validate_fitted_data(est, X, allow_nd=True, dtype=np.float32)
         shape = input_shape_of(X.shape[1:])
     if shape != est.input_shape_:
         raise ValueError(f"X has samples of shape {shape}, the model was fitted on "

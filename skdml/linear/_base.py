@@ -13,9 +13,9 @@ from abc import abstractmethod
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_array
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from .._utils import evenly_spaced, warn_user
+from .._utils import evenly_spaced, validate_fitted_data, warn_user
 
 __all__ = ["BaseMahalanobis", "MahalanobisDistance", "check_init_array", "check_n_components",
            "check_not_constant", "warn_if_orthogonal_is_euclidean", "warn_if_outlying_rows"]
@@ -321,7 +321,7 @@ class BaseMahalanobis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         X_embedded : ndarray of shape (n_samples, n_components)
         """
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate_fitted_data(self, X, dtype=[np.float64, np.float32])
         with np.errstate(over="ignore", invalid="ignore"):
             Z = X @ self.components_.T.astype(X.dtype, copy=False)
         if not np.all(np.isfinite(Z)):

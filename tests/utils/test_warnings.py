@@ -128,3 +128,21 @@ def test_a_warning_while_joblib_pickles_points_at_the_users_line(tmp_path):
     holder.log.close()
     assert caught and all(w.filename == __file__ for w in caught), \
         [(w.filename, str(w.message)[:40]) for w in caught]
+
+
+def test_the_feature_names_warning_of_transform_points_at_the_users_line():
+    # audit 21: scikit-learn's "X does not have valid feature names" named its validation.py
+    import pandas as pd
+
+    from skdml import LFDA
+
+    X, y = _blobs()
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    for fit_on, transform_on in ((frame, X), (X, frame)):
+        est = LFDA(k=3).fit(fit_on, y)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            Z = est.transform(transform_on)
+        assert len(caught) == 1 and "feature names" in str(caught[0].message)
+        assert caught[0].filename == __file__
+        np.testing.assert_array_equal(Z, est.transform(fit_on))
