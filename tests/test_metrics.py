@@ -1113,3 +1113,60 @@ def test_a_near_tie_ending_exactly_at_k_is_settled_in_float64():
     d = np.abs(R[:, 0] - Q[0, 0])
     assert d[1] < d[0]                      # float64: ref 1 is the nearest
     assert knn_accuracy(Q, [1], R, y_ref, k=1) == [1.0]
+
+
+def _bf_cosine_order(q, R):
+    """(2 - 2 cos as ||u_q - u_r||^2 of float64 unit rows, summed over the d coordinates; 2
+    for a zero row), then index."""
+    def unit(A):
+        A = np.ldexp(A, -np.frexp(np.max(np.abs(A), axis=1))[1][:, None])
+        n = np.sqrt(np.sum(A * A, axis=1))
+        n[n == 0.0] = 1.0
+        return A / n[:, None]
+    U, u = unit(R), unit(q[None, :])[0]
+    d = np.sum((U - u) ** 2, axis=1)
+    d[~np.any(R != 0, axis=1)] = 2.0
+    return np.argsort(d, kind="stable")
+
+
+def test_cosine_with_a_zero_row_sums_the_data_coordinates_only():
+    # d = 15: numpy's pairwise sum of 16 terms (the lifted coordinate of the zero-row
+    # convention included) groups them otherwise than a sum of 15, and moves the last bit of
+    # a near-tie. Refs 0 and 1 are the same row permuted, at (near-)equal cosine from the
+    # query; the zero row in the gallery makes the engine lift.
+    rng = np.random.RandomState(0)
+    d = 15
+    q = np.ones(d)
+    for _ in range(3):
+        r1 = rng.randn(d)
+        r2 = r1[rng.permutation(d)]
+    R = np.vstack([r1, r2, np.zeros(d)])
+    want = _bf_cosine_order(q, R)
+    got = nearest_neighbors(q[None, :], 3, X_ref=R, metric="cosine")
+    assert np.array_equal(got[0], want)
+
+
+def test_an_integer_grid_past_float32s_exact_reach_is_not_taken_as_exact():
+    # Integer data whose frame norms reach 8000 (reach**2 = 6.4e7, between 2**24 and 2**26):
+    # the stored squared norms 64000001 and 64000000 round to the same float32, so a frame
+    # wrongly declared exact would order refs 0 and 1 by index. Brute force: 1 before 0.
+    R = np.array([[8000.0, 1.0], [8000.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    Q = np.array([[0.0, 0.0]])
+    d = ((R - Q) ** 2).sum(axis=1)
+    want = np.argsort(d, kind="stable")[None, :]
+    assert want.tolist() == [[2, 3, 4, 1, 0]]
+    assert np.array_equal(nearest_neighbors(Q, 5, X_ref=R), want)
+
+
+def test_an_exact_frame_is_centred_on_the_grid():
+    # The references' median is 0.5 in x, off the integer grid: the exact float32 frame
+    # must centre on a grid point, else its squared norms (15996001.25, 15996000.25) are
+    # not float32 numbers and refs 0 and 1 come out tied (then by index). Brute force: 1
+    # before 0.
+    R = np.array([[4000.0, 1.0], [4000.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0],
+                  [1.0, 0.0]])
+    Q = np.array([[0.0, 0.0]])
+    d = ((R - Q) ** 2).sum(axis=1)
+    want = np.argsort(d, kind="stable")[None, :]
+    assert want.tolist() == [[2, 3, 4, 5, 1, 0]]
+    assert np.array_equal(nearest_neighbors(Q, 6, X_ref=R), want)

@@ -343,3 +343,17 @@ def test_n_features_in_comes_from_the_transformer():
     index = RetrievalIndex(PCA(2).fit(X)).fit(X)
     assert index.embeddings_.shape == (12, 2)
     assert getattr(index, "n_features_in_", None) == 4, getattr(index, "n_features_in_", None)
+
+
+def test_cosine_distances_of_an_all_zero_row_are_one():
+    # The zero-vector convention (similarity 0, distance 1 - 0 = 1, as scikit-learn's
+    # cosine_distances): from a zero query to every item, and from any query to a zero item.
+    G = np.array([[1.0, 0.0], [0.0, 0.0], [0.6, 0.8], [-1.0, 0.5]])
+    Q = np.array([[0.0, 0.0], [1.0, 1.0]])
+    distances, indices = RetrievalIndex(metric="cosine").fit(G).query(Q, k=4)
+    assert indices.tolist()[0] == [0, 1, 2, 3]  # zero query: every item at 1, index order
+    np.testing.assert_array_equal(distances[0], np.ones(4))
+    assert distances[1][indices[1] == 1].tolist() == [1.0]
+    expected = pairwise_distances(Q, G, metric="cosine")[np.arange(2)[:, None], indices]
+    np.testing.assert_allclose(distances, expected, atol=1e-15)
+    assert np.all(np.diff(distances, axis=1) >= 0)

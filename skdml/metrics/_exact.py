@@ -375,10 +375,15 @@ class Frame:
         """``z = fl((X - centre) * 2**exp)`` in ``dtype``, with one free column, and float64 ``||z||^2``.
 
         Returns a host array of shape ``(n, d + 1)``, or ``(d + 1, n)`` when
-        ``transposed``, whose last column (row) is left for the caller, and ``sq``.
+        ``transposed``, whose last column (row) is left for the caller (zero until then: a
+        cast of the frame to float64 reads it), and ``sq``.
         """
         n, d = X.shape
         out = np.empty((d + 1, n) if transposed else (n, d + 1), dtype=dtype)
+        if transposed:
+            out[d] = 0.0
+        else:
+            out[:, d] = 0.0
         sq = np.empty(n)
         step = max(1, _CHUNK // max(d, 1))
         for start in range(0, n, step):
