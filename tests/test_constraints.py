@@ -175,3 +175,17 @@ def test_knn_triplets_use_every_impostor_when_k_impostor_is_all_of_them():
     brute = {(a, p, n) for a in range(4) for p in range(4) for n in range(4)
              if a != p and labels[a] == labels[p] and labels[n] != labels[a]}
     assert {tuple(r) for r in t.tolist()} == brute and len(t) == len(brute), t
+
+
+def test_rejection_sampling_rounds_reach_the_request_without_the_enumeration(monkeypatch):
+    # beyond MAX_ENUMERATED_PAIRS only the rejection rounds draw: 500 of the 900 ordered
+    # similar pairs take several rounds (one round of 500 draws finds about 390 distinct)
+    import skdml.constraints as constraints_module
+
+    monkeypatch.setattr(constraints_module, "MAX_ENUMERATED_PAIRS", 0)
+    y = np.repeat(np.arange(10), 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a, b, c, d = Constraints(y).positive_negative_pairs(500, random_state=0)
+    assert len(a) == 500 and len(set(zip(a.tolist(), b.tolist()))) == 500
+    assert np.all(y[a] == y[b]) and np.all(a != b)

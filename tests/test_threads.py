@@ -455,7 +455,6 @@ def test_the_issue_deep_fit_threads_when_the_machine_is_busy(clean_thread_env, m
 def test_a_fit_leaves_torch_threads_of_new_threads_as_it_found_them(monkeypatch):
     # threadpoolctl's restore of torch's OpenMP runtime hid from torch that its own
     # setting (the default of every new thread) was still the section's 1
-    import threading
 
     from skdml.linear import LMNN
 

@@ -8,7 +8,7 @@ import sys
 import threading
 import warnings
 
-__all__ = ["quiet_warnings", "validate_fitted_data", "warn_user"]
+__all__ = ["only_thread", "quiet_warnings", "validate_fitted_data", "warn_user"]
 
 #: Frames in these packages are skipped: a warning raised inside ``fit`` (through
 #: scikit-learn's ``Pipeline``, whose steps joblib's ``Memory`` calls, ``GridSearchCV`` or
@@ -50,18 +50,37 @@ def warn_user(message, category=UserWarning):
 _FILTERS_LOCK = threading.RLock()
 
 
+def only_thread():
+    """Whether this is the program's only thread (daemon threads aside: tqdm's monitor)."""
+    current = threading.current_thread()
+    return not any(t is not current and not t.daemon for t in threading.enumerate())
+
+
+def _may_swap_filters():
+    """Whether a ``catch_warnings`` section here cannot undo another thread's.
+
+    Before context-aware warnings (Python 3.14's ``-X context_aware_warnings``),
+    ``catch_warnings`` saves and restores process-wide state; scikit-learn's own
+    sections (``check_array``: ``simplefilter("error", ComplexWarning)``) do not take
+    skdml's lock, so a section of ours overlapping one in another thread left its
+    "error" filter in place for the rest of the process.
+    """
+    return bool(getattr(sys.flags, "context_aware_warnings", False)) or only_thread()
+
+
 @contextlib.contextmanager
 def quiet_warnings(*filters):
     """Ignore the warnings ``filters`` describe (``warnings.filterwarnings`` keyword dicts)
     in the block: scikit-learn's and torch's own messages that skdml says better, or that do
     not apply.
 
-    Before Python 3.14, ``warnings.catch_warnings`` swaps process-wide state and puts
-    back what it found on exit, so two sections that overlap in two threads restore each
-    other's filters: after two SDML fits in two threads, every later warning of the
-    process was swallowed. skdml's sections take one lock, so they never overlap each
-    other; a warning another thread raises during a section still meets its filters
-    (Python's limit), so the sections are kept short and narrow.
+    Without context-aware warnings, ``warnings.catch_warnings`` swaps process-wide state
+    and puts back what it found on exit, so two sections that overlap in two threads
+    restore each other's filters: after two SDML fits in two threads, every later warning
+    of the process was swallowed, or a ``ComplexWarning`` filter of scikit-learn's was
+    left as an error. So the filters are swapped only where that cannot happen (one
+    thread, or context-aware warnings), under one lock; with other threads running the
+    block runs as it is and the warnings pass (each is still true, if less well said).
 
     Examples
     --------
@@ -69,6 +88,9 @@ def quiet_warnings(*filters):
     >>> with quiet_warnings({"message": "noise", "category": UserWarning}):
     ...     warnings.warn("noise")          # not shown
     """
+    if not _may_swap_filters():
+        yield
+        return
     with _FILTERS_LOCK, warnings.catch_warnings():
         for spec in filters:
             warnings.filterwarnings("ignore", **spec)
@@ -83,7 +105,8 @@ def validate_fitted_data(estimator, X, **kwargs):
     feature names" (and the converse) at its own ``validation.py``. Where that warning
     is due (names at fit and none now, or the converse), the check runs in a recording
     section of the warning lock and what it warned is warned again with
-    :func:`warn_user`; otherwise it runs as it is.
+    :func:`warn_user`; otherwise, or with other threads running (see
+    :func:`quiet_warnings`), it runs as it is.
     """
     from sklearn.utils.validation import _get_feature_names, validate_data
 
@@ -92,7 +115,7 @@ def validate_fitted_data(estimator, X, **kwargs):
         given = _get_feature_names(X) is not None
     except TypeError:  # column names of mixed types: validate_data says so itself
         given = fitted
-    if fitted == given:
+    if fitted == given or not _may_swap_filters():
         return validate_data(estimator, X, reset=False, **kwargs)
     with _FILTERS_LOCK, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

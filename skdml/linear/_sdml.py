@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from numbers import Integral, Real
 
 import numpy as np
@@ -11,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
-from .._utils import quiet_warnings, warn_user
+from .._utils import only_thread, quiet_warnings, warn_user
 from .._utils._params import StrictInterval, non_negative_real
 from ._base import BaseMahalanobis
 from ._classic import (
@@ -39,12 +38,6 @@ _CONSTRAINTS = {
 }
 
 
-def _alone():
-    """Whether this is the program's only thread (daemon threads aside: tqdm's monitor)."""
-    current = threading.current_thread()
-    return not any(t is not current and not t.daemon for t in threading.enumerate())
-
-
 class _SDMLMixin:
     def _sdml(self, pairs, y, rng):
         name = type(self).__name__
@@ -70,13 +63,13 @@ class _SDMLMixin:
                 # global generator: a seeded fit leaves the user's stream where it was, when
                 # no other thread of the program could have drawn from it meanwhile (putting
                 # it back under another thread's draws repeated them)
-                global_state = np.random.get_state() if _alone() else None
+                global_state = np.random.get_state() if only_thread() else None
                 try:
                     _, M, costs, self.n_iter_ = graphical_lasso(
                         S, alpha=self.sparsity_param, max_iter=self.max_iter, tol=self.tol,
                         verbose=bool(self.verbose), return_costs=True, return_n_iter=True)
                 finally:
-                    if global_state is not None and _alone():
+                    if global_state is not None and only_thread():
                         np.random.set_state(global_state)
         except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
             raise ValueError(

@@ -245,3 +245,43 @@ def test_itml_warns_when_hard_constraints_are_missed_by_a_modest_factor():
                       [[0.0, 1.0], [0.0, 2.0]], [[3.0, 0.0], [3.0, 3.0]]])
     with pytest.warns(UserWarning, match="not met"):
         ITML(gamma=np.inf, bounds=(1.0, 4.0), max_iter=2000).fit(pairs, [1, -1, 1, -1])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_default_bounds_do_not_move_with_an_offset():
+    # squared distances are translation-free: with X + 1e8 the default bounds are those of X
+    # (the expansion |x|^2 + |x'|^2 - 2 x.x' cancels catastrophically unless centred first)
+    X, idx, labels = _pairs()
+    plain = ITML(max_iter=1, tol=0).fit(X[idx], labels).bounds_
+    shifted = ITML(max_iter=1, tol=0).fit(X[idx] + 1e8, labels).bounds_
+    np.testing.assert_allclose(shifted, plain, rtol=1e-6)
+
+
+def test_a_dissimilar_pair_of_one_sample_is_ignored_not_propagated():
+    # such a pair can never be pushed apart: it is dropped with a warning, and the metric is
+    # the one learned without it (kept, its projection divides by 0 and fills A with NaN)
+    X, idx, labels = _pairs()
+    ref = ITML(max_iter=50).fit(X[idx], labels)
+    pairs = np.concatenate([X[idx], X[[[0, 0]]]])
+    with pytest.warns(UserWarning, match="can never be satisfied"):
+        est = ITML(max_iter=50).fit(pairs, np.r_[labels, -1])
+    np.testing.assert_allclose(est.get_mahalanobis_matrix(), ref.get_mahalanobis_matrix(),
+                               rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("bounds", [(-1.0, 20.0), (1.0, -20.0)])
+def test_negative_bounds_are_refused(bounds):
+    X, idx, labels = _pairs()
+    with pytest.raises(ValueError, match="bounds must be two non-negative numbers"):
+        ITML(bounds=bounds, max_iter=5).fit(X[idx], labels)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_zero_bound_is_nudged_and_the_fit_stays_finite():
+    # u=0 asks similar pairs to coincide: the projections divide by the bound, so it is
+    # taken as 1e-9, and the metric stays finite and useful
+    X, idx, labels = _pairs()
+    est = ITML(bounds=(0.0, 20.0), max_iter=50).fit(X[idx], labels)
+    np.testing.assert_array_equal(est.bounds_, [1e-9, 20.0])
+    assert np.all(np.isfinite(est.components_))
+    assert est.score(X[idx], labels) > 0.9

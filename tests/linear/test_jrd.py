@@ -5,7 +5,7 @@ import pytest
 import torch
 from sklearn.datasets import make_classification
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.model_selection import GridSearchCV
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 

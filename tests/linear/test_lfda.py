@@ -223,3 +223,36 @@ def test_features_in_other_units_are_found_at_any_input_scale(scale):
         got = LFDA(n_components=3).fit(X * scale, y).eigenvalues_
     np.testing.assert_allclose(got, reference, rtol=1e-6)
     assert reference[1] > 100  # the mixed-unit path (the swamped ridge gave 79.4)
+
+
+def test_rank_deficiency_counts_the_class_means():
+    # 20 samples of 4 classes in 18 features: S_w has rank at most 20 - 4 = 16 < 18 even
+    # though n_samples > n_features, so the deficient-rank ridge must apply (the float32
+    # scatter's null directions are +-1e-7, and a 1e-10 ridge leaves S_w indefinite)
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(4), 5)
+    X = rng.randn(20, 18) + 3.0 * np.eye(18)[y]
+    est = LFDA(k=2).fit(X, y)
+    assert np.all(np.isfinite(est.components_)) and np.all(np.isfinite(est.eigenvalues_))
+    assert np.all(est.eigenvalues_[:-1] >= est.eigenvalues_[1:])
+    assert est.eigenvalues_.min() > -1e-6 * est.eigenvalues_.max()
+
+
+def test_a_sample_whose_kth_neighbour_is_its_duplicate_gets_no_affinity_not_nan():
+    # sigma_i = 0 (duplicates): the affinity exp(-0 / 0) is undefined; LFDA sets it to 0
+    X, y = noisy_classes(seed=0)
+    X2, y2 = np.vstack([X, X[:10]]), np.r_[y, y[:10]]
+    S_w, S_b = local_scatters(X2, y2, 1, dtype=np.float64)
+    assert np.all(np.isfinite(S_w)) and np.all(np.isfinite(S_b))
+    est = LFDA(k=1).fit(X2, y2)
+    assert np.all(np.isfinite(est.components_))
+
+
+@pytest.mark.parametrize("embedding_type", ["weighted", "plain"])
+def test_each_direction_has_its_largest_entry_positive(embedding_type):
+    # the eigenvectors' signs are arbitrary: LFDA fixes them so that refits (other LAPACK,
+    # other threads) give the same embedding
+    X, y = noisy_classes(seed=0)
+    L = LFDA(n_components=3, embedding_type=embedding_type).fit(X, y).components_
+    largest = L[np.arange(len(L)), np.argmax(np.abs(L), axis=1)]
+    assert np.all(largest > 0)

@@ -8,6 +8,7 @@ import torch
 from _classic_data import knn_score, noisy_classes
 from _metric_learn import needs_metric_learn, run_metric_learn
 from sklearn.datasets import load_iris
+from sklearn.exceptions import ConvergenceWarning
 
 from skdml.constraints import Constraints
 from skdml.linear import LSML, LSML_Supervised
@@ -245,3 +246,31 @@ def test_components_from_metric_orders_rows_and_refuses_an_indefinite_matrix():
     # spreads rounded to the NEAREST power of two (in log scale)
     np.testing.assert_array_equal(feature_scales(np.array([5.0, 0.3, 3.0, 1.0, np.inf])),
                                   [4.0, 0.25, 4.0, 1.0, 1.0])
+
+
+def test_lsml_cut_short_by_max_iter_warns_and_tol_zero_does_not():
+    X, y = noisy_classes(n=60, n_noise=3, seed=0)
+    with pytest.warns(ConvergenceWarning, match="did not converge in max_iter=2"):
+        LSML_Supervised(max_iter=2, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        LSML_Supervised(max_iter=2, tol=0.0, random_state=0).fit(X, y)  # asked for
+
+
+def test_lsml_minimises_the_mean_weighted_residual_not_the_sum():
+    # Liu et al. / metric-learn: the weights sum to 1, so the LogDet prior keeps its weight
+    # whatever the number of quadruplets; the fitted L is a stationary point of THAT loss
+    X, y = noisy_classes(n=60, n_noise=3, seed=0)
+    rng = np.random.RandomState(0)
+    quads = X[np.array([rng.choice(60, 4, replace=False) for _ in range(150)])]
+    est = LSML(tol=1e-12, max_iter=2000).fit(quads)
+    vab, vcd = quads[:, 0] - quads[:, 1], quads[:, 2] - quads[:, 3]
+    args = [torch.tensor(a) for a in (vab, vcd, np.full(len(quads), 1.0 / len(quads)),
+                                      np.eye(X.shape[1]))]
+
+    def grad_norm(L):
+        L = torch.tensor(L, requires_grad=True)
+        lsml_loss(L, *args).backward()
+        return float(L.grad.norm())
+
+    assert grad_norm(est.components_) < 1e-3 * grad_norm(np.eye(X.shape[1]))

@@ -284,3 +284,39 @@ def test_an_eigendecomposition_lapack_syevd_does_not_converge_falls_back_to_syev
     assert np.isfinite(MMC_Supervised(max_iter=5, random_state=0).fit(X, y).components_).all()
     with pytest.raises(ValueError, match="did not converge"):
         symmetric_eigh(np.full((2, 2), np.nan))
+
+
+@pytest.mark.parametrize("cls", [MMC, MMC_Supervised])
+def test_defaults_are_xing_et_al_and_metric_learns(cls):
+    # diagonal_c weighs the spread term of Eq. 6 (metric-learn's default 1.0); a drifted
+    # default silently changes every diagonal fit
+    params = cls().get_params()
+    assert params["diagonal_c"] == 1.0
+    assert params["max_iter"] == 100 and params["tol"] == 1e-3
+    assert params["init"] == "identity" and params["diagonal"] is False
+
+
+def test_the_ascent_takes_metric_learns_first_step():
+    # metric-learn's schedule: the first move is 0.1 x 1.05 along the unit gradient of
+    # log sum_D sqrt(d) tangent to <W, M> = t, then a projection (two iterations, tol=0)
+    from skdml.linear._mmc import _RESOLUTION, _spread_eps
+
+    X, y = noisy_classes(n=60, n_noise=3, seed=0)
+    idx, labels = Constraints(y).labeled_pairs(40, random_state=0)
+    diffs = X[idx[:, 0]] - X[idx[:, 1]]
+    pos, neg = diffs[labels == 1], diffs[labels == -1]
+    A0 = np.eye(X.shape[1])
+    W = pos.T @ pos
+    t = np.vdot(W, A0) / 100.0
+    eps = _spread_eps(A0, neg)
+    A1 = _project_constraints(A0, W, t)[0]
+    grad = _log_spread(A1, neg, eps=eps)[1]
+    grad /= np.linalg.norm(grad)
+    W_unit = W / np.linalg.norm(W)
+    step = grad - np.vdot(grad, W_unit) * W_unit
+    A2 = _project_constraints(A1 + 0.1 * 1.05 * step / np.linalg.norm(step), W, t)[0]
+    # the step gains (else the ascent would halve it and stay at A1)
+    assert _log_spread(A2, neg, gradient=False, eps=eps)[0] > \
+        _log_spread(A1, neg, gradient=False, eps=eps)[0] + _RESOLUTION
+    est = MMC(max_iter=2, tol=0.0).fit(X[idx], labels)
+    np.testing.assert_allclose(est.get_mahalanobis_matrix(), A2, rtol=1e-7, atol=1e-10)

@@ -147,3 +147,16 @@ def test_rca_whitens_the_within_chunklet_covariance_when_it_reduces():
     centred = X - np.array([X[y == c].mean(0) for c in range(3)])[y]
     Z = centred @ rca.components_.T
     np.testing.assert_allclose(Z.T @ Z / len(Z), np.eye(2), atol=1e-10)
+
+
+def test_only_minus_one_marks_an_unchunked_sample():
+    # chunk ids are any labels; -1 alone means "in no chunk": chunks named -2 and -3 are
+    # chunks like 2 and 3 (dropped as if -1, the metric comes from fewer chunklets)
+    rng = np.random.RandomState(0)
+    X = rng.randn(40, 3) * [1.0, 1.0, 10.0]
+    chunks = np.repeat(np.arange(20), 2)
+    chunks[-6:] = -1
+    named = np.where(chunks < 4, -chunks - 2, chunks)  # ids 0..3 renamed -2..-5
+    named[-6:] = -1
+    np.testing.assert_allclose(RCA().fit(X, named).get_mahalanobis_matrix(),
+                               RCA().fit(X, chunks).get_mahalanobis_matrix(), rtol=1e-10)

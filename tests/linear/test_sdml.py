@@ -1,5 +1,7 @@
 """skdml.linear.SDML and SDML_Supervised: the graphical-lasso problem, learning, metric-learn."""
 
+import warnings
+
 import numpy as np
 import pytest
 from _classic_data import knn_score, noisy_classes
@@ -154,8 +156,9 @@ def test_convergence_is_read_from_the_iterations_not_from_warnings_of_other_thre
     # for its own: 57 of 60 converged fits said they had not
     import warnings
 
-    import skdml.linear._sdml as sdml_module
     from sklearn.covariance import graphical_lasso
+
+    import skdml.linear._sdml as sdml_module
 
     def noisy(*args, **kwargs):  # a converged run, while "another thread" warns
         warnings.warn("another thread's fit did not converge", ConvergenceWarning)
@@ -203,3 +206,16 @@ def test_a_run_that_converges_at_its_last_iteration_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         SDML_Supervised(max_iter=1, **kw).fit(X, y)
+
+
+def test_a_truncated_but_definite_lasso_warns_and_a_converged_one_does_not():
+    # max_iter=3 ends with a duality gap of about 2e-3 > tol=1e-4 (a PSD iterate: no error),
+    # so ConvergenceWarning is due; at max_iter=100 it converges (7 iterations) in silence
+    X, y = load_iris(return_X_y=True)
+    est = SDML_Supervised(balance_param=1e-4, prior="covariance", max_iter=3, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="did not converge in max_iter=3"):
+        est.fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est.set_params(max_iter=100).fit(X, y)
+    assert est.n_iter_ < 100
