@@ -96,4 +96,5 @@ def run_lbfgs(fun, x0, *, max_iter, tol, bar=None, label=None, value0=None):
             after = values[-1] if values else before
         # scipy's own test of the last step, which it skipped for the budget
         cut_short = not (before - after <= tol * max(abs(before), abs(after), 1.0))
-    return LbfgsRun(x=result.x, value=float(result.fun), n_iter=max(int(result.nit), 1), cut_short=cut_short)
+    return LbfgsRun(x=result.x, value=float(result.fun), n_iter=max(int(result.nit), 1),
+                    cut_short=cut_short)

@@ -114,9 +114,11 @@ class RCA(BaseMahalanobis):
         # RCA is invariant to one scale per feature (L X and L D^-1 . D X whiten alike): solved
         # with the features at comparable scales, by powers of two (exact: features at unit
         # scale keep their bits), so that features 1e4 and 1e-4 apart are not found singular
+        Xc = X[in_chunk]  # only the chunked samples enter RCA
         with np.errstate(over="ignore"):
-            scale = feature_scales(X[in_chunk].std(axis=0))
-        self.components_ = _whitening(X / scale, in_chunk, inverse, counts, dim, d) / scale
+            scale = feature_scales(Xc.std(axis=0))
+        Xc /= scale
+        self.components_ = _whitening(Xc, inverse, counts, dim, d) / scale
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -124,9 +126,9 @@ class RCA(BaseMahalanobis):
         return tags
 
 
-def _whitening(X, in_chunk, inverse, counts, dim, d):
-    """RCA's map ``L`` (``(dim, d)``) of the chunklets' samples: ``L C L^T = I``."""
-    Xc = X[in_chunk]
+def _whitening(Xc, inverse, counts, dim, d):
+    """RCA's map ``L`` (``(dim, d)``) of the chunklets' samples ``Xc`` (chunk ``inverse``):
+    ``L C L^T = I``."""
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     sums = np.add.reduceat(Xc[np.argsort(inverse, kind="stable")], starts, axis=0)
     centred = Xc - (sums / counts[:, None])[inverse]
