@@ -809,13 +809,14 @@ def _families(attribute="CASES"):
     labels, starts, offsets, gradients and conventions, the sixth's resumed fits, losses,
     ids and priors, the seventh's float64 spans, builders, hold-outs and data files, the
     eighth's labels, scales and parameter bounds, the ninth's warm starts, locks and cosine
-    keys, the tenth's mixed units and checkpoints in searches), one module each."""
+    keys, the tenth's mixed units and checkpoints in searches, the twelfth's honest
+    reports), one module each."""
     import importlib
     out = []
     for name in ("security", "lostwork", "inputs", "speed_linear", "speed_deep", "busy",
                  "classic", "pairs_and_scales", "resume_and_tools", "labels_starts_offsets",
                  "resume_losses_ids", "spans_builders_loaders", "labels_scales_bounds",
-                 "lifecycle", "mixed_units"):
+                 "lifecycle", "mixed_units", "honest_reports"):
         out += getattr(importlib.import_module(f"_robustness_cases_{name}"), attribute, [])
     return out
 
