@@ -809,7 +809,7 @@ def _families(attribute="CASES"):
     labels, starts, offsets, gradients and conventions, the sixth's resumed fits, losses,
     ids and priors, the seventh's float64 spans, builders, hold-outs and data files, the
     eighth's labels, scales and parameter bounds, the ninth's warm starts, locks and cosine
-    keys, the tenth's mixed units and checkpoints in searches, the twelfth's honest
+    keys, the tenth's mixed units and checkpoints in searches, the eleventh's honest
     reports), one module each."""
     import importlib
     out = []

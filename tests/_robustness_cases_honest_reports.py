@@ -1,4 +1,4 @@
-"""Audit cases of the twelfth audit (what a fit tells the user): see tests/_robustness_cases.py.
+"""Audit cases of the eleventh audit (what a fit tells the user): see tests/_robustness_cases.py.
 
 Silent (a wrong report, with a right model): a ``ConvergenceWarning`` from an L-BFGS
 learner that converged on its last allowed iteration, and from SCML's k-means on data
