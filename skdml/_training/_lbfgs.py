@@ -36,7 +36,7 @@ class LbfgsRun:
     cut_short: bool
 
 
-def run_lbfgs(fun, x0, *, max_iter, tol, bar=None, label=None, value0=None):
+def run_lbfgs(fun, x0, *, max_iter, tol, bar=None, label=None):
     """Minimise ``fun`` (returning ``(value, gradient)``) from ``x0`` with L-BFGS-B.
 
     The run stops when an iteration lowers the value by at most ``tol`` relative to
@@ -61,9 +61,6 @@ def run_lbfgs(fun, x0, *, max_iter, tol, bar=None, label=None, value0=None):
     label : str, default=None
         When given, each accepted iteration's value is printed through ``bar`` (its
         ``verbose >= 2`` line) as ``"<label> iteration <n>: loss <value>"``.
-    value0 : float, default=None
-        ``fun(x0)[0]`` when the caller has it (otherwise computed, only when the budget
-        ends a run of one iteration).
 
     Returns
     -------
@@ -76,7 +73,13 @@ def run_lbfgs(fun, x0, *, max_iter, tol, bar=None, label=None, value0=None):
     >>> run.cut_short, bool(np.allclose(run.x, 0.0))
     (False, True)
     """
-    values = []
+    values, first = [], []
+
+    def evaluated(x):  # L-BFGS-B evaluates the start first: its value, for a one-step run
+        out = fun(x)
+        if not first:
+            first.append(float(out[0]))
+        return out
 
     def accepted(intermediate_result):  # scipy passes the new point and its value
         values.append(float(intermediate_result.fun))
@@ -85,15 +88,12 @@ def run_lbfgs(fun, x0, *, max_iter, tol, bar=None, label=None, value0=None):
             if label is not None:
                 bar.line(f"{label} iteration {bar.n}: loss {values[-1]:.6g}")
 
-    result = minimize(fun, x0, jac=True, method="L-BFGS-B", callback=accepted,
+    result = minimize(evaluated, x0, jac=True, method="L-BFGS-B", callback=accepted,
                       options={"maxiter": max_iter, "ftol": tol, "gtol": 0.0})
     cut_short = False
     if result.status == 1 and tol > 0:
-        if len(values) >= 2:
-            before, after = values[-2], values[-1]
-        else:
-            before = float(fun(x0)[0]) if value0 is None else float(value0)
-            after = values[-1] if values else before
+        before = values[-2] if len(values) >= 2 else first[0]
+        after = values[-1] if values else before
         # scipy's own test of the last step, which it skipped for the budget
         cut_short = not (before - after <= tol * max(abs(before), abs(after), 1.0))
     return LbfgsRun(x=result.x, value=float(result.fun), n_iter=max(int(result.nit), 1),

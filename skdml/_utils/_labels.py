@@ -14,6 +14,7 @@ import numbers
 
 import numpy as np
 import torch
+from scipy.sparse import issparse
 from sklearn.exceptions import DataConversionWarning
 
 from ._warnings import warn_user
@@ -100,6 +101,8 @@ def flatten_label_column(y):
     >>> caught[0].category.__name__
     'DataConversionWarning'
     """
+    if issparse(y):
+        raise ValueError(f"Labels must be a dense 1-d array; got a sparse {type(y).__name__}.")
     shape = getattr(y, "shape", None)
     if shape is not None and len(shape) == 2 and shape[1] == 1:
         warn_user("A column-vector y was passed when a 1d array was expected. Please change "
@@ -109,14 +112,16 @@ def flatten_label_column(y):
     return y
 
 
-def check_label_input(y, name="y"):
+def check_label_input(y, name="y", column=True):
     """Raw class labels, before scikit-learn's validation reads them.
 
     Lists keep their types (:func:`keep_label_types`); labels that are None,
     NaN or pandas ``NA`` are refused here, with their position (scikit-learn's
     check fails on ``NA`` with ``boolean value of NA is ambiguous``). Anything
     else is returned unchanged (a DataFrame keeps its type for scikit-learn), but for a
-    column of labels, flattened (:func:`flatten_label_column`).
+    column of labels, flattened (:func:`flatten_label_column`) when ``column`` is true, as
+    for a ``y`` argument (scikit-learn's convention); the labels a ``Dataset`` holds pass
+    ``column=False``, and a column is left to the caller's shape check.
 
     Examples
     --------
@@ -125,7 +130,9 @@ def check_label_input(y, name="y"):
     ...
     ValueError: y contains a missing label (None, NaN or pandas NA) at position 1; every ...
     """
-    y = flatten_label_column(keep_label_types(y))
+    y = keep_label_types(y)
+    if column:
+        y = flatten_label_column(y)
     if y is None or isinstance(y, torch.Tensor):
         return y  # no labels (the caller says y is required), or numbers on an accelerator
     values = np.asarray(y)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import threading
 import warnings
@@ -56,16 +57,10 @@ def only_thread():
     return not any(t is not current and not t.daemon for t in threading.enumerate())
 
 
-def _may_swap_filters():
-    """Whether a ``catch_warnings`` section here cannot undo another thread's.
-
-    Before context-aware warnings (Python 3.14's ``-X context_aware_warnings``),
-    ``catch_warnings`` saves and restores process-wide state; scikit-learn's own
-    sections (``check_array``: ``simplefilter("error", ComplexWarning)``) do not take
-    skdml's lock, so a section of ours overlapping one in another thread left its
-    "error" filter in place for the rest of the process.
-    """
-    return bool(getattr(sys.flags, "context_aware_warnings", False)) or only_thread()
+def _filters_mutated():
+    """Tell the warnings machinery that ``warnings.filters`` changed in place (CPython's
+    private hook, as ``warnings.filterwarnings`` calls it); None where it has another name."""
+    return getattr(warnings, "_filters_mutated", None)
 
 
 @contextlib.contextmanager
@@ -74,13 +69,17 @@ def quiet_warnings(*filters):
     in the block: scikit-learn's and torch's own messages that skdml says better, or that do
     not apply.
 
-    Without context-aware warnings, ``warnings.catch_warnings`` swaps process-wide state
-    and puts back what it found on exit, so two sections that overlap in two threads
-    restore each other's filters: after two SDML fits in two threads, every later warning
-    of the process was swallowed, or a ``ComplexWarning`` filter of scikit-learn's was
-    left as an error. So the filters are swapped only where that cannot happen (one
-    thread, or context-aware warnings), under one lock; with other threads running the
-    block runs as it is and the warnings pass (each is still true, if less well said).
+    Without context-aware warnings, ``warnings.catch_warnings`` saves the process's filter
+    list and puts it back on exit, so two sections that overlap in two threads restore each
+    other's: after two SDML fits in two threads, every later warning of the process was
+    swallowed, or scikit-learn's ``ComplexWarning`` "error" filter (its ``check_array``)
+    was left in place. So the section does not swap the list: it inserts its own filters
+    at the front and, on exit, removes them (one each) from the list it inserted them
+    into and from the list in force then (another thread's section may have swapped in a
+    copy). Nothing else is put back, so nothing of another thread's is undone; the
+    filters are seen by the other threads while the section runs (they are narrow and
+    the sections short). With context-aware warnings (Python 3.14's
+    ``-X context_aware_warnings``), ``catch_warnings`` is used.
 
     Examples
     --------
@@ -88,13 +87,37 @@ def quiet_warnings(*filters):
     >>> with quiet_warnings({"message": "noise", "category": UserWarning}):
     ...     warnings.warn("noise")          # not shown
     """
-    if not _may_swap_filters():
-        yield
+    mutated = _filters_mutated()
+    if getattr(sys.flags, "context_aware_warnings", False) or mutated is None:
+        with _FILTERS_LOCK, warnings.catch_warnings():
+            for spec in filters:
+                warnings.filterwarnings("ignore", **spec)
+            yield
         return
-    with _FILTERS_LOCK, warnings.catch_warnings():
-        for spec in filters:
-            warnings.filterwarnings("ignore", **spec)
+    # the items warnings.filterwarnings("ignore", **spec) would insert
+    items = [("ignore", re.compile(spec["message"], re.I) if spec.get("message") else None,
+              spec.get("category", Warning),
+              re.compile(spec["module"]) if spec.get("module") else None,
+              spec.get("lineno", 0)) for spec in filters]
+    with _FILTERS_LOCK:
+        target = warnings.filters
+        for item in reversed(items):
+            target.insert(0, item)
+        mutated()
+    try:
         yield
+    finally:
+        with _FILTERS_LOCK:
+            lists = [target] if warnings.filters is target else [target, warnings.filters]
+            for listed in lists:
+                for item in items:
+                    with contextlib.suppress(ValueError):  # an equal filter is the same rule
+                        listed.remove(item)
+            mutated()
+
+
+#: scikit-learn's warnings about feature names in ``validate_data(reset=False)``.
+_FEATURE_NAME_MESSAGES = ("X does not have valid feature names", "X has feature names, but")
 
 
 def validate_fitted_data(estimator, X, **kwargs):
@@ -103,10 +126,8 @@ def validate_fitted_data(estimator, X, **kwargs):
 
     scikit-learn warns "X does not have valid feature names, but ... was fitted with
     feature names" (and the converse) at its own ``validation.py``. Where that warning
-    is due (names at fit and none now, or the converse), the check runs in a recording
-    section of the warning lock and what it warned is warned again with
-    :func:`warn_user`; otherwise, or with other threads running (see
-    :func:`quiet_warnings`), it runs as it is.
+    is due (names at fit and none now, or the converse), skdml warns the same message
+    with :func:`warn_user` and quiets scikit-learn's (:func:`quiet_warnings`).
     """
     from sklearn.utils.validation import _get_feature_names, validate_data
 
@@ -115,11 +136,12 @@ def validate_fitted_data(estimator, X, **kwargs):
         given = _get_feature_names(X) is not None
     except TypeError:  # column names of mixed types: validate_data says so itself
         given = fitted
-    if fitted == given or not _may_swap_filters():
+    if fitted == given:
         return validate_data(estimator, X, reset=False, **kwargs)
-    with _FILTERS_LOCK, warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        X = validate_data(estimator, X, reset=False, **kwargs)
-    for found in caught:
-        warn_user(str(found.message), found.category)
-    return X
+    name = type(estimator).__name__
+    warn_user(f"X has feature names, but {name} was fitted without feature names" if given
+              else f"X does not have valid feature names, but {name} was fitted with "
+              "feature names")
+    with quiet_warnings(*({"message": m, "category": UserWarning}
+                          for m in _FEATURE_NAME_MESSAGES)):
+        return validate_data(estimator, X, reset=False, **kwargs)

@@ -143,7 +143,7 @@ def dataset_labels(dataset, y):
                 lab = item[1]
                 labels.append(lab.item() if isinstance(lab, torch.Tensor) else lab)
             y = keep_label_types(labels)
-    y = np.asarray(check_label_input(y, "y (the Dataset's labels)"))
+    y = np.asarray(check_label_input(y, "y (the Dataset's labels)", column=False))
     if y.ndim != 1 or y.shape[0] != n:
         raise ValueError(f"Expected {n} labels for the Dataset, got shape {y.shape}.")
     y = check_orderable_labels(y, "y (the Dataset's labels)")

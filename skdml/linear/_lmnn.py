@@ -193,12 +193,10 @@ class LMNN(BaseMahalanobis):
             Xt = torch.as_tensor(X, dtype=torch.float64)  # centred above: our own copy
             yt = torch.as_tensor(y)
             tt = torch.as_tensor(targets)
-            history = []
 
             def fun(flat):
                 value, grad = lmnn_loss_grad(torch.as_tensor(flat.reshape(dim, d)), Xt, yt, tt,
                                              self.push_weight)
-                history.append(value)
                 if not np.isfinite(value):
                     raise FloatingPointError(f"LMNN: non-finite loss ({value}); the fit is "
                                              "discarded. Scale the input.")
@@ -210,7 +208,7 @@ class LMNN(BaseMahalanobis):
             else:
                 with IterationBar(self.verbose, self.max_iter, "LMNN") as bar:
                     run = run_lbfgs(fun, L0.ravel(), max_iter=self.max_iter, tol=self.tol,
-                                    bar=bar, label="LMNN", value0=self.initial_objective_)
+                                    bar=bar, label="LMNN")
                 L, self.n_iter_ = run.x.reshape(dim, d), run.n_iter
                 if run.cut_short:
                     warn_user(f"LMNN did not converge in max_iter={self.max_iter} L-BFGS "

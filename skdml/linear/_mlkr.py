@@ -192,7 +192,7 @@ class MLKR(BaseMahalanobis):
                 L, self.n_iter_, self.objective_ = L0, 0, self.initial_objective_
                 if self.max_iter:
                     run = run_lbfgs(fun, L0.ravel(), max_iter=self.max_iter, tol=self.tol,
-                                    bar=bar, value0=self.initial_objective_)
+                                    bar=bar)
             if self.max_iter:
                 L, self.n_iter_ = run.x.reshape(dim, d), run.n_iter
                 self.objective_ = run.value

@@ -32,14 +32,20 @@ def test_a_run_that_converges_on_its_last_allowed_iteration_is_not_cut_short():
     assert not run_lbfgs(_rosen, np.array([-1.2, 1.0]), max_iter=3, tol=0.0).cut_short
 
 
-def test_one_iteration_budget_compares_with_the_start_and_the_bar_counts_iterations():
+def test_one_iteration_budget_compares_with_the_start_and_the_bar_counts_iterations(
+        monkeypatch):
+    from skdml._training import _lbfgs
+
     start = np.array([-1.2, 1.0])
-    assert run_lbfgs(_rosen, start, max_iter=1, tol=1e-9).cut_short
-    # value0 is the start's value when the caller has it (no extra evaluation)
-    calls = []
-    run = run_lbfgs(lambda x: calls.append(1) or _rosen(x), start, max_iter=1, tol=1e-9,
-                    value0=_rosen(start)[0])
-    assert run.cut_short and len(calls) >= 1
+    # the start's value is read from L-BFGS-B's own first evaluation: no extra call (LSML and
+    # MMC print a line per evaluation at verbose=2, and each is a full loss)
+    calls, nfev = [], []
+    real = _lbfgs.minimize
+    monkeypatch.setattr(_lbfgs, "minimize",
+                        lambda *a, **k: (lambda r: nfev.append(r.nfev) or r)(real(*a, **k)))
+    run = run_lbfgs(lambda x: calls.append(1) or _rosen(x), start, max_iter=1, tol=1e-9)
+    assert run.cut_short and len(calls) == nfev[0]
+    assert not run_lbfgs(_rosen, np.zeros(2) + 1.0, max_iter=1, tol=1e-9).cut_short  # optimal
     with IterationBar(0, 50, "test") as bar:
         run = run_lbfgs(_rosen, start, max_iter=50, tol=1e-9, bar=bar)
     assert bar.n == run.n_iter

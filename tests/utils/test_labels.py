@@ -162,3 +162,22 @@ def test_a_column_of_labels_warns_at_the_users_line_at_every_entry_point():
         found = [w for w in caught if issubclass(w.category, DataConversionWarning)]
         assert len(found) == 1, name
         assert found[0].filename == __file__, (name, found[0].filename)
+
+
+def test_labels_in_a_sparse_matrix_are_refused_by_name():
+    from scipy.sparse import csr_matrix
+
+    column = csr_matrix(np.repeat([0, 1, 2], 10)[:, None])
+    for call in (lambda: LFDA(k=3).fit(X, column), lambda: Constraints(column),
+                 lambda: list(ClassDisjointSplit(n_splits=2).split(X, column))):
+        with pytest.raises(ValueError, match="dense 1-d array; got a sparse"):
+            call()
+
+
+def test_a_column_of_labels_in_a_dataset_is_still_refused():
+    # review of audit 21: a Dataset's labels are not a y argument: the column convention
+    # (flattened with a warning about "y") does not apply to them
+    labelled = torch.utils.data.TensorDataset(torch.as_tensor(X, dtype=torch.float32))
+    labelled.targets = np.repeat([0, 1, 2], 10)[:, None]
+    with pytest.raises(ValueError, match=r"Expected 30 labels for the Dataset, got shape \(30, 1\)"):
+        DeepMetricTransformer(n_components=2, max_iter=1).fit(labelled)
