@@ -1170,3 +1170,89 @@ def test_an_exact_frame_is_centred_on_the_grid():
     want = np.argsort(d, kind="stable")[None, :]
     assert want.tolist() == [[2, 3, 4, 5, 1, 0]]
     assert np.array_equal(nearest_neighbors(Q, 6, X_ref=R), want)
+
+
+def test_clustering_of_values_at_the_edge_of_float64_is_scale_free():
+    # 2**1023 is finite, but t - median = t - (-t) = 2**1024 is not: the float64 centring
+    # must halve the data first for |x| >= 2**1022 (at exactly 2**1023 too), or k-means
+    # sees an infinite value and raises on finite input.
+    t = 2.0 ** 1023
+    X = np.array([-t, -t, -t, -t, t, t, 0.75 * t])[:, None]  # median -t
+    y = np.array([0, 0, 0, 0, 1, 1, 1])
+    assert clustering_scores(X, y, random_state=0) == clustering_scores(X / t, y, random_state=0)
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_a_grid_frame_only_holds_integers_float32_represents(monkeypatch, wide):
+    # A grid frame is built in float32 and widened from it, so its integers must stay
+    # below 2**23 (exact). Here every sampled row (0, 2, 4, ...) is a multiple of 4 and
+    # the span is just under 2**25: a grid of 4 would pass. Unsampled rows 1 and 3 are
+    # odd, at t - 3 either side of the query t = 2**24 (an exact tie, row 1 first): the
+    # grid is 1 and the span too wide for it; taken anyway, 2 t - 3 rounds to 2 t - 4 in
+    # float32, and the float64 frame's tight bounds certify row 3 before row 1.
+    monkeypatch.setattr(_neighbors, "_WIDE_DEPTH", 0)
+    monkeypatch.setattr(_neighbors, "_wide_pays", lambda *args: wide)
+    t = 2.0 ** 24
+    R = np.zeros((512, 1))
+    R[2] = 4.0
+    R[1], R[3] = 3.0, 2 * t - 3
+    Q = np.array([[t]])
+    d = ((R - Q) ** 2).sum(axis=1)
+    want = np.argsort(d, kind="stable")
+    assert want[:3].tolist() == [2, 1, 3]
+    for k in (1, 2, 5):
+        assert nearest_neighbors(Q, k, X_ref=R).tolist() == [want[:k].tolist()]
+    # the same on a sample of every row: query 2**24 + 1 (float32: 2**24), references
+    # 2**24 - 3 away either side (a tie: row 0 first), a span of 2**25 - 1
+    q, dl = t + 1, t - 3
+    R = np.array([q + dl, q - dl, 0.0, 0.0, 0.0, 1.0, -1.0])[:, None]
+    d = ((R - q) ** 2).sum(axis=1)
+    want = np.argsort(d, kind="stable")
+    assert want[:2].tolist() == [0, 1]
+    for k in (1, 2, 7):
+        assert nearest_neighbors(np.array([[q]]), k, X_ref=R).tolist() == [want[:k].tolist()]
+
+
+@pytest.mark.parametrize("k", [4, 5])
+def test_float64_frame_rounding_slack_is_a_full_half_ulp(monkeypatch, k):
+    # Float64 frame on the CPU: candidates are listed by the float32 rounding of their
+    # float64 search values. References 0 and 1 (q -+ dd) tie exactly in the brute force,
+    # but their float64 values straddle a float32 midpoint: reference 1 rounds one float32
+    # step lower. Every listed value lies in one binade, so a rounding slack of half an
+    # ulp (2**-24 of the row's largest magnitude) on each side adds up to at least that
+    # step and the pair goes to the float64 pass (0 first); a quarter ulp would certify
+    # the step and list 1 before 0.
+    monkeypatch.setattr(_neighbors, "_WIDE_DEPTH", 0)
+    monkeypatch.setattr(_neighbors, "_wide_pays", lambda *args: True)
+    q, dd, n_near = 0.19057083129882812, 1.3389631042898413, 6
+    near = q + np.linspace(1.005, 1.03, n_near) * dd * np.where(np.arange(n_near) % 2, 1, -1)
+    far = np.full(n_near + 2, 40.0) * np.where(np.arange(n_near + 2) % 2, 1, -1)
+    R = np.concatenate([[q - dd, q + dd, 0.0], near, far])[:, None]  # median 0: the centre
+    Q = np.array([[q]])
+    d = ((R - Q) ** 2).sum(axis=1)
+    assert d[0] == d[1]  # an exact tie: the lower index first
+    want = np.argsort(d, kind="stable")[:k]
+    assert want[:3].tolist() == [2, 0, 1]
+    assert nearest_neighbors(Q, k, X_ref=R).tolist() == [want.tolist()]
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_float64_frame_rounding_slack_covers_the_row_s_largest_magnitude(monkeypatch, k):
+    # Float64 frame on the CPU: candidates are listed by the float32 rounding of their
+    # float64 search values ||z_r||^2 - 2 <z_q, z_r>, negative here (the query sits at
+    # 1.5, the frame's centre at the median 0). References 0 and 1 (1.5 -+ dd) tie exactly
+    # in the brute force, but their float64 values straddle a float32 midpoint near -2.1:
+    # reference 1 rounds one float32 step lower. Only a rounding slack of half an ulp of the
+    # row's LARGEST magnitude (its first value, in [2, 4); the last listed one is below 2)
+    # keeps that one-ulp gap uncertified and sends the pair to the float64 pass: 0 first.
+    monkeypatch.setattr(_neighbors, "_WIDE_DEPTH", 0)
+    monkeypatch.setattr(_neighbors, "_wide_pays", lambda *args: True)
+    q, dd = 1.5, 0.4045802795473006
+    R = np.concatenate([[q - dd, q + dd, 0.0], q + np.array([-0.6, 0.62, -0.65, 0.7]),
+                        np.full(6, -40.0)])[:, None]
+    Q = np.array([[q]])
+    d = ((R - Q) ** 2).sum(axis=1)
+    assert d[0] == d[1]  # an exact tie: the lower index first
+    want = np.argsort(d, kind="stable")[:k]
+    assert want[:2].tolist() == [0, 1]
+    assert nearest_neighbors(Q, k, X_ref=R).tolist() == [want.tolist()]

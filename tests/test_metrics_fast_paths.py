@@ -24,6 +24,7 @@ from skdml.metrics import (
     nearest_neighbors,
     retrieval_scores,
 )
+from skdml.metrics._select import smallest
 
 
 def _brute(X, k):
@@ -407,3 +408,49 @@ def test_the_fallback_selection_lists_the_lowest_columns_of_tied_values():
     keys = _sorted_keys(part, L, full=False)
     want = np.argsort(part, axis=1, kind="stable")[:, :L]
     np.testing.assert_array_equal(keys & 0xFFFFFFFF, want)
+
+
+def test_the_fallback_selection_lists_exactly_the_L_smallest_keys():
+    # k = 100 of 1621 references: a list of L = 112, selected by the fallback partition of
+    # the (float32 value, index) keys. Ranks 99..111 are 13 float32 ties (1 + i 2**-45),
+    # the float64-nearest of them at the highest index: listed last, at position L - 1.
+    # A partition at L - 2 leaves an arbitrary larger key there (numpy 2.4: a far
+    # reference), which then sets the floor of the unlisted ones: the ties look separated
+    # from everything unlisted, are re-ranked among themselves without the 13th, and the
+    # nearest of them goes missing from the top 100. The exact partition at L - 1 lists
+    # it; the 13 ties stay uncertified and the longer list ranks them.
+    rng = np.random.RandomState(77)
+    n, k, L = 1621, 100, 112
+    g = L - k + 1
+    vals = np.concatenate([0.001 * (1 + np.arange(k - 1)), 1.0 + np.arange(g) * 2.0 ** -45,
+                           2.0 + 3 * rng.rand(n - k + 1 - g)])
+    perm = rng.permutation(n)
+    top = perm[k - 1:L].max()
+    perm[k - 1:L] = np.concatenate([[top], np.sort(perm[k - 1:L])[:-1]])
+    R = np.empty(n)
+    R[perm] = vals
+    want = np.argsort(R, kind="stable")[:k]  # the query is 0, every reference above it
+    assert want[k - 1] == top
+    assert nearest_neighbors(np.zeros((1, 1)), k, X_ref=R[:, None]).tolist() == [want.tolist()]
+
+
+def _row():
+    # 1000 values; a list of L = 128 samples every 2nd column and takes the 89th smallest
+    # sampled value (89) as its threshold: 89 sampled values and 38 others lie at or below
+    # it, 127 = L - 1 in all: too few, the row must take the exact fallback selection.
+    r = np.empty(1000)
+    r[0::2] = 1.0 + np.arange(500)  # sampled columns: 1 .. 500
+    odd = np.arange(1, 1000, 2)
+    r[odd] = 1000.0 + odd
+    r[odd[:38]] = 0.5 + np.arange(38)
+    return r
+
+
+def test_a_threshold_with_one_value_too_few_falls_back_to_the_exact_selection():
+    vals, idx, floor = smallest(torch.from_numpy(_row().astype(np.float32)[None, :]),
+                                np.array([0]), 128, False)
+    assert idx[0].tolist() == np.argsort(_row(), kind="stable")[:128].tolist()
+    # the same row through the search: k = 114 lists L = 114 + 114 // 8 = 128
+    want = np.argsort(_row(), kind="stable")[:114]
+    assert nearest_neighbors(np.zeros((1, 1)), 114, X_ref=_row()[:, None]).tolist() == \
+        [want.tolist()]
