@@ -18,7 +18,7 @@ from .._training._progress import IterationBar
 from .._utils import quiet_warnings
 from .._utils._params import StrictInterval, non_negative_real, positive_int
 from ._base import BaseMahalanobis
-from ._classic import SupervisedMixin, components_from_metric, symmetric_eigh
+from ._classic import ROUND_OFF, SupervisedMixin, components_from_metric, symmetric_eigh
 from ._weakly import BaseTripletsLearner
 
 __all__ = ["SCML", "SCML_Supervised", "lda_basis", "lda_scalings", "rda_weights",
@@ -266,7 +266,12 @@ def lda_scalings(X, y, tol=1e-4):
     means /= counts[:, None]
     Xc = X - means[yi]
     std = Xc.std(axis=0)
-    std[std == 0] = 1.0
+    # a feature constant within every class leaves only the round-off of its class means
+    # (7 x 3.7 / 7 is not 3.7): read as 0, not standardised up to a direction of weight
+    # 1e15 that every basis then followed (every weight ended at 0)
+    flat = std <= ROUND_OFF * np.abs(X).max(axis=0)
+    Xc[:, flat] = 0.0
+    std[flat] = 1.0
     Z = Xc / (std * np.sqrt(n))
     values, vectors = symmetric_eigh(Z.T @ Z)
     S = np.sqrt(np.clip(values[::-1], 0.0, None))
@@ -313,7 +318,13 @@ def lda_basis(X, y, n_basis, random_state):
     for scale in scales:
         local = np.hstack([idx[:, :scale] for idx in nearest])  # (n_clusters, samples)
         for rows in local:
-            found.append(normalize(lda_scalings(X[rows], y[rows])[:, :num_eig].T))
+            try:
+                found.append(normalize(lda_scalings(X[rows], y[rows])[:, :num_eig].T))
+            except ValueError:  # each class one repeated point here: no local direction
+                continue
+    if not found:
+        raise ValueError("basis='lda' found no direction: near every k-means centre each "
+                         "class is one point repeated; use basis='triplet_diffs'.")
     return np.vstack(found)[:n_basis]
 
 

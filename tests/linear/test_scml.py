@@ -313,10 +313,37 @@ def test_fewer_distinct_samples_than_lda_centres_is_not_a_convergence_warning():
     from sklearn.exceptions import ConvergenceWarning
 
     rng = np.random.RandomState(0)
-    X = np.repeat(rng.randn(6, 5), 20, axis=0)
-    y = np.repeat([0, 0, 1, 1, 2, 2], 20)
+    X = np.repeat(rng.randn(9, 5), 5, axis=0)  # 9 distinct rows, 10 centres
+    y = np.repeat([0, 1, 2], 15)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         est = SCML_Supervised(n_basis=40, max_iter=600, random_state=0).fit(X, y)
     assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
     assert np.all(np.isfinite(est.components_))
+
+
+def test_a_feature_constant_within_the_classes_adds_nothing_to_the_lda_basis():
+    # audit 21: the round-off of a constant column's class means (7 x 3.7 / 7 is not 3.7)
+    # was standardised up to an LDA direction of weight 1e15; every basis followed it and
+    # the fit failed with "every weight 0 ... lower beta, or raise gamma"
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.randn(4, 3), rng.randn(7, 3) + 1.0, rng.randn(9, 3) - 1.0])
+    y = np.repeat([0, 1, 2], [4, 7, 9])
+    Xc = np.hstack([X, np.full((len(X), 1), 3.7)])
+    np.testing.assert_array_equal(lda_scalings(Xc, y)[3], 0.0)
+    np.testing.assert_allclose(lda_scalings(Xc, y)[:3], lda_scalings(X, y), rtol=1e-12)
+    plain = SCML_Supervised(n_basis=30, random_state=0).fit(X, y).get_mahalanobis_matrix()
+    wider = SCML_Supervised(n_basis=30, random_state=0).fit(Xc, y).get_mahalanobis_matrix()
+    np.testing.assert_allclose(wider[:3, :3], plain, rtol=1e-9, atol=1e-9 * np.abs(plain).max())
+    np.testing.assert_array_equal(wider[3], 0.0)
+
+
+def test_local_lda_where_each_class_is_one_repeated_point_finds_no_direction():
+    # audit 21: such neighbourhoods gave directions of round-off (weights of 1e15); they
+    # are skipped, and where every neighbourhood is one, the fit says so
+    rng = np.random.RandomState(0)
+    X = np.repeat(rng.randn(6, 5), 20, axis=0)
+    y = np.repeat([0, 0, 1, 1, 2, 2], 20)
+    with pytest.raises(ValueError, match="each class is one point repeated"):
+        SCML_Supervised(n_basis=40, random_state=0).fit(X, y)
+    assert SCML_Supervised(basis="triplet_diffs", random_state=0).fit(X, y).components_.size
