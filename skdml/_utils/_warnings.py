@@ -63,22 +63,62 @@ def _filters_mutated():
     return getattr(warnings, "_filters_mutated", None)
 
 
+class _InSection:
+    """A filter's message pattern that matches only in a thread inside one of its sections.
+
+    The warnings machinery calls ``match`` on any message pattern that is not a string;
+    an "ignore" decision is never cached, so the answer may depend on the thread.
+    """
+
+    def __init__(self, message):
+        self.pattern = re.compile(message, re.I)
+        self.local = threading.local()
+
+    def match(self, text):
+        return getattr(self.local, "depth", 0) > 0 and self.pattern.match(text) is not None
+
+    def __repr__(self):
+        return f"<skdml quiet section: {self.pattern.pattern!r}>"
+
+
+#: One filter per spec, made once (``(message, category, module)`` -> filter item), and how
+#: many sections of any thread use it now.
+_SECTION_FILTERS, _IN_USE = {}, {}
+
+
+def _section_filter(spec):
+    key = (spec.get("message", ""), spec.get("category", Warning), spec.get("module", ""))
+    if key not in _SECTION_FILTERS:
+        message, category, module = key
+        _SECTION_FILTERS[key] = ("ignore", _InSection(message), category,
+                                 re.compile(module) if module else None, 0)
+    return _SECTION_FILTERS[key]
+
+
+def _drop(items, listed):
+    """Remove ``items`` from the filter list ``listed``, by identity (a user's equal filter
+    is another rule, and stays)."""
+    keep = [f for f in listed if not any(f is item for item in items)]
+    if len(keep) != len(listed):
+        listed[:] = keep
+
+
 @contextlib.contextmanager
 def quiet_warnings(*filters):
     """Ignore the warnings ``filters`` describe (``warnings.filterwarnings`` keyword dicts)
-    in the block: scikit-learn's and torch's own messages that skdml says better, or that do
-    not apply.
+    in the block, in this thread: scikit-learn's and torch's own messages that skdml says
+    better, or that do not apply.
 
-    Without context-aware warnings, ``warnings.catch_warnings`` saves the process's filter
-    list and puts it back on exit, so two sections that overlap in two threads restore each
-    other's: after two SDML fits in two threads, every later warning of the process was
-    swallowed, or scikit-learn's ``ComplexWarning`` "error" filter (its ``check_array``)
-    was left in place. So the section does not swap the list: it inserts its own filters
-    at the front and, on exit, removes them (one each) from the list it inserted them
-    into and from the list in force then (another thread's section may have swapped in a
-    copy). Nothing else is put back, so nothing of another thread's is undone; the
-    filters are seen by the other threads while the section runs (they are narrow and
-    the sections short). With context-aware warnings (Python 3.14's
+    ``warnings.catch_warnings`` saves the process's filter list and puts it back on exit
+    (without context-aware warnings), so two sections that overlap in two threads restore
+    each other's: after two SDML fits in two threads, every later warning of the process
+    was swallowed, or scikit-learn's ``ComplexWarning`` "error" filter (its
+    ``check_array``) was left in place. So a section does not swap the list. Its filters
+    are inserted at the front, one shared item per spec whose message pattern matches only
+    in the threads inside a section of it (another thread's warnings pass, even skdml's
+    own copy of a message it quiets), and are removed, by identity, when the last section
+    using them ends. An item a concurrent ``catch_warnings`` copied and puts back later
+    matches nothing outside a section. With context-aware warnings (Python 3.14's
     ``-X context_aware_warnings``), ``catch_warnings`` is used.
 
     Examples
@@ -94,25 +134,27 @@ def quiet_warnings(*filters):
                 warnings.filterwarnings("ignore", **spec)
             yield
         return
-    # the items warnings.filterwarnings("ignore", **spec) would insert
-    items = [("ignore", re.compile(spec["message"], re.I) if spec.get("message") else None,
-              spec.get("category", Warning),
-              re.compile(spec["module"]) if spec.get("module") else None,
-              spec.get("lineno", 0)) for spec in filters]
+    items = list(dict.fromkeys(_section_filter(spec) for spec in filters))
     with _FILTERS_LOCK:
-        target = warnings.filters
-        for item in reversed(items):
-            target.insert(0, item)
+        for item in items:
+            local = item[1].local
+            local.depth = getattr(local, "depth", 0) + 1
+            _IN_USE[id(item)] = _IN_USE.get(id(item), 0) + 1
+            if not any(f is item for f in warnings.filters):
+                warnings.filters.insert(0, item)
         mutated()
     try:
         yield
     finally:
         with _FILTERS_LOCK:
-            lists = [target] if warnings.filters is target else [target, warnings.filters]
-            for listed in lists:
-                for item in items:
-                    with contextlib.suppress(ValueError):  # an equal filter is the same rule
-                        listed.remove(item)
+            done = []
+            for item in items:
+                item[1].local.depth -= 1
+                _IN_USE[id(item)] -= 1
+                if not _IN_USE[id(item)]:
+                    done.append(item)
+            if done:
+                _drop(done, warnings.filters)
             mutated()
 
 

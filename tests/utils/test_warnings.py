@@ -78,7 +78,7 @@ def test_a_checkpoint_that_cannot_be_locked_warns_at_the_users_line(tmp_path, mo
     assert caught and {w.filename for w in caught} == {__file__}
 
 
-def test_skdml_swaps_the_warning_filters_only_through_one_locked_section(monkeypatch):
+def test_skdml_touches_the_warning_filters_only_through_quiet_warnings(monkeypatch):
     # warnings.catch_warnings swaps process-wide state (before Python 3.14): sections of
     # SCML and of the scorers' label check overlapping in two threads left their filters
     # behind ('ignore' UserWarning; 'ignore' every Warning), silencing the user's warnings
@@ -184,8 +184,87 @@ def test_a_quiet_section_never_leaves_filters_behind_beside_another_threads(daem
     before = list(warnings.filters)
     _overlap_with_another_threads_section(daemon)
     after = list(warnings.filters)
+    # a section's own item may come back in the list the other thread put back: it matches
+    # only inside a section, so it quiets nothing now
+    in_force = [f for f in after if type(f[1]).__name__ != "_InSection"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filters[:] = after + list(warnings.filters)  # "always" last: the leftovers first
+        warnings.warn("noise")
     warnings.filters[:] = before
-    assert after == before
+    assert in_force == before
+    assert [str(w.message) for w in caught] == ["noise"]
+
+
+def test_another_threads_warning_is_not_quieted_by_a_section_of_this_one(monkeypatch):
+    # re-review of audit 21: the filters are the process's: while one thread's
+    # validate_fitted_data quieted scikit-learn's copy of the feature-names message, another
+    # thread's own copy (skdml's, the same text) was swallowed
+    import threading
+
+    import pandas as pd
+    import sklearn.utils.validation as validation
+
+    from skdml import LFDA
+
+    X, y = _blobs()
+    est = LFDA(k=3).fit(pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])]), y)
+    inside, release = threading.Event(), threading.Event()
+    real = validation.validate_data
+
+    def parked(*args, **kwargs):  # thread U waits inside its quiet section
+        if threading.current_thread().name == "U":
+            inside.set()
+            release.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(validation, "validate_data", parked)
+    shown = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        monkeypatch.setattr(warnings, "showwarning", lambda message, *rest: shown.append(
+            (threading.current_thread().name, str(message))))
+        u = threading.Thread(target=lambda: est.transform(X), name="U")
+        u.start()
+        inside.wait(30)
+        t = threading.Thread(target=lambda: est.transform(X), name="T")
+        t.start()
+        t.join()
+        release.set()
+        u.join()
+    assert sorted(name for name, _ in shown) == ["T", "U"]
+
+
+def test_a_users_filter_equal_to_a_sections_stays():
+    # re-review of audit 21: removal by equality took the user's own equal filter away when
+    # another thread's catch_warnings put the original list back during the section
+    import threading
+
+    from skdml._utils import quiet_warnings
+
+    before = list(warnings.filters)
+    entered, leave, left = threading.Event(), threading.Event(), threading.Event()
+
+    def other_section():  # scikit-learn's check_array style, in another thread
+        with warnings.catch_warnings():
+            entered.set()
+            leave.wait(30)
+        left.set()
+
+    try:
+        warnings.filterwarnings("ignore", message="noise", category=UserWarning)
+        other = threading.Thread(target=other_section)
+        other.start()
+        entered.wait(30)
+        with quiet_warnings({"message": "noise", "category": UserWarning}):
+            leave.set()
+            left.wait(30)  # the other thread has put the original list back
+        other.join()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.warn("noise")  # the user's filter still in force
+        assert caught == []
+    finally:
+        warnings.filters[:] = before
 
 
 def test_a_quiet_section_quiets_while_an_idle_thread_waits():
