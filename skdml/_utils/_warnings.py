@@ -70,15 +70,20 @@ class _InSection:
     an "ignore" decision is never cached, so the answer may depend on the thread.
     """
 
+    #: What a copy of the filter list rebuilds the filter from (scikit-learn's ``Parallel``
+    #: passes every filter's ``message.pattern`` to ``warnings.filterwarnings``, which wants
+    #: a string): a pattern that matches nothing, so the copy quiets nothing.
+    pattern = "(?!)"
+
     def __init__(self, message):
-        self.pattern = re.compile(message, re.I)
+        self.regex = re.compile(message, re.I)
         self.local = threading.local()
 
     def match(self, text):
-        return getattr(self.local, "depth", 0) > 0 and self.pattern.match(text) is not None
+        return getattr(self.local, "depth", 0) > 0 and self.regex.match(text) is not None
 
     def __repr__(self):
-        return f"<skdml quiet section: {self.pattern.pattern!r}>"
+        return f"<skdml quiet section: {self.regex.pattern!r}>"
 
 
 #: One filter per spec, made once (``(message, category, module)`` -> filter item), and how

@@ -287,3 +287,37 @@ def test_a_quiet_section_quiets_while_an_idle_thread_waits():
         release.set()
         idle.join()
     assert [str(w.message) for w in caught] == ["signal"]
+
+
+def test_scikit_learns_parallel_runs_beside_a_quiet_section():
+    # thread-safety audit (22): scikit-learn's Parallel copies every filter, passing
+    # message.pattern to warnings.filterwarnings, which wants a string; the section's
+    # compiled pattern made every kneighbors and cross_val_score in the process fail
+    import threading
+
+    from sklearn.neighbors import NearestNeighbors
+
+    from skdml._utils import quiet_warnings
+
+    X = np.random.RandomState(0).rand(20, 3)
+    inside, done = threading.Event(), threading.Event()
+
+    def section():
+        with quiet_warnings({"message": "noise", "category": UserWarning}):
+            inside.set()
+            done.wait(30)
+
+    other = threading.Thread(target=section)
+    other.start()
+    inside.wait(30)
+    try:
+        before = list(warnings.filters)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warnings.filters[:0] = [f for f in before if type(f[1]).__name__ == "_InSection"]
+            distances, _ = NearestNeighbors(n_neighbors=2).fit(X).kneighbors(X)  # no error
+            warnings.warn("noise")  # this thread is not in the section: shown
+    finally:
+        done.set()
+        other.join()
+    assert np.all(np.isfinite(distances)) and [str(w.message) for w in caught] == ["noise"]
