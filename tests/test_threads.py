@@ -564,3 +564,38 @@ def test_the_blas_scan_is_reused_and_redone_when_modules_are_imported(monkeypatc
     monkeypatch.setattr(_threads, "_POOLS_TTL", 0.0)
     _threads._blas_pools()
     assert len(scans) == 3
+
+
+def test_sections_in_pooled_threads_give_the_blas_pools_back():
+    # thread-safety audit (22): threadpoolctl lets only the first Python thread that set a
+    # pthreads OpenBLAS pool's size set it again, and ignores the others: sections whose
+    # restores ran in other pooled threads left the pools at 1 thread for the process
+    import subprocess
+
+    code = (
+        "import warnings; warnings.simplefilter('ignore')\n"
+        "import numpy as np, threadpoolctl\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "from sklearn.datasets import load_iris\n"
+        "from skdml.linear import ECAML\n"
+        "from skdml.metrics import map_at_r\n"
+        "def blas():\n"
+        "    return [d['num_threads'] for d in threadpoolctl.threadpool_info()\n"
+        "            if d['user_api'] == 'blas']\n"
+        "X, y = load_iris(return_X_y=True)\n"
+        "Xb = np.random.RandomState(0).randn(3000, 64).astype('float32')\n"
+        "jobs = [lambda: map_at_r(Xb, np.arange(3000) % 30),\n"
+        "        lambda: ECAML(max_iter=3, random_state=0).fit(X, y)] * 4\n"
+        "before = blas()\n"
+        "for _ in range(2):\n"
+        "    with ThreadPoolExecutor(4) as ex:\n"
+        "        list(ex.map(lambda f: f(), jobs))\n"
+        "print(before, blas())\n")
+    env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS + (ENV_OVERRIDE,)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    before, after = out.stdout.strip().split("] [")
+    if set(before.strip("[]").split(", ")) <= {"1", ""}:
+        pytest.skip("the BLAS pools start at 1 thread here")
+    assert before + "]" == "[" + after, out.stdout

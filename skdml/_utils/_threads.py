@@ -85,6 +85,27 @@ _POOLS_LOCK = threading.Lock()
 _POOLS = {"key": None, "at": -math.inf, "pools": None}
 
 
+@contextmanager
+def _blas_control(pools):
+    """Let this thread set the BLAS pools' sizes for the block (under ``_SHARED_LOCK``).
+
+    threadpoolctl (3.6 and later) lets one Python thread, the first to set them, own a
+    pthreads OpenBLAS pool's size, and ignores the others' settings without a word: a
+    section whose restore ran in another pooled thread than the one that had reduced the
+    size left the pools at 1 thread for the rest of the process. skdml's sections are
+    already one at a time here, so control is taken for the block and given back after it.
+    """
+    owners = {type(lib) for lib in pools.lib_controllers
+              if hasattr(type(lib), "clear_controlling_thread")}
+    for owner in owners:
+        owner.clear_controlling_thread(force=True)
+    try:
+        yield pools
+    finally:
+        for owner in owners:
+            owner.clear_controlling_thread()
+
+
 def _blas_pools():
     """The BLAS libraries' thread pools (threadpoolctl), and only them: limiting through
     ``threadpool_limits`` also recorded torch's OpenMP runtime, whose restore then hid from
@@ -379,10 +400,11 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
             torch_before = _SHARED["torch"]
         if _SHARED["blas_cap"] is not None:
             wanted = min(wanted, _SHARED["blas_cap"])
-        if _SHARED["active"] == 0:
-            _SHARED["blas"] = pools.limit(limits=wanted)
-        else:
-            _blas_pools().limit(limits=wanted)
+        with _blas_control(_blas_pools()) as pools:
+            if _SHARED["active"] == 0:
+                _SHARED["blas"] = pools.limit(limits=wanted)
+            else:
+                pools.limit(limits=wanted)
         _SHARED["active"] += 1
         _SHARED["set"][torch_wanted] += 1
         if torch.get_num_threads() != torch_wanted:
@@ -397,12 +419,14 @@ def thread_limits(n_threads=None, *, flops_per_step=None):
             _SHARED["active"] -= 1
             _SHARED["set"][torch_wanted] -= 1
             if _SHARED["active"] == 0:
-                _SHARED["blas"].restore_original_limits()
+                with _blas_control(_blas_pools()):
+                    _SHARED["blas"].restore_original_limits()
                 restore, _SHARED["blas"] = _SHARED["torch"], None
             else:
                 restore, restore_blas = stack[-1] if stack else (None, None)
                 if restore_blas is not None:
-                    _blas_pools().limit(limits=restore_blas)
+                    with _blas_control(_blas_pools()) as pools:
+                        pools.limit(limits=restore_blas)
             restore = torch_before if _torch_threads_per_thread() else restore
             if restore is not None:  # always: torch's default for new threads comes back too
                 torch.set_num_threads(restore)
