@@ -1256,3 +1256,40 @@ def test_float64_frame_rounding_slack_covers_the_row_s_largest_magnitude(monkeyp
     want = np.argsort(d, kind="stable")[:k]
     assert want[:2].tolist() == [0, 1]
     assert nearest_neighbors(Q, k, X_ref=R).tolist() == [want.tolist()]
+
+
+def test_overlapping_searches_keep_full_float32_until_the_last_leaves():
+    # thread-safety audit (22): each search saved and restored torch's process-wide matmul
+    # precision: the first to leave put the caller's "high" back under the other
+    import threading
+
+    from skdml.metrics._exact import ieee_float32
+
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with ieee_float32():
+            a_in.set()
+            b_in.wait(30)
+        a_out.set()
+
+    def second():
+        a_in.wait(30)
+        with ieee_float32():
+            b_in.set()
+            a_out.wait(30)
+            seen["after the first left"] = torch.get_float32_matmul_precision()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        final = torch.get_float32_matmul_precision()
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert seen == {"after the first left": "highest"} and final == "high"

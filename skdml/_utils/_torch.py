@@ -48,9 +48,12 @@ def torch_fit_modes():
     (True, torch.float32)
     """
     with _DTYPE_LOCK:
-        if _DTYPE_USERS[0] == 0:
-            _DTYPE_USERS[1] = torch.get_default_dtype()
-        if _DTYPE_USERS[1] != torch.float32:
+        current = torch.get_default_dtype()
+        # the caller's dtype: set before the first fit, or while another thread's ran (a fit
+        # entering then trained under the caller's float64)
+        if _DTYPE_USERS[0] == 0 or current != torch.float32:
+            _DTYPE_USERS[1] = current
+        if current != torch.float32:
             torch.set_default_dtype(torch.float32)
         _DTYPE_USERS[0] += 1
     try:

@@ -78,6 +78,7 @@ are switched off for the search).
 from __future__ import annotations
 
 import math
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -99,17 +100,34 @@ def _gamma(n, u):
     return n * u / (1.0 - n * u)
 
 
+#: The searches running now, and the caller's matmul precision to put back after the last.
+_PRECISION_LOCK = threading.Lock()
+_PRECISION_USERS = [0, None]
+
+
 @contextmanager
 def ieee_float32():
-    """Run matrix products in full float32 (no TF32/bfloat16), then restore the setting."""
-    previous = torch.get_float32_matmul_precision()
-    if previous != "highest":
-        torch.set_float32_matmul_precision("highest")
+    """Run matrix products in full float32 (no TF32/bfloat16), then restore the setting.
+
+    torch's setting is process-wide: it is saved by the first search to enter and put back
+    by the last of any thread to leave (a search that saved another's "highest" and put it
+    back, or one that put the caller's back while another ran, left a running search below
+    full float32). A setting the caller changes while a search runs is the one put back.
+    """
+    with _PRECISION_LOCK:
+        current = torch.get_float32_matmul_precision()
+        if _PRECISION_USERS[0] == 0 or current != "highest":
+            _PRECISION_USERS[1] = current
+        if current != "highest":
+            torch.set_float32_matmul_precision("highest")
+        _PRECISION_USERS[0] += 1
     try:
         yield
     finally:
-        if previous != "highest":
-            torch.set_float32_matmul_precision(previous)
+        with _PRECISION_LOCK:
+            _PRECISION_USERS[0] -= 1
+            if _PRECISION_USERS[0] == 0 and _PRECISION_USERS[1] != "highest":
+                torch.set_float32_matmul_precision(_PRECISION_USERS[1])
 
 
 def _abs_max(X):

@@ -118,3 +118,30 @@ def test_a_float64_backbone_is_refused_by_name():
     with pytest.raises(ValueError, match=r"float64 parameters .* pass backbone.float\(\)"):
         DeepMetricTransformer(backbone=backbone, n_components=2, max_iter=1, device="cpu",
                               random_state=0).fit(X, y)
+
+
+def test_a_fit_entering_while_another_threads_runs_still_gets_float32():
+    # thread-safety audit (22): the caller's dtype was read only when the first fit entered,
+    # so a fit started under float64 while another thread's fit ran trained under float64
+    import threading
+
+    inside, release = threading.Event(), threading.Event()
+
+    def long_fit():
+        with torch_fit_modes():
+            inside.set()
+            release.wait(30)
+
+    other = threading.Thread(target=long_fit)
+    other.start()
+    inside.wait(30)
+    try:
+        torch.set_default_dtype(torch.float64)  # the caller's choice, while the other runs
+        with torch_fit_modes():
+            seen = torch.get_default_dtype()
+    finally:
+        release.set()
+        other.join()
+        after = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float32)
+    assert seen == torch.float32 and after == torch.float64  # the caller's choice came back
