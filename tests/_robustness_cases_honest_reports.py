@@ -6,7 +6,9 @@ with fewer distinct samples than centres; ECAML's conjugate-gradient bar stoppin
 13 %; warnings naming a file of scikit-learn's or of the standard library's ``pickle.py``
 instead of the user's line (a column of labels, the feature names of ``transform``,
 ``joblib.dump``); a warning filter of scikit-learn's left in place for the whole process
-by two threads' sections.
+by two threads' sections. Process state: the BLAS pools left at 1 thread by sections in
+pooled threads, a search run below full float32 once an overlapping one left, a fit entering
+under float64 while another thread's ran.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def scml_repeated_centres():
 
     from skdml.linear import SCML_Supervised
     rng = np.random.RandomState(0)
-    X, y = np.repeat(rng.randn(6, 5), 20, axis=0), np.repeat([0, 0, 1, 1, 2, 2], 20)
+    X, y = np.repeat(rng.randn(9, 5), 5, axis=0), np.repeat([0, 1, 2], 15)  # 9 rows, 10 centres
     caught = _recorded(lambda: SCML_Supervised(n_basis=40, max_iter=600,
                                                random_state=0).fit(X, y))
     check(not [w for w in caught if issubclass(w.category, ConvergenceWarning)],
@@ -156,6 +158,95 @@ def filters_left_by_two_threads():
     check(after == before, f"filters left behind: {[f[:3] for f in after if f not in before]}")
 
 
+# ------------------------------------------------------------------ process state
+def blas_pools_after_pooled_sections():
+    """Sections in pooled threads (threadpoolctl lets one Python thread own OpenBLAS's size)."""
+    import subprocess
+    import sys
+
+    code = ("import warnings; warnings.simplefilter('ignore')\n"
+            "import numpy as np, threadpoolctl\n"
+            "from concurrent.futures import ThreadPoolExecutor\n"
+            "from sklearn.datasets import load_iris\n"
+            "from skdml.linear import ECAML\n"
+            "from skdml.metrics import map_at_r\n"
+            "blas = lambda: [d['num_threads'] for d in threadpoolctl.threadpool_info()\n"
+            "                if d['user_api'] == 'blas']\n"
+            "X, y = load_iris(return_X_y=True)\n"
+            "Xb = np.random.RandomState(0).randn(3000, 64).astype('float32')\n"
+            "jobs = [lambda: map_at_r(Xb, np.arange(3000) % 30),\n"
+            "        lambda: ECAML(max_iter=3, random_state=0).fit(X, y)] * 4\n"
+            "before = blas()\n"
+            "for _ in range(3):\n"
+            "    with ThreadPoolExecutor(4) as ex:\n"
+            "        list(ex.map(lambda f: f(), jobs))\n"
+            "print(before == blas(), before, blas())\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                        "SKDML_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120, cwd=os.path.dirname(HERE))
+    check(out.stdout.startswith("True"), f"BLAS pool sizes before and after: {out.stdout[4:]}"
+          f"{out.stderr[-200:]}")
+
+
+def search_precision_beside_another():
+    import torch
+
+    from skdml.metrics._exact import ieee_float32
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    a_in, b_in, a_out, seen = threading.Event(), threading.Event(), threading.Event(), []
+
+    def first():
+        with ieee_float32():
+            a_in.set()
+            b_in.wait(30)
+        a_out.set()
+
+    def second():
+        a_in.wait(30)
+        with ieee_float32():
+            b_in.set()
+            a_out.wait(30)
+            seen.append(torch.get_float32_matmul_precision())
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    check(seen == ["highest"], f"a search ran at matmul precision {seen} (full float32: "
+          "'highest') once an overlapping one had left")
+
+
+def fit_under_float64_beside_another():
+    import torch
+
+    from skdml._utils import torch_fit_modes
+    X, y = _iris()
+    inside, release = threading.Event(), threading.Event()
+
+    def long_fit():
+        with torch_fit_modes():
+            inside.set()
+            release.wait(60)
+
+    other = threading.Thread(target=long_fit)
+    other.start()
+    inside.wait(30)
+    try:
+        torch.set_default_dtype(torch.float64)
+        deep(n_components=2, max_iter=1).fit(X.astype(np.float32), y)
+    finally:
+        release.set()
+        other.join()
+        torch.set_default_dtype(torch.float32)
+
+
 CASES = [
     Case("an L-BFGS learner that converged at max_iter", "silent", lbfgs_converged_at_max_iter),
     Case("ECAML's conjugate-gradient progress bar", "silent", conjugate_gradient_bar),
@@ -168,4 +259,10 @@ CASES = [
          joblib_dump_warning),
     Case("a quiet section overlapping another thread's", "silent",
          filters_left_by_two_threads),
+    Case("the BLAS pools after sections in pooled threads", "silent",
+         blas_pools_after_pooled_sections, budget=120.0),
+    Case("a neighbour search overlapping another thread's", "silent",
+         search_precision_beside_another),
+    Case("a deep fit under float64 while another thread's fit runs", "obscure",
+         fit_under_float64_beside_another),
 ]
