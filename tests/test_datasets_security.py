@@ -343,3 +343,66 @@ def test_a_cached_file_rewritten_in_place_with_its_mtime_restored_is_hashed_agai
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     with pytest.raises(OSError, match="SHA-256"):
         _fetch._verify_cached(path, name, tmp_path)
+
+
+def test_download_announcing_one_byte_too_many_is_refused_before_reading(tmp_path):
+    size = _fetch.SIZES["usps_16x16.mat"]
+    httpd, url = _serve(b"x" * 1000, length=size + 1)
+    try:
+        with pytest.raises(OSError, match=f"announces {size + 1} bytes, more than the file's"):
+            fetch_file("usps_16x16.mat", tmp_path, url=url, timeout=5, deadline=20)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", [f"{ROOT}/./Alphabet/character03/0005_01.png",
+                                  f"{ROOT}/Alphabet/./character03/0005_01.png",
+                                  "C:evil.png", "C:/evil.png"])
+def test_dot_parts_and_drive_letters_are_unsafe_names(tmp_path, name):
+    # a '.' part would normalise away (PurePosixPath) and pass the layout check as a real
+    # drawing; a drive letter is an absolute path on Windows
+    from skdml.datasets._safe_zip import checked_members
+
+    path = omniglot_zip(tmp_path / ZIP, extra=[(name, png_bytes(seed=9))])
+    with zipfile.ZipFile(path) as archive:
+        with pytest.raises(OSError, match="unsafe name") as info:
+            checked_members(archive, path)
+    assert repr(name) in str(info.value)
+    with pytest.raises(OSError, match="unsafe name"):
+        load_crafted_omniglot(path)
+
+
+def test_read_member_never_returns_more_than_its_cap(tmp_path):
+    from skdml.datasets._safe_zip import checked_members, read_member
+
+    path = omniglot_zip(tmp_path / ZIP)
+    with zipfile.ZipFile(path) as archive:
+        info = checked_members(archive, path)[0]
+        assert len(read_member(archive, info, path, max_member_bytes=info.file_size)) == \
+            info.file_size
+        with pytest.raises(OSError, match=f"holds more than {info.file_size - 1} bytes"):
+            read_member(archive, info, path, max_member_bytes=info.file_size - 1)
+
+
+def test_zip_limits_hold_at_their_exact_boundaries(tmp_path):
+    # each limit accepts an archive exactly at it and refuses one a byte / a member over it
+    # (the existing test uses limits far below the archive, so an off-by-one passes it)
+    from skdml.datasets._safe_zip import checked_members
+
+    path = omniglot_zip(tmp_path / ZIP)
+    with zipfile.ZipFile(path) as archive:
+        infos = archive.infolist()
+        files = [i for i in infos if not i.is_dir()]
+        total = sum(i.file_size for i in files)
+        largest = max(i.file_size for i in files)
+        assert len(checked_members(archive, path, max_members=len(infos))) == len(files)
+        with pytest.raises(OSError, match=f"more than the limit of {len(infos) - 1}"):
+            checked_members(archive, path, max_members=len(infos) - 1)
+        assert len(checked_members(archive, path, max_total_bytes=total)) == len(files)
+        with pytest.raises(OSError, match="declare more than"):
+            checked_members(archive, path, max_total_bytes=total - 1)
+        assert len(checked_members(archive, path, max_member_bytes=largest)) == len(files)
+        with pytest.raises(OSError, match="for one member"):
+            checked_members(archive, path, max_member_bytes=largest - 1)

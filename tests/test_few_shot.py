@@ -181,3 +181,20 @@ def test_a_huge_constant_feature_changes_no_accuracy():
     without = np.column_stack([np.zeros(len(y)), informative])
     assert few_shot_accuracy(with_offset, y, **kw) == few_shot_accuracy(without, y, **kw)
     assert few_shot_accuracy(without, y, **kw)[0] == 1.0
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_episodes_split_over_several_chunks_give_the_same_accuracies(monkeypatch, metric):
+    # the tests' episodes all fit in one chunk (_CHUNK = 2**22 elements); force several
+    # chunks, one of them partial, and require the per-episode accuracies of one chunk
+    from skdml.metrics import _few_shot
+
+    X, y = _blobs()
+    kw = dict(n_way=5, n_shot=2, n_queries=3, n_episodes=23, metric=metric, random_state=3)
+    one_chunk = few_shot_accuracy(X, y, **kw)
+    # 5 ways x 5 per class x 6 dims (x 5 ways for euclidean) per episode: 4 episodes a chunk
+    monkeypatch.setattr(_few_shot, "_CHUNK", 4 * 5 * 5 * 6 * (5 if metric == "euclidean" else 1))
+    assert few_shot_accuracy(X, y, **kw) == one_chunk
+    monkeypatch.setattr(_few_shot, "_CHUNK", 1)  # one episode a chunk
+    assert few_shot_accuracy(X, y, **kw) == one_chunk
+    assert 0.0 < one_chunk[0] < 1.0

@@ -1293,3 +1293,63 @@ def test_overlapping_searches_keep_full_float32_until_the_last_leaves():
     finally:
         torch.set_float32_matmul_precision(previous)
     assert seen == {"after the first left": "highest"} and final == "high"
+
+
+def test_a_bool_inside_a_list_of_k_is_refused():
+    # k=True is caught by validate_params; inside a list only check_k sees it (True is not 1)
+    X = np.array([[0.0], [0.1], [1.0], [1.2]])
+    y = np.array([0, 0, 1, 1])
+    for k in ([True], [1, False], (2, True)):
+        with pytest.raises(ValueError, match="positive int"):
+            recall_at_k(X, y, k=k)
+        with pytest.raises(ValueError, match="positive int"):
+            retrieval_scores(X, y, k=k)
+
+
+def test_clustering_f1_all_singletons_raises_value_error():
+    # every class and every cluster a single sample: pairwise F1 is 0/0, documented as ValueError
+    # (hypothesis in test_table_scores_match_references reaches this branch only by chance)
+    table = _clustering._contingency(np.array([0, 1, 2]), np.array([2, 0, 1]))
+    with pytest.raises(ValueError, match="undefined"):
+        _clustering._pair_f1_from_table(table)
+    X = np.array([[0.0], [5.0], [10.0]])
+    with pytest.raises(ValueError, match="undefined"):
+        clustering_f1_score(X, [0, 1, 2], random_state=0)
+
+
+def test_greedy_kmeans_path_keeps_the_lowest_inertia_of_n_init(monkeypatch):
+    # beyond SKLEARN_SEEDING_MAX_CLUSTERS the n_init loop is skdml's own: it must keep the best run
+    runs = []
+
+    class Recording(KMeans):
+        def fit(self, X, y=None, sample_weight=None):
+            super().fit(X, y, sample_weight=sample_weight)
+            runs.append((self.inertia_, self.labels_.copy()))
+            return self
+
+    monkeypatch.setattr(_clustering, "KMeans", Recording)
+    Z = np.random.RandomState(0).randn(230, 3)
+    k = _clustering.SKLEARN_SEEDING_MAX_CLUSTERS + 1
+    labels = _clustering._kmeans(Z, k, 0, 4)
+    inertias = [inertia for inertia, _ in runs]
+    assert len(runs) == 4 and len(set(inertias)) > 1  # the runs differ: the choice matters
+    np.testing.assert_array_equal(labels, runs[int(np.argmin(inertias))][1])
+
+
+def test_integer_tensor_labels_above_2_53_stay_apart():
+    # torch int64 labels are ids: as float64, 2**53 and 2**53 + 1 would become one class
+    B = 2**53
+    X = np.array([[0.0], [0.1], [1.0], [1.1]])
+    y = np.array([B, B + 1, B, B + 1])
+    assert recall_at_k(X, torch.tensor(y), k=1) == recall_at_k(X, y, k=1) == 0.0
+    assert map_at_r(X, torch.tensor(y)) == map_at_r(X, y)
+
+
+def test_a_gallery_of_another_width_is_refused_either_way():
+    X = np.array([[0.0, 0.0], [0.1, 0.0], [1.0, 0.0], [1.1, 0.0]])
+    y = np.array([0, 0, 1, 1])
+    for Q, R in ((X[:, :1], X), (X, X[:, :1])):  # queries narrower, then wider, than the gallery
+        with pytest.raises(ValueError, match="same embedding space"):
+            recall_at_k(Q, y, k=1, X_ref=R, y_ref=y)
+        with pytest.raises(ValueError, match="same embedding space"):
+            map_at_r(Q, y, X_ref=R, y_ref=y)

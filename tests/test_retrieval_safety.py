@@ -405,3 +405,16 @@ def test_a_refit_forgets_the_previous_feature_count():
     assert index.n_features_in_ == 6
     index.set_params(transformer=FirstTwo()).fit(X[:, :4])
     assert not hasattr(index, "n_features_in_")
+
+
+def test_load_refuses_metadata_over_its_size_limit(tmp_path):
+    # a well-formed index whose JSON metadata is padded past _META_BYTES (1 MiB) is refused
+    # before the metadata is read; the same padding under the limit still loads
+    path = _saved(tmp_path)
+    meta = json.loads(str(np.load(path)["meta"]))
+    for pad, refused in ((300_000, True), (1_000, False)):  # 4 bytes a character in a '<U' array
+        _rewrite(path, {"meta.npy": _npy(np.array(json.dumps({**meta, "pad": "x" * pad})))})
+        if refused:
+            _refused(path, "metadata of dtype .* bytes")
+        else:
+            assert len(RetrievalIndex.load(path)) == 10

@@ -151,3 +151,28 @@ def test_the_rank_check_fingerprints_integer_labels_in_their_own_dtype():
     assert fingerprint(torch.tensor([B, 7])) != fingerprint(torch.tensor([B + 1, 7]))
     assert fingerprint(torch.tensor([0, 1])) == fingerprint(np.array([0, 1]))
     assert fingerprint(torch.zeros(3)) == fingerprint(np.zeros(3, dtype=np.float32))
+
+
+def test_shard_tiling_check_refuses_a_missing_gapped_or_repeated_shard():
+    # the guard of sharded/distributed scores: never average a partial or doubled set of queries
+    from skdml.metrics._sharded import _check_tiling
+
+    ok = [{"rows": (0, 3)}, {"rows": (3, 6)}, {"rows": (6, 10)}]
+    _check_tiling(ok, 10)
+    _check_tiling(ok[::-1], 10)  # any order
+    for parts in (ok[:2],                 # the last shard lost
+                  [ok[0], ok[2]],         # a gap in the middle
+                  ok[1:],                 # the first shard lost
+                  ok + [ok[1]]):          # a shard counted twice
+        with pytest.raises(ValueError, match="missing or repeated"):
+            _check_tiling(parts, 10)
+
+
+def test_the_rank_check_fingerprints_the_shape_and_dtype_not_only_the_bytes():
+    # two ranks holding the same bytes in another shape or dtype hold different inputs
+    from skdml.metrics._sharded import fingerprint
+
+    assert fingerprint(np.zeros(6)) != fingerprint(np.zeros((2, 3)))
+    assert fingerprint(np.zeros((3, 2))) != fingerprint(np.zeros((2, 3)))
+    assert fingerprint(np.zeros(2, dtype=np.int64)) != fingerprint(np.zeros(2))
+    assert fingerprint(np.zeros((2, 3))) == fingerprint(np.zeros((2, 3)))
