@@ -101,7 +101,10 @@ def test_a_column_of_string_labels_is_still_a_column(entry):
 
 
 def test_constraints_read_the_unknown_label_in_a_column():
-    c = Constraints([["a"], ["a"], ["?"], ["?"], ["b"], ["b"]], unknown_label="?")
+    from sklearn.exceptions import DataConversionWarning
+
+    with pytest.warns(DataConversionWarning, match="column-vector y"):
+        c = Constraints([["a"], ["a"], ["?"], ["?"], ["b"], ["b"]], unknown_label="?")
     a, b, _, _ = c.positive_negative_pairs(20, random_state=0)
     assert {tuple(sorted(p)) for p in zip(a.tolist(), b.tolist())} <= {(0, 1), (4, 5)}
 
