@@ -599,3 +599,39 @@ def test_sections_in_pooled_threads_give_the_blas_pools_back():
     if set(before.strip("[]").split(", ")) <= {"1", ""}:
         pytest.skip("the BLAS pools start at 1 thread here")
     assert before + "]" == "[" + after, out.stdout
+
+
+def test_a_users_blas_limit_stands_beside_skdml_sections_in_other_threads():
+    # review of audit 22: taking threadpoolctl's control by force let a section in another
+    # thread lift the user's open threadpool_limits(1) block, and one closing after the
+    # user's left the pools at 1 thread for good
+    import subprocess
+
+    code = (
+        "import threading\n"
+        "from threadpoolctl import threadpool_limits, threadpool_info\n"
+        "from skdml._utils._threads import thread_limits\n"
+        "blas = lambda: [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']\n"
+        "start = blas()\n"
+        "ev1, ev2 = threading.Event(), threading.Event()\n"
+        "def long():\n"
+        "    with thread_limits(1):\n"
+        "        ev1.set(); ev2.wait(60)\n"
+        "def second():\n"
+        "    with thread_limits(2):\n"
+        "        pass\n"
+        "t = threading.Thread(target=long); t.start(); ev1.wait(60)\n"
+        "with threadpool_limits(1, user_api='blas'):\n"
+        "    s = threading.Thread(target=second); s.start(); s.join()\n"
+        "    inside = blas()\n"
+        "ev2.set(); t.join()\n"
+        "print(start, inside, blas())\n")
+    env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS + (ENV_OVERRIDE,)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    start, inside, after = out.stdout.strip().split("] [")
+    if set(start.strip("[]").split(", ")) <= {"1", ""}:
+        pytest.skip("the BLAS pools start at 1 thread here")
+    assert set(inside.split(", ")) == {"1"}, out.stdout  # the user's limit stands
+    assert start + "]" == "[" + after, out.stdout

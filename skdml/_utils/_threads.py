@@ -92,13 +92,12 @@ def _blas_control(pools):
     threadpoolctl (3.6 and later) lets one Python thread, the first to set them, own a
     pthreads OpenBLAS pool's size, and ignores the others' settings without a word: a
     section whose restore ran in another pooled thread than the one that had reduced the
-    size left the pools at 1 thread for the rest of the process. skdml's sections are
-    already one at a time here, so control is taken for the block and given back after it.
+    size left the pools at 1 thread for the rest of the process. So each step gives the
+    control back after it, and the next step (of any thread) takes it; a user's own
+    ``threadpool_limits`` block that holds it keeps it (its limit stands).
     """
     owners = {type(lib) for lib in pools.lib_controllers
               if hasattr(type(lib), "clear_controlling_thread")}
-    for owner in owners:
-        owner.clear_controlling_thread(force=True)
     try:
         yield pools
     finally:

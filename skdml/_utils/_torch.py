@@ -62,7 +62,9 @@ def torch_fit_modes():
     finally:
         with _DTYPE_LOCK:
             _DTYPE_USERS[0] -= 1
-            if _DTYPE_USERS[0] == 0 and _DTYPE_USERS[1] != torch.float32:
+            # a dtype other than float32 is the caller's, set during the fit: kept
+            if (_DTYPE_USERS[0] == 0 and _DTYPE_USERS[1] != torch.float32
+                    and torch.get_default_dtype() == torch.float32):
                 torch.set_default_dtype(_DTYPE_USERS[1])
 
 

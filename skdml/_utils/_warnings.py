@@ -85,6 +85,12 @@ class _InSection:
     def __repr__(self):
         return f"<skdml quiet section: {self.regex.pattern!r}>"
 
+    def __reduce__(self):
+        # a pickled or deep-copied filter list (scikit-learn's Parallel sends the list to
+        # loky's workers) holds a pattern that matches nothing (a thread-local cannot be
+        # pickled: "Could not pickle the task to send it to the workers")
+        return re.compile, (self.pattern,)
+
 
 #: One filter per spec, made once (``(message, category, module)`` -> filter item), and how
 #: many sections of any thread use it now.

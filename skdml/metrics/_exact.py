@@ -112,7 +112,8 @@ def ieee_float32():
     torch's setting is process-wide: it is saved by the first search to enter and put back
     by the last of any thread to leave (a search that saved another's "highest" and put it
     back, or one that put the caller's back while another ran, left a running search below
-    full float32). A setting the caller changes while a search runs is the one put back.
+    full float32). A setting other than "highest" that the caller makes while a search runs
+    is the one left after it.
     """
     with _PRECISION_LOCK:
         current = torch.get_float32_matmul_precision()
@@ -126,7 +127,9 @@ def ieee_float32():
     finally:
         with _PRECISION_LOCK:
             _PRECISION_USERS[0] -= 1
-            if _PRECISION_USERS[0] == 0 and _PRECISION_USERS[1] != "highest":
+            # a setting other than skdml's own is the caller's, made during the search: kept
+            if (_PRECISION_USERS[0] == 0 and _PRECISION_USERS[1] != "highest"
+                    and torch.get_float32_matmul_precision() == "highest"):
                 torch.set_float32_matmul_precision(_PRECISION_USERS[1])
 
 

@@ -145,3 +145,16 @@ def test_a_fit_entering_while_another_threads_runs_still_gets_float32():
         after = torch.get_default_dtype()
         torch.set_default_dtype(torch.float32)
     assert seen == torch.float32 and after == torch.float64  # the caller's choice came back
+
+
+def test_a_dtype_the_caller_sets_during_a_fit_is_the_one_left():
+    # review of audit 22: the last section put back the dtype saved at entry, over the
+    # caller's own change made while it ran
+    try:
+        torch.set_default_dtype(torch.float64)
+        with torch_fit_modes():
+            torch.set_default_dtype(torch.float16)
+        after = torch.get_default_dtype()
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert after == torch.float16

@@ -321,3 +321,22 @@ def test_scikit_learns_parallel_runs_beside_a_quiet_section():
         done.set()
         other.join()
     assert np.all(np.isfinite(distances)) and [str(w.message) for w in caught] == ["noise"]
+
+
+def test_the_filter_list_pickles_and_copies_during_a_quiet_section():
+    # review of audit 22: the section's thread-local could not be pickled, and scikit-learn's
+    # Parallel sends warnings.filters to loky's workers ("Could not pickle the task")
+    import copy
+    import pickle
+
+    from skdml._utils import quiet_warnings
+
+    with quiet_warnings({"message": "noise", "category": UserWarning}):
+        copied = pickle.loads(pickle.dumps(warnings.filters))
+        deep = copy.deepcopy(warnings.filters)
+    for filters in (copied, deep):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warnings.filters[:0] = filters  # a copy's item quiets nothing
+            warnings.warn("noise")
+        assert [str(w.message) for w in caught] == ["noise"]
