@@ -566,11 +566,27 @@ def test_the_blas_scan_is_reused_and_redone_when_modules_are_imported(monkeypatc
     assert len(scans) == 3
 
 
+def _blas_sizes_in_a_fresh_process(code):
+    """Run ``code`` (which prints lists of the BLAS pools' sizes) in a process without thread
+    settings (threadpoolctl's record of which thread controls the pools starts empty);
+    return the lists, skipping where the pools start at 1 thread."""
+    import json
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS + (ENV_OVERRIDE,)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    sizes = json.loads("[" + out.stdout.strip().replace("] [", "], [") + "]")
+    if max(sizes[0], default=1) <= 1:
+        pytest.skip("the BLAS pools start at 1 thread here")
+    return sizes
+
+
 def test_sections_in_pooled_threads_give_the_blas_pools_back():
     # thread-safety audit (22): threadpoolctl lets only the first Python thread that set a
     # pthreads OpenBLAS pool's size set it again, and ignores the others: sections whose
     # restores ran in other pooled threads left the pools at 1 thread for the process
-    import subprocess
 
     code = (
         "import warnings; warnings.simplefilter('ignore')\n"
@@ -591,21 +607,14 @@ def test_sections_in_pooled_threads_give_the_blas_pools_back():
         "    with ThreadPoolExecutor(4) as ex:\n"
         "        list(ex.map(lambda f: f(), jobs))\n"
         "print(before, blas())\n")
-    env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS + (ENV_OVERRIDE,)}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    before, after = out.stdout.strip().split("] [")
-    if set(before.strip("[]").split(", ")) <= {"1", ""}:
-        pytest.skip("the BLAS pools start at 1 thread here")
-    assert before + "]" == "[" + after, out.stdout
+    before, after = _blas_sizes_in_a_fresh_process(code)
+    assert before == after
 
 
 def test_a_users_blas_limit_stands_beside_skdml_sections_in_other_threads():
     # review of audit 22: taking threadpoolctl's control by force let a section in another
     # thread lift the user's open threadpool_limits(1) block, and one closing after the
     # user's left the pools at 1 thread for good
-    import subprocess
 
     code = (
         "import threading\n"
@@ -626,12 +635,6 @@ def test_a_users_blas_limit_stands_beside_skdml_sections_in_other_threads():
         "    inside = blas()\n"
         "ev2.set(); t.join()\n"
         "print(start, inside, blas())\n")
-    env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS + (ENV_OVERRIDE,)}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    start, inside, after = out.stdout.strip().split("] [")
-    if set(start.strip("[]").split(", ")) <= {"1", ""}:
-        pytest.skip("the BLAS pools start at 1 thread here")
-    assert set(inside.split(", ")) == {"1"}, out.stdout  # the user's limit stands
-    assert start + "]" == "[" + after, out.stdout
+    start, inside, after = _blas_sizes_in_a_fresh_process(code)
+    assert set(inside) == {1}  # the user's limit stands
+    assert start == after

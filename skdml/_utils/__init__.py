@@ -7,11 +7,11 @@ from ._labels import (check_label_input, check_orderable_labels, flatten_label_c
 from ._memory import keep_freed_buffers
 from ._sampling import evenly_spaced
 from ._threads import (ENV_OVERRIDE, SMALL_STEP_FLOPS, _THREAD_VARS, choose_n_threads,
-                       thread_budget, thread_limits)
+                       only_thread, thread_budget, thread_limits)
 from ._torch import (as_float_tensor, cuda_syncs, resolve_device, torch_fit_modes,
                      torch_rng_scope, torch_seed)
 from ._transactional import transactional_fit
-from ._warnings import only_thread, quiet_warnings, validate_fitted_data, warn_user
+from ._warnings import quiet_warnings, validate_fitted_data, warn_user
 
 __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "_THREAD_VARS", "as_float_tensor",
            "atomic_write_bytes", "check_label_input", "check_orderable_labels",

@@ -63,7 +63,7 @@ from threadpoolctl import ThreadpoolController
 from .. import _openmp
 from ._warnings import warn_user
 
-__all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "choose_n_threads", "machine_cpus",
+__all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "choose_n_threads", "machine_cpus", "only_thread",
            "other_load", "thread_budget", "thread_limits"]
 
 #: Environment variable fixing the thread count of every skdml computation.
@@ -83,6 +83,12 @@ _SHARED = {"active": 0, "torch": None, "blas": None, "blas_cap": None,
 _POOLS_TTL = 5.0
 _POOLS_LOCK = threading.Lock()
 _POOLS = {"key": None, "at": -math.inf, "pools": None}
+
+
+def only_thread():
+    """Whether this is the program's only thread (daemon threads aside: tqdm's monitor)."""
+    current = threading.current_thread()
+    return not any(t is not current and not t.daemon for t in threading.enumerate())
 
 
 @contextmanager

@@ -23,8 +23,41 @@ DEVICE_CONSTRAINT = [str, torch.device, None]
 
 #: torch's default dtype is process-wide: fits in several threads share one saved value,
 #: set by the first to enter and put back by the last to leave.
-_DTYPE_LOCK = threading.Lock()
-_DTYPE_USERS = [0, None]  # fits inside torch_fit_modes, the caller's default dtype
+class ProcessSetting:
+    """A process-wide torch setting that skdml's sections hold at one value.
+
+    The first section to enter saves the caller's value, the last of any thread to leave
+    puts it back: a section that saved or restored on its own put the caller's value back
+    under another thread's running section. A value other than ``wanted`` found at an
+    entry or an exit is the caller's, set meanwhile: it is saved, and left in place at
+    the end (a caller who sets exactly ``wanted`` meanwhile cannot be told apart).
+    Use an instance as a context manager.
+    """
+
+    def __init__(self, get, put, wanted):
+        self.get, self.put, self.wanted = get, put, wanted
+        self.lock, self.sections, self.saved = threading.Lock(), 0, None
+
+    def __enter__(self):
+        with self.lock:
+            current = self.get()
+            if self.sections == 0 or current != self.wanted:
+                self.saved = current
+            if current != self.wanted:
+                self.put(self.wanted)
+            self.sections += 1
+
+    def __exit__(self, *exc):
+        with self.lock:
+            self.sections -= 1
+            if self.sections == 0 and self.saved != self.wanted and self.get() == self.wanted:
+                self.put(self.saved)
+        return False
+
+
+#: torch's default dtype while fits run (see :func:`torch_fit_modes`).
+_FLOAT32_DEFAULT = ProcessSetting(torch.get_default_dtype, torch.set_default_dtype,
+                                  torch.float32)
 
 
 @contextmanager
@@ -47,25 +80,9 @@ def torch_fit_modes():
     ...     torch.is_grad_enabled(), torch.get_default_dtype()
     (True, torch.float32)
     """
-    with _DTYPE_LOCK:
-        current = torch.get_default_dtype()
-        # the caller's dtype: set before the first fit, or while another thread's ran (a fit
-        # entering then trained under the caller's float64)
-        if _DTYPE_USERS[0] == 0 or current != torch.float32:
-            _DTYPE_USERS[1] = current
-        if current != torch.float32:
-            torch.set_default_dtype(torch.float32)
-        _DTYPE_USERS[0] += 1
-    try:
-        with torch.inference_mode(False), torch.enable_grad():
-            yield
-    finally:
-        with _DTYPE_LOCK:
-            _DTYPE_USERS[0] -= 1
-            # a dtype other than float32 is the caller's, set during the fit: kept
-            if (_DTYPE_USERS[0] == 0 and _DTYPE_USERS[1] != torch.float32
-                    and torch.get_default_dtype() == torch.float32):
-                torch.set_default_dtype(_DTYPE_USERS[1])
+    # (a fit entering under the caller's float64 while another thread's ran trained in it)
+    with _FLOAT32_DEFAULT, torch.inference_mode(False), torch.enable_grad():
+        yield
 
 
 def resolve_device(device) -> torch.device:

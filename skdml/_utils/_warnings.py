@@ -9,7 +9,7 @@ import sys
 import threading
 import warnings
 
-__all__ = ["only_thread", "quiet_warnings", "validate_fitted_data", "warn_user"]
+__all__ = ["quiet_warnings", "validate_fitted_data", "warn_user"]
 
 #: Frames in these packages are skipped: a warning raised inside ``fit`` (through
 #: scikit-learn's ``Pipeline``, whose steps joblib's ``Memory`` calls, ``GridSearchCV`` or
@@ -47,14 +47,8 @@ def warn_user(message, category=UserWarning):
     warnings.warn(message, category, stacklevel=_user_stacklevel())
 
 
-#: One skdml section at a time may swap the process's warning filters (below).
+#: Guards the insertion and removal of the quiet sections' filters (below).
 _FILTERS_LOCK = threading.RLock()
-
-
-def only_thread():
-    """Whether this is the program's only thread (daemon threads aside: tqdm's monitor)."""
-    current = threading.current_thread()
-    return not any(t is not current and not t.daemon for t in threading.enumerate())
 
 
 def _filters_mutated():
@@ -77,7 +71,8 @@ class _InSection:
 
     def __init__(self, message):
         self.regex = re.compile(message, re.I)
-        self.local = threading.local()
+        self.local = threading.local()  # this thread's sections of the rule
+        self.sections = 0  # every thread's, under _FILTERS_LOCK
 
     def match(self, text):
         return getattr(self.local, "depth", 0) > 0 and self.regex.match(text) is not None
@@ -92,9 +87,8 @@ class _InSection:
         return re.compile, (self.pattern,)
 
 
-#: One filter per spec, made once (``(message, category, module)`` -> filter item), and how
-#: many sections of any thread use it now.
-_SECTION_FILTERS, _IN_USE = {}, {}
+#: One filter per spec, made once (``(message, category, module)`` -> filter item).
+_SECTION_FILTERS = {}
 
 
 def _section_filter(spec):
@@ -150,7 +144,7 @@ def quiet_warnings(*filters):
         for item in items:
             local = item[1].local
             local.depth = getattr(local, "depth", 0) + 1
-            _IN_USE[id(item)] = _IN_USE.get(id(item), 0) + 1
+            item[1].sections += 1
             if not any(f is item for f in warnings.filters):
                 warnings.filters.insert(0, item)
         mutated()
@@ -161,8 +155,8 @@ def quiet_warnings(*filters):
             done = []
             for item in items:
                 item[1].local.depth -= 1
-                _IN_USE[id(item)] -= 1
-                if not _IN_USE[id(item)]:
+                item[1].sections -= 1
+                if not item[1].sections:
                     done.append(item)
             if done:
                 _drop(done, warnings.filters)

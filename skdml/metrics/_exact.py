@@ -78,11 +78,12 @@ are switched off for the search).
 from __future__ import annotations
 
 import math
-import threading
 from contextlib import contextmanager
 
 import numpy as np
 import torch
+
+from .._utils._torch import ProcessSetting
 
 __all__ = ["Frame", "UnitRows", "centre_on_median", "ieee_float32", "normalise_rows",
            "pair_distances", "zero_rows"]
@@ -100,37 +101,22 @@ def _gamma(n, u):
     return n * u / (1.0 - n * u)
 
 
-#: The searches running now, and the caller's matmul precision to put back after the last.
-_PRECISION_LOCK = threading.Lock()
-_PRECISION_USERS = [0, None]
+#: torch's matmul precision while searches run: full float32 (see :func:`ieee_float32`).
+_FULL_FLOAT32 = ProcessSetting(torch.get_float32_matmul_precision,
+                               torch.set_float32_matmul_precision, "highest")
 
 
 @contextmanager
 def ieee_float32():
     """Run matrix products in full float32 (no TF32/bfloat16), then restore the setting.
 
-    torch's setting is process-wide: it is saved by the first search to enter and put back
-    by the last of any thread to leave (a search that saved another's "highest" and put it
-    back, or one that put the caller's back while another ran, left a running search below
-    full float32). A setting other than "highest" that the caller makes while a search runs
-    is the one left after it.
+    torch's setting is process-wide: it is held from the first search of any thread to
+    enter until the last leaves (:class:`~skdml._utils._torch.ProcessSetting`; a search
+    that saved another's "highest" and put it back, or one that put the caller's back
+    while another ran, left a running search below full float32).
     """
-    with _PRECISION_LOCK:
-        current = torch.get_float32_matmul_precision()
-        if _PRECISION_USERS[0] == 0 or current != "highest":
-            _PRECISION_USERS[1] = current
-        if current != "highest":
-            torch.set_float32_matmul_precision("highest")
-        _PRECISION_USERS[0] += 1
-    try:
+    with _FULL_FLOAT32:
         yield
-    finally:
-        with _PRECISION_LOCK:
-            _PRECISION_USERS[0] -= 1
-            # a setting other than skdml's own is the caller's, made during the search: kept
-            if (_PRECISION_USERS[0] == 0 and _PRECISION_USERS[1] != "highest"
-                    and torch.get_float32_matmul_precision() == "highest"):
-                torch.set_float32_matmul_precision(_PRECISION_USERS[1])
 
 
 def _abs_max(X):
