@@ -44,6 +44,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks._common import markdown_table, save  # noqa: E402
 from skdml import ECAML, JRD  # noqa: E402
+from skdml.linear import ITML_Supervised, LMNN  # noqa: E402
 
 SETS = {
     "digits": lambda: load_digits(return_X_y=True),
@@ -66,6 +67,10 @@ METHODS = {
     "JRD neighbor_weight=0": lambda n, s: JRD(n, neighbor_weight=0.0, random_state=s),
     "JRD neighbor_weight=1": lambda n, s: JRD(n, neighbor_weight=1.0, random_state=s),
     "JRD neighbor_weight=3": lambda n, s: JRD(n, neighbor_weight=3.0, random_state=s),
+    # metric-learn's two rivals of issue 35, as skdml's own ports (metric-learn itself
+    # needs scikit-learn < 1.8: see compare_linear.py), on the same parameters as there
+    "skdml LMNN (k=3)": lambda n, s: LMNN(n, n_neighbors=3, random_state=s),
+    "skdml ITML": lambda n, s: ITML_Supervised(random_state=s),
 }
 #: The rows of the published table (the JRD candidates alone run with ``--methods``).
 DEFAULT_METHODS = [m for m in METHODS if not m.startswith("JRD neighbor_weight")]

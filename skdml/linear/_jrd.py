@@ -252,6 +252,9 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         The epoch count of the best validation score (0: the start was kept).
     validation_split_ : {"class_disjoint", "stratified"}
         How the validation set was drawn (only when early stopping is used).
+    standardize_ : bool
+        Whether the learner worked on standardised features (``standardize``
+        resolved); the division is folded into ``components_``.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -312,7 +315,8 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
                  margin=0.1, scale=20.0, init="pca",
                  manifold="euclidean", solver="adam", max_iter=300, tol=1e-4,
                  learning_rate="auto", n_classes_per_batch="auto", n_samples_per_class="auto",
-                 n_reduce=None, early_stopping="auto", validation_fraction=None,
+                 n_reduce=None, standardize="auto", early_stopping="auto",
+                 validation_fraction=None,
                  validation_split="stratified", n_iter_no_change=10, verbose=0,
                  random_state=None, callbacks=None):
         self.n_components = n_components
@@ -329,6 +333,7 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         self.n_classes_per_batch = n_classes_per_batch
         self.n_samples_per_class = n_samples_per_class
         self.n_reduce = n_reduce
+        self.standardize = standardize
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.validation_split = validation_split

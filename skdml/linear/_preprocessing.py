@@ -2,15 +2,18 @@
 
 Every linear learner optimises a map ``L`` of the *working space*
 
-.. math::  x_t = P (x / m - \\mu) / s,
+.. math::  x_t = P D^{-1} (x / m - \\mu) / s,
 
 where ``m`` is the largest absolute input value (so that nothing overflows or
-underflows, whatever the input's scale), ``mu`` the mean, ``P`` an optional
-PCA projection (orthonormal rows) and ``s`` the root mean squared norm of the
-centred data, so that ``mean ||x_t||^2 = 1``. All of it is computed in float64
+underflows, whatever the input's scale), ``mu`` the mean, ``D`` the features'
+standard deviations when the learner works on standardised features (ECAML's
+and JRD's ``standardize``, see :func:`standardizing_pays`; the identity
+otherwise), ``P`` an optional PCA projection (orthonormal rows) and ``s`` the
+root mean squared norm of the centred data, so that ``mean ||x_t||^2 = 1``.
+All of it is computed in float64
 (float32 for float32 input, with a float64 mean); the optimisers then work in
-float32 on data of unit scale. ``components_`` reports ``L P``:
-``transform(x) = (L P) x`` differs from the working-space
+float32 on data of unit scale. ``components_`` reports ``L P D^{-1}``:
+``transform(x) = (L P D^{-1}) x`` differs from the working-space
 embedding ``L x_t`` only by a translation and a positive factor, so it has the
 same nearest neighbours, and :meth:`get_mahalanobis_matrix` holds in input
 space.
@@ -26,10 +29,11 @@ from sklearn.decomposition import PCA
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.utils import check_random_state
 
+from .._utils import evenly_spaced
 from ._base import check_not_constant
 
 __all__ = ["InputSpace", "check_n_reduce", "initial_components", "orthonormal_rows", "polar",
-           "qr_retraction", "reduce_input"]
+           "qr_retraction", "reduce_input", "standardizing_pays"]
 
 
 def check_n_reduce(n_reduce, n_components):
@@ -87,20 +91,131 @@ def reduce_input(X, n_dims, random_state=None):
     return X_reduced.astype(X.dtype, copy=False), pca.components_.astype(X.dtype, copy=False)
 
 
+#: A feature whose spread is below this fraction of the largest one is divided by that
+#: fraction of the largest instead when the features are standardised: a constant feature,
+#: or one of round-off, is not stretched to the others' size.
+MIN_RELATIVE_SPREAD = 1e-6
+#: Training samples the units check reads (leave-one-out k-NN), evenly spaced over the classes.
+UNITS_CHECK_ROWS = 2000
+#: The neighbourhood sizes of the units check (leave-one-out k-NN accuracy, summed).
+UNITS_CHECK_K = (1, 10)
+#: Standardised features must win the units check by this many standard errors (a paired
+#: test over the samples, as the class-disjoint validation's ``SIGNIFICANCE_Z``): on half of
+#: a standardised digits set they won by 2 of 899 samples, noise that moved the fit.
+UNITS_CHECK_Z = 2.0
+
+
+def feature_spreads(X_c):
+    """The standard deviations of the centred ``X_c``'s features, floored (float64).
+
+    Floored at :data:`MIN_RELATIVE_SPREAD` of the largest, and 1 where every
+    feature is constant: dividing by them never stretches a constant feature.
+    """
+    spread = np.sqrt(np.mean(np.square(X_c, dtype=np.float64), axis=0))
+    top = float(np.max(spread, initial=0.0))
+    if not top > 0:
+        return np.ones_like(spread)
+    return np.maximum(spread, MIN_RELATIVE_SPREAD * top)
+
+
+def _loo_knn_hits(Z, y, n_classes):
+    """Per sample, how many of the leave-one-out k-NN votes at :data:`UNITS_CHECK_K` it wins."""
+    from ..metrics import nearest_neighbors
+
+    k = min(max(UNITS_CHECK_K), Z.shape[0] - 1)
+    neighbours = y[nearest_neighbors(Z, k)]
+    hits = np.zeros(len(y))
+    for kk in UNITS_CHECK_K:
+        kk = min(kk, k)
+        votes = np.zeros((len(y), n_classes), dtype=np.int64)
+        np.add.at(votes, (np.repeat(np.arange(len(y)), kk), neighbours[:, :kk].ravel()), 1)
+        hits += np.argmax(votes, axis=1) == y  # a tied vote: the smallest label
+    return hits
+
+
+def standardizing_pays(X, y):
+    """Whether k-NN of the training samples is better on standardised features.
+
+    The choice of ``standardize="auto"`` (ECAML, JRD).
+
+    Features in different units (centimetres beside grams, counts beside ratios) give
+    the raw distance to the largest ones, and a gradient method that starts from the
+    leading principal axes (ECAML's and JRD's start), whose steps move each feature's
+    share of the embedding in proportion to its scale, hardly ever reaches the small
+    ones. Dividing each feature by its standard deviation removes the units, but it
+    also stretches features that are quiet because they carry little (image borders,
+    the trailing principal axes of a PCA-reduced input). So the choice is measured:
+    the leave-one-out k-NN accuracy of the training samples (k = 1 and 10, summed;
+    at most :data:`UNITS_CHECK_ROWS` of them, evenly spaced over the classes) on the
+    raw features and on the standardised ones; the standardised ones are taken when
+    they win by :data:`UNITS_CHECK_Z` standard errors (a paired test over the
+    samples). It reads no random numbers.
+
+    Measured (30 % of each training split held out, 1-NN / 10-NN): scikit-learn's
+    wine 68 / 66 % raw against 84 / 95 % standardised, breast cancer 93 / 93 against
+    95 / 95; raw was better on AT&T, COIL-20 and USPS (pixels and PCA-100), digits and
+    two ``make_classification`` sets (``benchmarks/studies/bench_closed_set_vectors.py``).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        The validated training input.
+    y : ndarray of shape (n_samples,)
+        Its class codes, ``0 .. n_classes - 1``.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.RandomState(0)
+    >>> y = np.repeat([0, 1], 50)
+    >>> noise = rng.randn(100)
+    >>> standardizing_pays(np.c_[1000 * noise, y + 0.1 * rng.randn(100)], y)  # class: small
+    True
+    >>> standardizing_pays(np.c_[y + 0.1 * rng.randn(100), 0.01 * noise], y)  # class: large
+    False
+    """
+    rows = evenly_spaced(np.argsort(y, kind="stable"), UNITS_CHECK_ROWS)
+    X_s, y_s = np.array(X[rows], dtype=np.float64), np.asarray(y)[rows]
+    if X_s.shape[0] < 3:
+        return False
+    peak = float(np.max(np.abs(X_s)))
+    X_s /= peak if np.isfinite(peak) and peak > 0 else 1.0
+    X_s -= X_s.mean(axis=0)
+    spread = feature_spreads(X_s)
+    varying = spread[spread > MIN_RELATIVE_SPREAD * spread.max()]
+    if varying.max() <= varying.min() * (1 + 1e-6):
+        return False  # already on one scale (standardised input): the same neighbours
+    n_classes = int(np.max(y)) + 1
+    gain = _loo_knn_hits(X_s / spread, y_s, n_classes) - _loo_knn_hits(X_s, y_s, n_classes)
+    error = float(np.std(gain, ddof=1)) / np.sqrt(len(gain))
+    return bool(np.mean(gain) > UNITS_CHECK_Z * error)
+
+
 @dataclass
 class InputSpace:
-    """The map ``x -> P (x / m - mu) / s`` to the working space (see the module docstring)."""
+    """The map ``x -> P D^-1 (x / m - mu) / s`` to the working space (see the module docstring).
+
+    ``spread`` is ``D``'s diagonal (the features' floored standard deviations, in units
+    of ``m``), or None where the features are not standardised.
+    """
 
     peak: float
     mean: np.ndarray
     projection: np.ndarray | None
     scale: float
+    spread: np.ndarray | None = None
 
     @classmethod
-    def fit(cls, X, n_dims=None, random_state=None):
+    def fit(cls, X, n_dims=None, random_state=None, standardize=False):
         """Fit the map on ``X``; return ``(space, X_t)``.
 
-        ``n_dims`` is the PCA target (``None``: no reduction). ``X_t`` is float32
+        ``n_dims`` is the PCA target (``None``: no reduction); ``standardize``
+        divides each feature by its standard deviation first (see
+        :func:`feature_spreads`). ``X_t`` is float32
         for float32 input (the optimisers work in float32; on 10000 x 4096
         float64 copies cost seconds), float64 otherwise; the mean is always
         accumulated in float64.
@@ -119,10 +234,16 @@ class InputSpace:
         peak = peak if np.isfinite(peak) and peak > 0 else 1.0
         X = X / dtype(peak)
         mean = X.mean(axis=0, dtype=np.float64)
+        spread = None
+        if standardize:
+            X -= mean.astype(dtype)  # X is our own copy; reduce_input leaves it centred
+            spread = feature_spreads(X)
+            X /= spread.astype(dtype)
         X_red, projection = reduce_input(X, n_dims, random_state)
         if projection is None:
             X_c = X
-            X_c -= mean.astype(dtype)  # X is our own copy
+            if spread is None:
+                X_c -= mean.astype(dtype)  # X is our own copy
         else:
             X_c = np.asarray(X_red, dtype=dtype)
         scale = float(np.sqrt(np.mean(np.einsum("ij,ij->i", X_c, X_c), dtype=np.float64)))
@@ -133,7 +254,7 @@ class InputSpace:
                 f"largest absolute value ({peak:.3g}): the spread of the others vanishes. "
                 "Standardise X (e.g. StandardScaler) before fitting.")
         X_c /= dtype(scale)
-        return cls(peak, mean, projection, scale), X_c
+        return cls(peak, mean, projection, scale, spread), X_c
 
     @property
     def dim(self):
@@ -143,18 +264,23 @@ class InputSpace:
     def transform(self, X):
         """Map raw input to the working space (float64)."""
         X_c = np.asarray(X, dtype=np.float64) / self.peak - self.mean
+        if self.spread is not None:
+            X_c /= self.spread
         if self.projection is not None:
             X_c = X_c @ self.projection.T
         return X_c / self.scale
 
     def fold(self, L):
-        """``components_`` of a working-space map ``L`` (n_components, dim): ``L P``."""
+        """``components_`` of a working-space map ``L`` (n_components, dim): ``L P D^-1``."""
         L = np.asarray(L, dtype=np.float64)
-        return L if self.projection is None else L @ self.projection
+        L = L if self.projection is None else L @ self.projection
+        return L if self.spread is None else L / self.spread
 
     def unfold(self, components):
         """A working-space map equivalent to input-space ``components`` (for an init array)."""
         components = np.asarray(components, dtype=np.float64)
+        if self.spread is not None:
+            components = components * self.spread
         return components if self.projection is None else components @ self.projection.T
 
 

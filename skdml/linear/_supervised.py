@@ -41,7 +41,7 @@ from ..callbacks import CallbackStateMixin, UserCallbacks, check_callbacks
 from ._base import (BaseMahalanobis, check_init_array, check_n_components, warn_if_outlying_rows,
                     warn_if_orthogonal_is_euclidean)
 from ._preprocessing import (InputSpace, check_n_reduce, initial_components, polar,
-                             qr_retraction)
+                             qr_retraction, standardizing_pays)
 from ._validation import (choose_run, improves, knn_purity, knn_sample_scores,
                           unseen_query_scores)
 
@@ -185,6 +185,7 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
         "n_samples_per_class": [StrictInterval(Integral, 2, None, closed="left"),
                                 StrOptions({"auto"})],
         "n_reduce": [positive_int(), StrOptions({"auto"}), None],
+        "standardize": ["boolean", StrOptions({"auto"})],
         "early_stopping": ["boolean", StrOptions({"auto"})],
         "validation_fraction": [StrictInterval(Real, 0, 1, closed="neither"), None],
         "validation_split": [StrOptions({"stratified", "class_disjoint"})],
@@ -228,7 +229,10 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
             n_reduce = n_samples if n_features > n_samples >= n_components else None
         elif n_reduce is not None:
             n_reduce = check_n_reduce(n_reduce, n_components)
-        space, X_t = InputSpace.fit(X, n_reduce, rng)
+        standardize = self.standardize
+        if standardize == "auto":
+            standardize = standardizing_pays(X, y)
+        space, X_t = InputSpace.fit(X, n_reduce, rng, standardize=bool(standardize))
         if space.dim < n_components:
             raise ValueError(
                 f"n_components={n_components} exceeds the {space.dim} dimensions left after the "
@@ -292,6 +296,7 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
             self.__dict__.pop(stale, None)
         self.components_ = space.fold(L)
         self.classes_ = classes
+        self.standardize_ = bool(standardize)
         self._store_candidate(candidate)
         for key, value in fitted.items():
             setattr(self, key, value)

@@ -25,6 +25,16 @@ STRATIFIED_SIGNIFICANCE_Z = None
 #: written once for ECAML and JRD: their class docstrings have a line ``{validation_params}``
 #: in their place, which :func:`fill_validation_params_doc` replaces by this text.
 VALIDATION_PARAMS_DOC = """\
+    standardize : bool or "auto", default="auto"
+        Learn on the features divided by their standard deviations (folded
+        into ``components_``, so :meth:`transform` still takes raw input).
+        ``"auto"``: when that gives the training samples a better
+        leave-one-out k-NN accuracy (k = 1 and 10) than their raw features,
+        as for features in different units (scikit-learn's wine and breast
+        cancer); raw features otherwise (pixels, PCA coordinates), where
+        standardising stretches the quiet features that carry little. See
+        :func:`~skdml.linear._preprocessing.standardizing_pays`. With a
+        ``StandardScaler`` before the learner both choices are the same.
     early_stopping : bool or "auto", default="auto"
         Adam solver only. Hold out a validation set (see
         ``validation_split``), train on the rest and score the start and

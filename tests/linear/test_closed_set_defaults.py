@@ -42,14 +42,25 @@ def _private_features(seed=0, n_classes=10, per_class=40):
 MARGINS = {"ECAML": 0.6, "JRD": 0.65}
 
 
+#: The loud noise is also a matter of units: standardised, the ten class features are as
+#: loud as the noise, and the default learns from there (``standardize="auto"`` chooses it;
+#: its start, measured: 0.53, then ECAML 0.95, JRD 0.87). Learning must still add this
+#: much to it.
+OWN_START_MARGIN = 0.25
+
+
 @pytest.mark.parametrize("learner", [ECAML, JRD])
 def test_default_pipeline_beats_its_pca_start_at_k10(learner):
     X, y = _private_features()
     X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
-    start = _knn(learner(n_components=10, max_iter=0, random_state=0), X_tr, X_te, y_tr, y_te,
-                 10)
-    learned = _knn(learner(n_components=10, random_state=0), X_tr, X_te, y_tr, y_te, 10)
-    assert learned > start + MARGINS[learner.__name__], (start, learned)
+
+    def knn(**params):
+        return _knn(learner(n_components=10, random_state=0, **params), X_tr, X_te, y_tr,
+                    y_te, 10)
+
+    pca_start, own_start, learned = knn(max_iter=0, standardize=False), knn(max_iter=0), knn()
+    assert learned > pca_start + MARGINS[learner.__name__], (pca_start, learned)
+    assert learned > own_start + OWN_START_MARGIN, (own_start, learned)
 
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(SHARED, "att_faces_64x64.mat")),

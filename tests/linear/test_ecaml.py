@@ -615,7 +615,8 @@ def test_a_class_disjoint_fit_returns_its_best_epochs_map():
     X = np.c_[rng.randn(30, 4)[y] * 2.0 + 0.5 * rng.randn(600, 4), 3.0 * rng.randn(600, 12)]
     maps = _EpochMaps()
     est = ECAML(n_components=4, loss="binomial", validation_split="class_disjoint",
-                max_iter=60, n_iter_no_change=3, random_state=0, callbacks=[maps]).fit(X, y)
+                max_iter=60, n_iter_no_change=3, standardize=False, random_state=0,
+                callbacks=[maps]).fit(X, y)  # raw features: components_ is the map itself
     best, last = est.best_iteration_, max(maps.maps)
     assert 0 < best < last  # the case: the run went on past its best epoch
     np.testing.assert_allclose(est.components_, maps.maps[best], atol=1e-6)

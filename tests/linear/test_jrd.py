@@ -209,10 +209,14 @@ def _knn_accuracy(est, X, y, k):
 
 def test_default_learns_for_knn_against_its_start():
     # 2 informative features under 18 louder noisy ones: the PCA start keeps the noise
+    # (standardised, as standardize="auto" chooses here, they are as loud as the noise: the
+    # start rises from 0.37 to 0.78, and learning must still add to it; measured 0.98)
     X, y = _two_informative(n_samples=300, seed=1)
-    start = _knn_accuracy(JRD(max_iter=0, random_state=0), X, y, 10)
+    pca_start = _knn_accuracy(JRD(max_iter=0, standardize=False, random_state=0), X, y, 10)
+    own_start = _knn_accuracy(JRD(max_iter=0, random_state=0), X, y, 10)
     learned = _knn_accuracy(JRD(random_state=0), X, y, 10)
-    assert learned > start + 0.25, (start, learned)
+    assert learned > pca_start + 0.25, (pca_start, learned)
+    assert learned > own_start + 0.1, (own_start, learned)
 
 
 def test_neighbor_weight_chosen_on_the_training_hold_out():
