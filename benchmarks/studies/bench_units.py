@@ -128,7 +128,11 @@ def closed_set(names, n_splits=2, split_seed=0):
         data[name] = res
         for m, r in res.items():
             acc = 100 * np.mean(r["acc"], axis=0)
-            chosen = f" ({', '.join(r['chosen'])})" if any(r["chosen"]) else ""
+            chosen = ""
+            if any(r["chosen"]):  # the units of each split's fit: "std", or e.g. "std 7, raw 3"
+                names, counts = np.unique(r["chosen"], return_counts=True)
+                chosen = f" ({names[0]})" if len(names) == 1 else \
+                    " (" + ", ".join(f"{n} {c}" for n, c in zip(names, counts)) + ")"
             rows.append([name, m + chosen, f"{acc[0]:.1f} / {acc[1]:.1f}",
                          f"{np.median(r['cpu_s']):.1f}"])
             print(rows[-1], flush=True)
@@ -175,7 +179,8 @@ def main(argv=None):
           f"{args.n_splits} x `StratifiedShuffleSplit(test_size=0.3, "
           f"random_state={args.split_seed})`; k-NN test accuracy % "
           "at k=1 / k=10 (mean of the splits); median fit CPU seconds (one thread); in "
-          "brackets, the units each split's fit chose (`std`: standardised).\n\n"
+          "brackets, the units the splits' fits chose (`std`: standardised; with a count "
+          "when they differ).\n\n"
           + markdown_table(["data", "method", "k=1 / k=10", "fit CPU s"], closed_rows)
           + "\n\n### Unseen classes (`validation_split=\"class_disjoint\"`)\n\n"
           "Leave-one-out Recall@1 / MAP@R among the classes never trained on (digits 5-9; "

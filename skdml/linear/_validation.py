@@ -21,20 +21,23 @@ SIGNIFICANCE_Z = 2.0
 #: default (measured: with 1 or 2 the learners kept their start where learning helped, on
 #: wine, breast cancer and digits; ``benchmarks/studies/bench_stratified_significance.py``).
 STRATIFIED_SIGNIFICANCE_Z = None
-#: The numpydoc entries of ``early_stopping``, ``validation_fraction`` and ``validation_split``,
-#: written once for ECAML and JRD: their class docstrings have a line ``{validation_params}``
-#: in their place, which :func:`fill_validation_params_doc` replaces by this text.
+#: The numpydoc entries of ``standardize``, ``early_stopping``, ``validation_fraction`` and
+#: ``validation_split``, written once for ECAML and JRD: their class docstrings have a line
+#: ``{validation_params}`` in their place, which :func:`fill_validation_params_doc` replaces
+#: by this text.
 VALIDATION_PARAMS_DOC = """\
     standardize : bool or "auto", default="auto"
         Learn on the features divided by their standard deviations (folded
         into ``components_``, so :meth:`transform` still takes raw input).
-        ``"auto"``: when that gives the training samples a better
-        leave-one-out k-NN accuracy (k = 1 and 10) than their raw features,
-        as for features in different units (scikit-learn's wine and breast
-        cancer); raw features otherwise (pixels, PCA coordinates), where
-        standardising stretches the quiet features that carry little. See
-        :func:`~skdml.linear._preprocessing.standardizing_pays`. With a
-        ``StandardScaler`` before the learner both choices are the same.
+        ``"auto"``: when that gives the training samples a leave-one-out
+        k-NN accuracy (k = 1 and 10, at most 2,000 samples) better than
+        their raw features' by two standard errors of a paired test, as for
+        features in different units (scikit-learn's wine and breast cancer);
+        raw features otherwise (pixels, PCA coordinates, where standardising
+        stretches the quiet features that carry little). The check reads no
+        random numbers. See :doc:`/linear`, "Features in different units".
+        With a ``StandardScaler`` before the learner both choices are the
+        same.
     early_stopping : bool or "auto", default="auto"
         Adam solver only. Hold out a validation set (see
         ``validation_split``), train on the rest and score the start and
