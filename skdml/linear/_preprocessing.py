@@ -96,8 +96,30 @@ def reduce_input(X, n_dims, random_state=None):
 #: fraction of the largest instead when the features are standardised: a constant feature,
 #: or one of round-off, is not stretched to the others' size.
 MIN_RELATIVE_SPREAD = 1e-6
-#: Training samples the units check reads (leave-one-out k-NN), evenly spaced over the classes.
+#: Training samples the units check reads (leave-one-out k-NN) on up to 256 features; on wider
+#: input fewer, so that its cost (rows^2 x features) stays that of 2,000 x 256 (about 0.1 s).
 UNITS_CHECK_ROWS = 2000
+
+
+def _units_check_rows(y, n_features):
+    """The rows the units check reads: every class (or evenly spaced classes), rows of each.
+
+    Up to :data:`UNITS_CHECK_ROWS` (fewer on wide input): all rows when they fit,
+    else the same number of rows of each class (at least 2, evenly spaced within
+    it), from evenly spaced classes when there are too many classes for that.
+    Deterministic: no random numbers.
+    """
+    budget = int(UNITS_CHECK_ROWS * min(1.0, np.sqrt(256.0 / max(n_features, 1))))
+    budget = max(budget, 100)
+    if len(y) <= budget:
+        return np.arange(len(y))
+    order = np.argsort(y, kind="stable")
+    _, counts = np.unique(y, return_counts=True)
+    starts = np.cumsum(counts) - counts
+    per_class = max(2, budget // len(counts))
+    classes = evenly_spaced(np.arange(len(counts)), max(1, budget // per_class))
+    return np.concatenate([order[starts[c]:starts[c] + counts[c]][
+        evenly_spaced(np.arange(counts[c]), per_class)] for c in classes])
 
 
 def feature_spreads(X_c):
@@ -113,18 +135,22 @@ def feature_spreads(X_c):
     return np.maximum(spread, MIN_RELATIVE_SPREAD * top)
 
 
-def _loo_knn_hits(Z, y, n_classes):
-    """Per sample, how many of its leave-one-out k-NN votes (k in ``VALIDATION_KS``) it wins."""
+def _loo_knn_hits(Z, y):
+    """Per sample, how many of its leave-one-out k-NN votes (k in ``VALIDATION_KS``) it wins.
+
+    A vote goes to the most frequent label among the ``k`` nearest other samples,
+    a tie to the smallest label (counted among the neighbours: no array per class).
+    """
     from ..metrics import nearest_neighbors
 
     k = min(max(VALIDATION_KS), Z.shape[0] - 1)
     neighbours = y[nearest_neighbors(Z, k)]
     hits = np.zeros(len(y))
     for kk in VALIDATION_KS:
-        kk = min(kk, k)
-        votes = np.zeros((len(y), n_classes), dtype=np.int64)
-        np.add.at(votes, (np.repeat(np.arange(len(y)), kk), neighbours[:, :kk].ravel()), 1)
-        hits += np.argmax(votes, axis=1) == y  # a tied vote: the smallest label
+        labels = neighbours[:, :min(kk, k)]
+        counts = (labels[:, :, None] == labels[:, None, :]).sum(axis=2)  # each label's votes
+        top = counts == counts.max(axis=1, keepdims=True)
+        hits += np.where(top, labels, np.iinfo(labels.dtype).max).min(axis=1) == y
     return hits
 
 
@@ -141,11 +167,17 @@ def standardizing_pays(X, y):
     also stretches features that are quiet because they carry little (image borders,
     the trailing principal axes of a PCA-reduced input). So the choice is measured:
     the leave-one-out k-NN accuracy of the training samples (k = 1 and 10, summed;
-    at most :data:`UNITS_CHECK_ROWS` of them, evenly spaced over the classes) on the
-    raw features and on the standardised ones (the k of the early-stopping score,
+    at most :data:`UNITS_CHECK_ROWS` of them, fewer on wide input, the same number of
+    each class, see :func:`_units_check_rows`) on the raw features and on the
+    standardised ones (the k of the early-stopping score,
     ``VALIDATION_KS``); the standardised ones are taken when they win by
     ``SIGNIFICANCE_Z`` (2) standard errors, a paired test over the samples, as the
     class-disjoint guard's. It reads no random numbers.
+
+    It reads every training sample's label, the early-stopping hold-out's too: it
+    chooses the space in which the start and every epoch live, so it favours
+    neither when the hold-out compares them (a start that reads labels, an
+    ``init="lda"``, is fitted on the other rows only: it would favour itself).
 
     Measured (30 % of each training split held out, 1-NN / 10-NN): scikit-learn's
     wine 68 / 66 % raw against 84 / 95 % standardised, breast cancer 93 / 93 against
@@ -174,8 +206,9 @@ def standardizing_pays(X, y):
     >>> standardizing_pays(np.c_[y + 0.1 * rng.randn(100), 0.01 * noise], y)  # class: large
     False
     """
-    rows = evenly_spaced(np.argsort(y, kind="stable"), UNITS_CHECK_ROWS)
-    X_s, y_s = np.array(X[rows], dtype=np.float64), np.asarray(y)[rows]
+    y = np.asarray(y)
+    rows = _units_check_rows(y, X.shape[1])
+    X_s, y_s = np.array(X[rows], dtype=np.float64), y[rows]
     if X_s.shape[0] < 3:
         return False
     peak = float(np.max(np.abs(X_s)))
@@ -185,8 +218,7 @@ def standardizing_pays(X, y):
     varying = spread[spread > MIN_RELATIVE_SPREAD * spread.max()]
     if varying.max() <= varying.min() * (1 + 1e-6):
         return False  # already on one scale (standardised input): the same neighbours
-    n_classes = int(np.max(y)) + 1
-    gain = _loo_knn_hits(X_s / spread, y_s, n_classes) - _loo_knn_hits(X_s, y_s, n_classes)
+    gain = _loo_knn_hits(X_s / spread, y_s) - _loo_knn_hits(X_s, y_s)
     error = float(np.std(gain, ddof=1)) / np.sqrt(len(gain))
     # two standard errors, as the class-disjoint guard: on half of a standardised digits set
     # the standardised features won by 2 of 899 samples, noise that moved the fit
@@ -230,16 +262,21 @@ class InputSpace:
         check_not_constant(X)
         peak = float(max(np.max(X), -np.min(X)))
         peak = peak if np.isfinite(peak) and peak > 0 else 1.0
-        X = X / dtype(peak)
-        mean = X.mean(axis=0, dtype=np.float64)
         spread = None
         if standardize:
-            X -= mean.astype(dtype)  # X is our own copy; reduce_input leaves it centred
+            # in float64: a feature of a small spread beside a large value (1 + 1e-6 u) is
+            # stretched up to 1e6 times, and so would be float32's rounding of x / m
+            X = np.asarray(X, dtype=np.float64) / peak
+            mean = X.mean(axis=0)
+            X -= mean  # our own copy; reduce_input leaves it centred
             spread = feature_spreads(X)
-            X /= spread.astype(dtype)
+            X /= spread
+        else:
+            X = X / dtype(peak)
+            mean = X.mean(axis=0, dtype=np.float64)
         X_red, projection = reduce_input(X, n_dims, random_state)
         if projection is None:
-            X_c = X
+            X_c = X.astype(dtype, copy=False)
             if spread is None:
                 X_c -= mean.astype(dtype)  # X is our own copy
         else:

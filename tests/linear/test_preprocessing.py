@@ -140,3 +140,38 @@ def test_default_on_one_scale_is_the_raw_fit_bit_for_bit():
         raw = learner(n_components=8, max_iter=3, standardize=False, random_state=0).fit(X, y)
         assert not auto.standardize_
         np.testing.assert_array_equal(auto.components_, raw.components_)
+
+
+def test_standardised_float32_input_is_centred_before_its_small_spreads_are_stretched():
+    # features near 1.0 whose class lies in a variation of 3e-6: dividing by the largest value
+    # in float32 first rounded x / m to 6e-8, and the stretch by the spread (up to 1e6) made
+    # that 2-5 % of a spread, so fit trained on other values than transform maps X to
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(3), 100)
+    X = np.c_[rng.randn(300, 4), 1.0 + 3e-6 * (np.eye(3)[y] @ rng.randn(3, 4)
+                                             + 0.3 * rng.randn(300, 4))].astype(np.float32)
+    space, X_t = InputSpace.fit(X, None, 0, standardize=True)
+    assert X_t.dtype == np.float32
+    np.testing.assert_allclose(space.transform(X), X_t, atol=1e-5)  # was 0.009-0.018
+
+
+def test_the_units_check_reads_two_samples_of_every_class_it_reads():
+    # 5,000 classes of 2, the class in 16 features in units of 1e-3 beside 4 in units of 1e3:
+    # 2,000 rows evenly spaced over the sorted labels held no class twice, so leave-one-out
+    # k-NN scored 0 either way and the check never standardised; it also counted the votes
+    # in a (rows, classes) array per k (80 MB here, 1.5 GB for 50,000 classes)
+    import tracemalloc
+
+    from skdml.linear._preprocessing import standardizing_pays
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(np.arange(5000), 2)
+    centres = rng.randn(5000, 16)
+    X = np.c_[1e-3 * (centres[y] + 0.05 * rng.randn(len(y), 16)), 1e3 * rng.randn(len(y), 4)]
+    tracemalloc.start()
+    try:
+        assert standardizing_pays(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2**20, peak / 2**20
