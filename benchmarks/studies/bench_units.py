@@ -24,7 +24,7 @@ mixed-unit sets were drawn for this study and no constant was chosen on them.
 
 Usage::
 
-    python benchmarks/studies/bench_units.py            # ~6 min on 2 cores
+    python benchmarks/studies/bench_units.py --choices  # ~6 min on 2 cores
     python benchmarks/studies/bench_units.py --closed wine "breast cancer" --unseen \
         --n-splits 10 --split-seed 1 --name units_10splits   # other splits, ~4 min
 
@@ -161,6 +161,53 @@ def unseen(names):
     return rows, data
 
 
+def choices():
+    """The check's choice on the training data of the other benchmarks (no fit)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import bench_stress
+    import compare_linear
+
+    from benchmarks._common import LATER_SYNTHETIC, SHARED_DATA
+    from skdml.datasets import load_omniglot
+    from skdml.linear._preprocessing import standardizing_pays
+
+    def decide(X, y):
+        X = np.asarray(X).reshape(len(X), -1)
+        return standardizing_pays(X, np.unique(y, return_inverse=True)[1])
+
+    rows = []
+    for name in ("att", "coil20", "usps"):  # compare_linear.py's closed-set splits (PCA-100)
+        picks = [decide(X_tr, y_tr) for X_tr, y_tr, _, _ in compare_linear.prepare(name, 3, 100)]
+        rows.append([f"{name}, the 3 closed-set splits", picks])
+        X, y = compare_linear.load(name)
+        rows.append([f"{name}, raw pixels (all samples)", [decide(X, y)]])
+    for name in bench_stress.SETS:  # the unseen-class stress sets' training classes
+        X, y, train_classes = bench_stress.load_set(name)
+        keep = np.isin(y, train_classes)
+        rows.append([f"bench_stress.py {name} (training classes)", [decide(X[keep], y[keep])]])
+    for subset in ("small1", "small2"):
+        data = load_omniglot(subset, data_home=SHARED_DATA, download_if_missing=False)
+        rows.append([f"Omniglot {subset}", [decide(data.data, data.target)]])
+    synthetic = {"bench_linear_unseen.py synth": dict(
+        n_samples=2000, n_features=100, n_informative=30, n_redundant=20, n_classes=40,
+        n_clusters_per_class=1, class_sep=2.0, random_state=0),
+                 "bench_linear_unseen.py synth2": dict(
+        n_samples=3000, n_features=200, n_informative=20, n_redundant=40, n_classes=30,
+        n_clusters_per_class=2, class_sep=1.5, random_state=7)}
+    synthetic.update({f"_common.LATER_SYNTHETIC {k}": v for k, v in LATER_SYNTHETIC.items()})
+    for name, params in synthetic.items():  # their three class halves
+        X, y = make_classification(**params)
+        classes = np.unique(y)
+        halves = (classes[:len(classes) // 2], classes[::2],
+                  np.random.RandomState(1).permutation(classes)[:len(classes) // 2])
+        rows.append([f"{name} (3 training halves)",
+                     [decide(X[np.isin(y, h)], y[np.isin(y, h)]) for h in halves]])
+    out = [[name, ", ".join("std" if p else "raw" for p in picks)] for name, picks in rows]
+    for row in out:
+        print(row, flush=True)
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--closed", nargs="*", default=list(CLOSED), choices=list(CLOSED))
@@ -168,12 +215,15 @@ def main(argv=None):
     parser.add_argument("--n-splits", type=int, default=2, help="closed-set splits")
     parser.add_argument("--split-seed", type=int, default=0,
                         help="random_state of the closed-set splits")
+    parser.add_argument("--choices", action="store_true",
+                        help="also list the check's choice on the other benchmarks' data")
     parser.add_argument("--name", default="units")
     args = parser.parse_args(argv)
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         closed_rows, closed_data = closed_set(args.closed, args.n_splits, args.split_seed)
         unseen_rows, unseen_data = unseen(args.unseen)
+        choice_rows = choices() if args.choices else []
     md = ("## Features in different units: `standardize=False` against `\"auto\"`\n\n"
           "### Closed set (k-NN of the training classes)\n\n"
           f"{args.n_splits} x `StratifiedShuffleSplit(test_size=0.3, "
@@ -186,7 +236,12 @@ def main(argv=None):
           "Leave-one-out Recall@1 / MAP@R among the classes never trained on (digits 5-9; "
           "the vectors' last 12 classes); 16 dimensions; fit CPU seconds.\n\n"
           + markdown_table(["data", "method", "Recall@1 / MAP@R", "fit CPU s"], unseen_rows))
-    save(args.name, md, {"closed": closed_data, "unseen": unseen_data},
+    if choice_rows:
+        md += ("\n\n### The check on the other benchmarks' data (`--choices`)\n\n"
+               "`standardizing_pays` on each training set (no fit): `raw` keeps the fits of "
+               "`standardize=False` bit for bit.\n\n"
+               + markdown_table(["data", "units chosen"], choice_rows))
+    save(args.name, md, {"closed": closed_data, "unseen": unseen_data, "choices": choice_rows},
          threads="1 (BLAS, torch)")
 
 

@@ -223,7 +223,9 @@ class ECAML(NestedParamsMixin, LinearMetricLearner):
         per iteration, ``{"iteration", "loss", "gradient_norm"}``, after a record
         of the start (iteration 0): ``n_iter_ + 1`` records (none for ``max_iter=0``).
     best_validation_score_ : float
-        The best held-out score (only when early stopping is used).
+        The best held-out score (only when early stopping is used; above 1
+        where the start classified a stratified hold-out perfectly, see
+        ``early_stopping``).
     best_iteration_ : int
         The epoch count of the best validation score (0: the start was kept).
     validation_split_ : {"class_disjoint", "stratified"}

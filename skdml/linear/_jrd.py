@@ -247,7 +247,9 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         Per epoch (Adam) or iteration (conjugate gradient), as for :class:`~skdml.ECAML`,
         plus ``"neighbor_loss"`` (the neighbour term) when ``neighbor_weight_ > 0``.
     best_validation_score_ : float
-        The best held-out score (see ``validation_split``; only with early stopping).
+        The best held-out score (see ``validation_split``; only with early
+        stopping; above 1 where the start classified a stratified hold-out
+        perfectly, see ``early_stopping``).
     best_iteration_ : int
         The epoch count of the best validation score (0: the start was kept).
     validation_split_ : {"class_disjoint", "stratified"}

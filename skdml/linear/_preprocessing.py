@@ -179,10 +179,11 @@ def standardizing_pays(X, y):
     neither when the hold-out compares them (a start that reads labels, an
     ``init="lda"``, is fitted on the other rows only: it would favour itself).
 
-    Measured (30 % of each training split held out, 1-NN / 10-NN): scikit-learn's
-    wine 68 / 66 % raw against 84 / 95 % standardised, breast cancer 93 / 93 against
-    95 / 95; raw was better on AT&T, COIL-20 and USPS (pixels and PCA-100), digits and
-    two ``make_classification`` sets (``benchmarks/studies/bench_closed_set_vectors.py``).
+    It standardises scikit-learn's wine and breast cancer and the mixed-unit sets of
+    ``benchmarks/studies/bench_units.py``, and keeps the raw features of digits, of
+    AT&T, COIL-20 and USPS (pixels, and PCA-100 in the closed-set splits), Omniglot and
+    the training data of ``bench_stress.py`` and ``bench_linear_unseen.py``
+    (``bench_units.py --choices``), whose fits therefore keep their bits.
 
     Parameters
     ----------

@@ -42,8 +42,8 @@ from ._base import (BaseMahalanobis, check_init_array, check_n_components, warn_
                     warn_if_orthogonal_is_euclidean)
 from ._preprocessing import (InputSpace, check_n_reduce, initial_components, polar,
                              qr_retraction, standardizing_pays)
-from ._validation import (choose_run, improves, knn_purity, knn_sample_scores,
-                          unseen_query_scores)
+from ._validation import (choose_run, improves, knn_purity, knn_sample_purities,
+                          knn_sample_scores, unseen_query_scores)
 
 __all__ = ["LinearMetricLearner", "LinearObjective", "check_supervised_input"]
 
@@ -465,12 +465,24 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
                 per_query.append(unseen_query_scores(objective.L.detach(), X_val, y_val))
                 return float(per_query[-1].mean())  # the mean of Recall@1 and MAP@R
         else:  # the per-sample k-NN scores (their mean is the k-NN score)
+            saturated = []  # the start scored every held-out sample right: purity counts too
+
             def score_fn():
-                per_query.append(knn_sample_scores(objective.L.detach(), X_train, X_val,
-                                                   y_train, y_val))
+                L = objective.L.detach()
+                scores = knn_sample_scores(L, X_train, X_val, y_train, y_val)
+                if saturated:
+                    scores = scores + knn_sample_purities(L, X_train, X_val, y_train, y_val)
+                per_query.append(scores)
                 return float(per_query[-1].mean())
         start = [p.detach().clone() for p in objective.parameters]
         start_score = score_fn()
+        if split != "class_disjoint" and start_score >= 1.0:
+            # a small, easy hold-out that the start already classifies perfectly cannot show
+            # a gain in accuracy (wine: the start was kept on 6 of 10 splits): an epoch must
+            # keep every held-out sample right and make their neighbourhoods purer
+            saturated.append(True)
+            per_query.clear()
+            start_score = score_fn()
         P, K = self._batch_plan(n_classes, candidate)
         sampler = ClassBalancedBatchSampler(y_train, min(P, len(np.unique(y_train))), K, rng)
         patience = max(self.n_iter_no_change, -(-MIN_STEPS_NO_CHANGE // len(sampler)))
