@@ -267,7 +267,8 @@ class InputSpace:
         if standardize:
             # in float64: a feature of a small spread beside a large value (1 + 1e-6 u) is
             # stretched up to 1e6 times, and so would be float32's rounding of x / m
-            X = np.asarray(X, dtype=np.float64) / peak
+            X = X.astype(np.float64)  # one copy (float32 input: twice its memory)
+            X /= peak
             mean = X.mean(axis=0)
             X -= mean  # our own copy; reduce_input leaves it centred
             spread = feature_spreads(X)
