@@ -53,12 +53,13 @@ from sklearn.neighbors import KNeighborsClassifier, NeighborhoodComponentsAnalys
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import markdown_table, save  # noqa: E402  (this tree's results/)
+
 #: ``--checkout PATH``: the skdml of another source tree (read before skdml is imported)
 CHECKOUT = next((sys.argv[i + 1] for i, arg in enumerate(sys.argv[:-1]) if arg == "--checkout"),
                 None)
 if CHECKOUT:
     sys.path.insert(0, str(Path(CHECKOUT).resolve()))
-from benchmarks._common import markdown_table, save  # noqa: E402
 from skdml import ECAML, JRD  # noqa: E402
 from skdml.linear import ITML_Supervised, LMNN  # noqa: E402
 from skdml.metrics import map_at_r, recall_at_k  # noqa: E402

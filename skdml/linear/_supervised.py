@@ -478,8 +478,8 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
         start_score = score_fn()
         if split != "class_disjoint" and start_score >= 1.0:
             # a small, easy hold-out that the start already classifies perfectly cannot show
-            # a gain in accuracy (wine: the start was kept on 6 of 10 splits): an epoch must
-            # keep every held-out sample right and make their neighbourhoods purer
+            # a gain in accuracy (wine: the start was kept on 6 of 10 splits): each sample
+            # scores its accuracy plus its neighbourhood's purity, which learning can raise
             saturated.append(True)
             per_query.clear()
             start_score = score_fn()

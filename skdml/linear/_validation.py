@@ -53,9 +53,9 @@ VALIDATION_PARAMS_DOC = """\
         classifies every sample of a stratified hold-out right at k = 1 and
         10 (small, easy data: wine's 13 held-out samples), accuracy cannot
         rise, so the score adds the mean purity of the held-out samples'
-        10 nearest neighbours (the fraction in their class), and an epoch
-        must keep them right and make their neighbourhoods purer
-        (``best_validation_score_`` is then above 1). Stratified validation then
+        10 nearest neighbours (the fraction in their class), which learning
+        can still raise: each sample scores its accuracy plus its purity,
+        both in [0, 1] (``best_validation_score_`` is then above 1). Stratified validation then
         refits from the same start on *all* the data for the best epoch
         count (the latest among equal scores), so that tiny classes (AT&T: 7
         faces a person) lose no training sample; class-disjoint validation
