@@ -460,13 +460,12 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
         y_tensor = torch.as_tensor(y, dtype=torch.int64)
         X_train, X_val, y_train, y_val = X[train], X[val], y[train], y[val]
         per_query = []  # class-disjoint: the per-query scores of the start and each epoch
+        saturated = False  # the start scored every held-out sample right: purity counts too
         if split == "class_disjoint":  # classes the training run never sees
             def score_fn():
                 per_query.append(unseen_query_scores(objective.L.detach(), X_val, y_val))
                 return float(per_query[-1].mean())  # the mean of Recall@1 and MAP@R
         else:  # the per-sample k-NN scores (their mean is the k-NN score)
-            saturated = []  # the start scored every held-out sample right: purity counts too
-
             def score_fn():
                 L = objective.L.detach()
                 scores = knn_sample_scores(L, X_train, X_val, y_train, y_val)
@@ -480,7 +479,7 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
             # a small, easy hold-out that the start already classifies perfectly cannot show
             # a gain in accuracy (wine: the start was kept on 6 of 10 splits): each sample
             # scores its accuracy plus its neighbourhood's purity, which learning can raise
-            saturated.append(True)
+            saturated = True  # (read by score_fn from here on)
             per_query.clear()
             start_score = score_fn()
         P, K = self._batch_plan(n_classes, candidate)

@@ -55,10 +55,11 @@ VALIDATION_PARAMS_DOC = """\
         rise, so the score adds the mean purity of the held-out samples'
         10 nearest neighbours (the fraction in their class), which learning
         can still raise: each sample scores its accuracy plus its purity,
-        both in [0, 1] (``best_validation_score_`` is then above 1). Stratified validation then
-        refits from the same start on *all* the data for the best epoch
-        count (the latest among equal scores), so that tiny classes (AT&T: 7
-        faces a person) lose no training sample; class-disjoint validation
+        both in [0, 1] (``best_validation_score_`` is then above 1).
+        Stratified validation then refits from the same start on *all* the
+        data for the best epoch count (the latest among equal scores), so
+        that tiny classes (AT&T: 7 faces a person) lose no training sample;
+        class-disjoint validation
         keeps the model of the best epoch. ``"auto"``: on when the hold-out
         is possible: some class has at least 3 samples (stratified), or at
         least 2 classes are left for training (class-disjoint: not with 3
