@@ -139,7 +139,9 @@ def _loo_knn_hits(Z, y):
     """Per sample, how many of its leave-one-out k-NN votes (k in ``VALIDATION_KS``) it wins.
 
     A vote goes to the most frequent label among the ``k`` nearest other samples,
-    a tie to the smallest label (counted among the neighbours: no array per class).
+    a tie to the smallest label, as ``knn_votes`` counts them; counted here among the
+    neighbours (``knn_votes`` counts per class in blocks of 2**22 counts, 32 MB at any
+    number of classes, too much for this check's 2,000 samples).
     """
     from ..metrics import nearest_neighbors
 

@@ -42,8 +42,8 @@ from ._base import (BaseMahalanobis, check_init_array, check_n_components, warn_
                     warn_if_orthogonal_is_euclidean)
 from ._preprocessing import (InputSpace, check_n_reduce, initial_components, polar,
                              qr_retraction, standardizing_pays)
-from ._validation import (choose_run, improves, knn_purity, knn_sample_purities,
-                          knn_sample_scores, unseen_query_scores)
+from ._validation import (choose_run, improves, knn_purity, knn_sample_scores,
+                          unseen_query_scores)
 
 __all__ = ["LinearMetricLearner", "LinearObjective", "check_supervised_input"]
 
@@ -467,11 +467,8 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
                 return float(per_query[-1].mean())  # the mean of Recall@1 and MAP@R
         else:  # the per-sample k-NN scores (their mean is the k-NN score)
             def score_fn():
-                L = objective.L.detach()
-                scores = knn_sample_scores(L, X_train, X_val, y_train, y_val)
-                if saturated:
-                    scores = scores + knn_sample_purities(L, X_train, X_val, y_train, y_val)
-                per_query.append(scores)
+                per_query.append(knn_sample_scores(objective.L.detach(), X_train, X_val,
+                                                   y_train, y_val, purity=saturated))
                 return float(per_query[-1].mean())
         start = [p.detach().clone() for p in objective.parameters]
         start_score = score_fn()

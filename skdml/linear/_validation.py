@@ -164,12 +164,13 @@ def knn_score(L, X_train, X_val, y_train, y_val):
     return float(knn_sample_scores(L, X_train, X_val, y_train, y_val).mean())
 
 
-def knn_sample_scores(L, X_train, X_val, y_train, y_val):
+def knn_sample_scores(L, X_train, X_val, y_train, y_val, purity=False):
     """Per held-out sample, the mean over ``VALIDATION_KS`` of its k-NN vote being right.
 
     Their mean is :func:`knn_score` (the same exact neighbours, votes and ties: the
     smallest label wins); per sample, so that an epoch can be compared with the start in
-    a paired test.
+    a paired test. ``purity``: plus each sample's :func:`knn_sample_purities`, read from
+    the same neighbours (the score of a hold-out the start classifies perfectly).
     """
     from ..metrics import nearest_neighbors
     from ..metrics._neighbors import knn_votes
@@ -181,7 +182,10 @@ def knn_sample_scores(L, X_train, X_val, y_train, y_val):
     truth = np.where(classes[np.minimum(truth, len(classes) - 1)] == np.asarray(y_val), truth, -1)
     ks = [min(k, len(y_train)) for k in VALIDATION_KS]
     labels = codes[nearest_neighbors(Z_val, max(ks), X_ref=Z_train)]
-    return knn_votes(labels, truth, ks, len(classes)).mean(axis=1)
+    scores = knn_votes(labels, truth, ks, len(classes)).mean(axis=1)
+    if purity:  # the max(VALIDATION_KS) nearest, as knn_sample_purities reads them
+        scores = scores + np.mean(labels == truth[:, None], axis=1)
+    return scores
 
 
 def knn_purity(L, X_train, X_val, y_train, y_val, k=max(VALIDATION_KS)):
