@@ -26,7 +26,6 @@ from ._sampler import ClassBalancedBatchSampler
 from ._schedules import LRSchedule, warmup_cosine, warmup_stable_decay
 from ._splits import (
     class_disjoint_holdout,
-    more_stratified_holdouts,
     n_held_out_classes,
     stratified_holdout,
     validation_holdout,
@@ -37,7 +36,7 @@ __all__ = ["Callback", "Checkpoint", "CheckpointError", "CheckpointWarning",
            "NonFiniteLossError", "Progress", "SOLVERS", "Trainable", "TrainingResult",
            "Validation", "WeightAverage",
            "claim_checkpoint_path",
-           "class_disjoint_holdout", "load_checkpoint", "more_stratified_holdouts",
-           "n_held_out_classes", "run_manopt", "save_checkpoint",
+           "class_disjoint_holdout", "load_checkpoint", "n_held_out_classes", "run_manopt",
+           "save_checkpoint",
            "stratified_holdout", "train_epochs", "validation_holdout", "warmup_cosine",
            "warmup_stable_decay"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["DEFAULT_FRACTIONS", "MIN_CLASSES_CLASS_DISJOINT", "class_disjoint_holdout",
-           "more_stratified_holdouts", "n_held_out_classes", "stratified_holdout",
-           "validation_holdout"]
+           "n_held_out_classes", "stratified_holdout", "validation_holdout"]
 
 
 def stratified_holdout(y, fraction, rng):
@@ -30,35 +29,6 @@ def stratified_holdout(y, fraction, rng):
         val.append(idx[:n_val])
         train.append(idx[n_val:])
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(val))
-
-
-def more_stratified_holdouts(y, val, n_more, rng):
-    """Up to ``n_more`` further hold-outs like ``val``, disjoint from it and from each other.
-
-    Each holds as many samples of each class as ``val`` does, drawn from the samples
-    no earlier hold-out took; as many are made as every class can fill (so the
-    held-out samples of all of them are distinct). Returns a list of sorted
-    ``(train, val)`` index arrays, ``train`` being every other sample.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> y = np.repeat([0, 1], 10)
-    >>> train, val = stratified_holdout(y, 0.2, np.random.RandomState(0))
-    >>> folds = more_stratified_holdouts(y, val, 9, np.random.RandomState(1))
-    >>> len(folds), [len(v) for _, v in folds]
-    (4, [4, 4, 4, 4])
-    """
-    y = np.asarray(y)
-    per_class = {c: int(np.count_nonzero(y[val] == c)) for c in np.unique(y[val])}
-    free = {c: rng.permutation(np.setdiff1d(np.flatnonzero(y == c), val))
-            for c in per_class}
-    n_more = min([n_more] + [len(free[c]) // n for c, n in per_class.items()])
-    folds = []
-    for f in range(max(n_more, 0)):
-        held = np.sort(np.concatenate([free[c][f * n:(f + 1) * n] for c, n in per_class.items()]))
-        folds.append((np.setdiff1d(np.arange(len(y)), held), held))
-    return folds
 
 
 def n_held_out_classes(n_classes, fraction=None):

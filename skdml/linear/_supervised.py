@@ -31,8 +31,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLossError, Progress,
-                         Trainable, Validation, more_stratified_holdouts, n_held_out_classes,
-                         run_manopt, train_epochs, validation_holdout)
+                         Trainable, Validation, n_held_out_classes, run_manopt, train_epochs,
+                         validation_holdout)
 from .._utils import (check_label_input, check_orderable_labels, thread_limits,
                       torch_fit_modes, torch_rng_scope, torch_seed, transactional_fit,
                       warn_user)
@@ -42,7 +42,7 @@ from ._base import (BaseMahalanobis, check_init_array, check_n_components, warn_
                     warn_if_orthogonal_is_euclidean)
 from ._preprocessing import (InputSpace, check_n_reduce, initial_components, polar,
                              qr_retraction, standardizing_pays)
-from ._validation import (SIGNIFICANCE_Z, choose_run, improves, knn_purity, knn_sample_scores,
+from ._validation import (choose_run, improves, knn_purity, knn_sample_scores,
                           unseen_query_scores)
 
 __all__ = ["LinearMetricLearner", "LinearObjective", "check_supervised_input"]
@@ -58,12 +58,6 @@ MIN_STEPS_NO_CHANGE = 300
 #: it chose well (``bench_omniglot.py --linear-only``). 10 lies between the two, as a round
 #: number of independent classes to compare two objectives on.
 MIN_HELD_OUT_CLASSES_TO_CHOOSE = 10
-#: Stratified validation: a hold-out smaller than this many samples whose gain over the start
-#: is not significant is checked on further hold-outs (``_gain_holds``), up to this many in all.
-MIN_DECISION_SAMPLES = 200
-MAX_DECISION_FOLDS = 5
-#: Mixed into the refit seed for the draws of those further hold-outs.
-DECISION_SEED = 0x5EED
 #: The largest rate ``learning_rate="auto"`` gives (data sets of one or two batches an epoch).
 MAX_AUTO_LR = 0.01
 #: dtype of the optimisation (float32 measured as accurate as float64 here, and faster).
@@ -429,9 +423,6 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
         runs = [self._validation_run(fresh_objective(candidate, train), candidate, X, y, train,
                                      val, split, n_classes, rng) for candidate in candidates]
         run = choose_run(runs)
-        if split == "stratified" and run["best"] > 0 and not self._gain_holds(
-                run, fresh_objective, X, y, val, n_classes, refit_seed):
-            run = self._keep_start(run)
         objective, candidate, best = run["objective"], run["candidate"], run["best"]
         # class-disjoint: keep the validated model (the best epoch of its run), not a refit on
         # all the classes, whose epoch count did not carry over (AT&T faces, digits)
@@ -514,8 +505,7 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
         purity = knn_purity(objective.L.detach(), X_train, X_val, y_train, y_val) \
             if split == "stratified" else 0.0
         return {"objective": objective, "candidate": candidate, "start": start, "best": best,
-                "purity": purity, "sample_scores": per_query, "saturated": saturated,
-                "start_score": start_score,
+                "purity": purity,
                 "best_score": stopper.best_value if best > 0 else start_score,
                 "history": result.history, "n_iter": result.n_iter,
                 "n_batches": len(sampler), "stop_reason": result.stop_reason,
@@ -523,58 +513,6 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
                 # the last n_iter_no_change epochs (the patience can be max_iter on tiny data)
                 "converged": (result.stop_reason != "max_iter"
                               or stopper.no_change >= self.n_iter_no_change)}
-
-    def _gain_holds(self, run, fresh_objective, X, y, val, n_classes, seed):
-        """Whether the chosen run's gain over its start holds on more of the training data.
-
-        A stratified hold-out of 10% of a small training set is a few dozen samples
-        (14 on GunPoint's 140), too few to tell a gain from noise: learning that cost
-        5 points of test accuracy there scored a perfect hold-out. Unless the gain
-        on the hold-out is already significant (``SIGNIFICANCE_Z`` standard errors of the
-        paired per-sample scores) or the hold-out has ``MIN_DECISION_SAMPLES``, the
-        chosen candidate is trained again for its best epoch count on up to
-        ``MAX_DECISION_FOLDS - 1`` further hold-outs of the same size, disjoint from it
-        and from each other, and the start is kept unless the mean per-sample gain over
-        all of them is positive. Reads no draw of the fit's ``rng`` (``seed`` seeds its own).
-        """
-        scores = run["sample_scores"]
-        paired = [scores[run["best"]] - scores[0]]
-        import os as _os
-        _force = _os.environ.get("SKDML_DEBUG_DECISION")
-        if _force is None and (len(val) >= MIN_DECISION_SAMPLES or improves(
-                run["best_score"], run["start_score"], self.tol, paired[0], z=SIGNIFICANCE_Z)):
-            return True
-        rng = np.random.RandomState(seed ^ DECISION_SEED)
-        n_more = min(MAX_DECISION_FOLDS, -(-MIN_DECISION_SAMPLES // len(val))) - 1
-        stiefel, name = self.manifold == "stiefel", type(self).__name__
-        y_tensor = torch.as_tensor(y, dtype=torch.int64)
-        for i, (train_f, val_f) in enumerate(more_stratified_holdouts(y, val, n_more, rng)):
-            objective = fresh_objective(run["candidate"], train_f)
-
-            def sample_scores():
-                return knn_sample_scores(objective.L.detach(), X[train_f], X[val_f], y[train_f],
-                                         y[val_f], purity=run["saturated"])
-            before = sample_scores()
-            sampler = ClassBalancedBatchSampler(
-                y[train_f], *self._batch_plan(len(np.unique(y[train_f])), run["candidate"]),
-                rng, n_batches=run["n_batches"])
-            train_epochs(_LinearTrainable(objective, X[train_f], y_tensor[train_f], stiefel),
-                         self._optimizer(objective, run["n_batches"]), lambda epoch: sampler,
-                         max_iter=run["best"],
-                         callbacks=[Progress(self.verbose, f"{name} (check {i + 1})")])
-            paired.append(sample_scores() - before)
-        self._debug_paired = paired
-        if _force is not None:
-            return _force == "learned"
-        return float(np.mean(np.concatenate(paired))) > self.tol
-
-    @staticmethod
-    def _keep_start(run):
-        """``run`` with its start put back as the model (its gain did not hold)."""
-        with torch.no_grad():
-            for p, p0 in zip(run["objective"].parameters, run["start"]):
-                p.copy_(p0)
-        return dict(run, best=0, best_score=run["start_score"])
 
     def _solve_batch(self, objective, X, y, sampler):
         """Riemannian conjugate gradient over a fixed set of batches; return ``(fitted, converged)``."""

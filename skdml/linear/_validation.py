@@ -100,7 +100,7 @@ def fill_validation_params_doc(cls):
     return cls
 
 
-def improves(best, start, tol, paired=None, z=None):
+def improves(best, start, tol, paired=None):
     """Whether the best validation score beats the start's by more than ``tol``.
 
     With per-query differences (``paired``, best minus start: Recall@1 and AP@R
@@ -110,14 +110,13 @@ def improves(best, start, tol, paired=None, z=None):
     default): the few classes
     a validation can hold out give a noisy score, and a gain within that
     noise, or in MAP@R only, did not carry over to other unseen classes (AT&T
-    faces, digits). ``z`` overrides the number of standard errors.
+    faces, digits).
     """
     if not math.isfinite(best) or not best > start + tol:
         return False
     if paired is None or len(paired) < 2:
         return True
-    if z is None:
-        z = SIGNIFICANCE_Z if paired.ndim == 2 else STRATIFIED_SIGNIFICANCE_Z
+    z = SIGNIFICANCE_Z if paired.ndim == 2 else STRATIFIED_SIGNIFICANCE_Z
     if paired.ndim == 2:
         paired = paired[:, 0]  # class-disjoint: Recall@1 (and AP@R, which it ignores)
     elif z is None:

@@ -84,23 +84,3 @@ def test_class_disjoint_hold_out_draws_classes_that_can_be_scored():
     assert set(y2[val]) == set(expected)
     with pytest.raises(ValueError, match="only 1 of the 11 classes have 2 or more"):
         class_disjoint_holdout(np.r_[0, 0, np.arange(1, 11)], 0.2, np.random.RandomState(0))
-
-
-def test_further_stratified_holdouts_are_disjoint_and_shaped_like_the_first():
-    from skdml._training import more_stratified_holdouts
-
-    y = np.repeat(np.arange(3), [20, 11, 7])
-    train, val = stratified_holdout(y, 0.1, rng(0))
-    folds = more_stratified_holdouts(y, val, 9, rng(1))
-    # the 7-sample class gives 1 a hold-out: 6 more fit in it; the 11-sample class also
-    # gives 1: 10 more; the 20-sample class gives 2: 9 more; so 6 further hold-outs
-    assert len(folds) == 6
-    seen = set(val)
-    for fold_train, fold_val in folds:
-        assert np.array_equal(np.bincount(y[fold_val], minlength=3), np.bincount(y[val]))
-        assert not seen & set(fold_val)  # never a sample held out before
-        seen |= set(fold_val)
-        assert sorted(np.concatenate([fold_train, fold_val])) == list(range(len(y)))
-    assert len(more_stratified_holdouts(y, val, 2, rng(1))) == 2
-    assert all(np.array_equal(a[1], b[1]) for a, b in
-               zip(folds, more_stratified_holdouts(y, val, 9, rng(1))))
