@@ -427,12 +427,18 @@ def test_a_start_that_reads_constant_features_is_refused(learner):
 @pytest.mark.parametrize("learner", ["ECAML", "JRD"])
 def test_the_unseen_class_setting_fits_three_classes(learner):
     # early_stopping="auto" held 2 of 3 classes out and raised ("leave 1 for training"),
-    # naming validation_fraction, which the user never set; it now trains on all three
+    # naming validation_fraction, which the user never set; it then trained on all three,
+    # unguarded; it now keeps the start, with a warning (the unseen-class guard cannot run:
+    # tests/linear/test_unseen_classes.py), and early_stopping=False trains on all three
     import skdml
     from sklearn.datasets import load_iris
     X, y = load_iris(return_X_y=True)
-    est = getattr(skdml, learner)(validation_split="class_disjoint", max_iter=5,
-                                  random_state=0).fit(X, y)
+    with pytest.warns(UserWarning, match="kept its start"):
+        est = getattr(skdml, learner)(validation_split="class_disjoint", max_iter=5,
+                                      random_state=0).fit(X, y)
+    assert est.n_iter_ == 0 and est.best_iteration_ == 0
+    with pytest.warns(ConvergenceWarning):  # 5 epochs of training, cut short
+        est.set_params(early_stopping=False).fit(X, y)
     assert est.n_iter_ == 5 and not hasattr(est, "best_iteration_")
     with pytest.raises(ValueError, match="early_stopping=False trains on every class"):
         est.set_params(early_stopping=True).fit(X, y)
