@@ -13,7 +13,7 @@ from packages on PyPI (so it runs offline from a package mirror):
 
 **Closed set** (the users' first workflow): ``--n-splits`` x
 ``StratifiedShuffleSplit(test_size=0.3, random_state=0)``, ``make_pipeline(method,
-KNeighborsClassifier(k))`` with ``n_components = min(64, n_features, 0.7 n_samples)``, k-NN
+KNeighborsClassifier(k))`` with ``n_components = min(64, n_features, n_train - 1)``, k-NN
 test accuracy % at k=1 / k=10 (mean of the splits) and the median fit CPU seconds (one thread),
 for
 PCA, scikit-learn's NCA, skdml's LMNN (k=3) and ITML (metric-learn's rivals of issue 35, as
@@ -70,7 +70,8 @@ from skdml.metrics import map_at_r, recall_at_k  # noqa: E402
 UCR = ("ACSF1", "ArrowHead", "GunPoint", "ItalyPowerDemand", "OSULeaf", "BasicMotions")
 SETS = UCR + ("penguins", "mnist5000")
 #: Inputs wider than this reach the rivals LMNN and ITML through a PCA fitted on the
-#: training split (``compare_linear.py``'s protocol; ITML learns a d x d matrix).
+#: training split (``compare_linear.py``'s protocol; ITML learns a d x d matrix), of at most
+#: the training samples less one dimensions.
 RIVAL_WIDTH = 100
 
 
@@ -80,7 +81,8 @@ def _rival(make):
         est = make(n, s)
         if d <= RIVAL_WIDTH:
             return est
-        return make_pipeline(PCA(min(RIVAL_WIDTH, n_train), random_state=s), est)
+        # at most n_train - 1 components: the centred training data have no more
+        return make_pipeline(PCA(min(RIVAL_WIDTH, n_train - 1), random_state=s), est)
     return build
 
 
@@ -157,11 +159,12 @@ def closed_set(data_dir, names, methods, n_splits):
     rows, records = [], []
     for name in names:
         X, y = _load(data_dir, name)
-        n = min(64, X.shape[1], int(0.7 * len(y)))  # PCA: at most the training samples
         splits = StratifiedShuffleSplit(n_splits, test_size=0.3, random_state=0).split(X, y)
         acc = {m: [] for m in methods}
         times = {m: [] for m in methods}
         for s, (tr, te) in enumerate(splits):
+            # the rank of the centred training data bounds the PCA (and the rivals' input)
+            n = min(64, X.shape[1], len(tr) - 1)
             for m in methods:
                 est = METHODS[m](n, s, (len(tr), X.shape[1]))
                 t0 = time.process_time()
@@ -236,7 +239,7 @@ def few_classes(data_dir):
     for name, X, y, classes in cases:
         train = np.isin(y, classes)
         row = [name, " ".join(map(str, classes))]
-        for label, est in (("PCA", PCA(16)),
+        for label, est in (("PCA", PCA(16, random_state=0)),
                            ("ECAML", ECAML(16, validation_split="class_disjoint",
                                            random_state=0)),
                            ("JRD", JRD(16, validation_split="class_disjoint", random_state=0))):
@@ -258,12 +261,16 @@ def main(argv=None):
     parser.add_argument("--extract", metavar="DIR", help="build the sets' npz files in DIR")
     parser.add_argument("--data-dir", help="folder of the npz files (see --extract)")
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS),
+                        help="closed-set methods")
     parser.add_argument("--n-splits", type=int, default=5)
     parser.add_argument("--no-unseen", action="store_true")
-    parser.add_argument("--no-closed", action="store_true")
+    parser.add_argument("--no-closed", action="store_true",
+                        help="skip the closed-set study (the unseen-class one runs on the "
+                             "sets of 6 classes or more)")
     parser.add_argument("--few-classes", action="store_true",
-                        help="only the unseen-class fits after training on 3 classes")
+                        help="only the unseen-class fits after training on 3 classes (its own "
+                             "sets and methods: the other options are ignored)")
     parser.add_argument("--name", default="external")
     args = parser.parse_args(argv)
     if args.extract:
@@ -294,12 +301,13 @@ def main(argv=None):
         lines += [
             "",
             f"### Closed set: {args.n_splits} x `StratifiedShuffleSplit(test_size=0.3, "
-            "random_state=0)`, `n_components = min(64, n_features, 0.7 n_samples)`",
+            "random_state=0)`, `n_components = min(64, n_features, n_train - 1)`",
             "",
             "k-NN test accuracy % at k=1 / k=10 (mean of the splits), median fit CPU seconds "
             "(one thread). Last column, for ECAML and JRD: `ok` where at or above the best of "
             "NCA, LMNN and ITML, else the gap in points. LMNN and ITML see inputs wider than 100 "
-            "features through a PCA-100 fitted on the training split.",
+            "features through a PCA-100 fitted on the training split (at most the training "
+            "samples less one dimensions).",
             "",
             markdown_table(["data", "size", "method", "k=1 / k=10", "fit CPU s",
                             "vs best rival (k=1, k=10)"], closed_rows),

@@ -251,9 +251,10 @@ class JRD(NestedParamsMixin, LinearMetricLearner):
         stopping; above 1 where the start classified a stratified hold-out
         perfectly, see ``early_stopping``).
     best_iteration_ : int
-        The epoch count of the best validation score (0: the start was kept;
-        also set, to 0, where unseen classes were asked for and too few
-        classes allow a class-disjoint hold-out: see ``early_stopping``).
+        The epoch count of the best validation score (0: the start was kept,
+        also where ``early_stopping="auto"`` kept it because unseen classes
+        were asked for and 2 or 3 classes allow no class-disjoint hold-out:
+        see ``early_stopping``).
     validation_split_ : {"class_disjoint", "stratified"}
         How the validation set was drawn (only when early stopping is used).
     standardize_ : bool

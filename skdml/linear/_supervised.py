@@ -310,10 +310,10 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
                 f"n_components >= 2, or {self._raw_distance_advice}.")
         if n_unmeasurable is not None:
             warn_user(
-                f"{type(self).__name__} kept its start (best_iteration_=0): with "
-                f"{n_unmeasurable} classes no class-disjoint hold-out can be made (2 classes "
-                "held out, 2 left to train), so no gain on classes never seen can be measured, "
-                "and training on so few classes lost unseen-class Recall@1 against the start "
+                f"{type(self).__name__} kept its start (best_iteration_=0): a class-disjoint "
+                "hold-out needs 2 classes held out and 2 to train, and y has "
+                f"{n_unmeasurable} classes, so no gain on classes never seen can be measured; trained "
+                "on so few classes, the learners lost unseen-class Recall@1 against PCA "
                 "(digits, OSULeaf: see the linear guide). early_stopping=False trains anyway.")
         if not converged:
             warn_user(
@@ -349,31 +349,40 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
 
     def _use_early_stopping(self, y):
         """Minibatch only; ``"auto"``: on when the hold-out is possible: some class has at
-        least 3 samples (stratified), or 2 classes stay for training beside the held-out ones
-        (class-disjoint; 3 classes cannot spare 2)."""
+        least 3 samples (stratified), or at least 4 classes (class-disjoint: 2 held out, 2 to
+        train; with fewer, :meth:`_unseen_gain_unmeasurable` keeps the start)."""
         if self.solver != "adam" or self.early_stopping is False:
             return False
         if self.early_stopping == "auto":
             if self.validation_split == "class_disjoint":
-                n_classes = len(np.unique(y))
-                return n_classes - n_held_out_classes(n_classes, self.validation_fraction) >= 2
+                # the default fraction's hold-out: one of the user's that leaves too few
+                # training classes is refused by the hold-out, as with early_stopping=True
+                return not self._too_few_classes_to_hold_out(y)
             return bool(np.bincount(y).max() >= 3)
         return True
+
+    @staticmethod
+    def _too_few_classes_to_hold_out(y):
+        """Whether a class-disjoint hold-out (2 classes at least) would leave under 2 to train:
+        fewer than 4 classes."""
+        n_classes = len(np.unique(y))
+        return n_classes - n_held_out_classes(n_classes) < 2
 
     def _unseen_gain_unmeasurable(self, y):
         """Whether the task is unseen classes and no class-disjoint hold-out can be made.
 
         ``validation_split="class_disjoint"`` asks for a metric for classes never seen,
         and early stopping keeps the start unless learning beats it on held-out
-        classes. With 3 classes (2 held out would leave 1 to train) ``"auto"`` cannot
-        hold any out; training on the 3 then lost unseen-class Recall@1 against the
-        start in 8 of 10 class-disjoint splits (digits: 0.98 to 0.73-0.88; OSULeaf;
-        ``make_classification``), so the start is kept, with a warning.
-        ``early_stopping=False`` still trains.
+        classes. With 2 or 3 classes (2 held out would leave fewer than 2 to train)
+        ``"auto"`` cannot hold any out; training on 3 classes then lost unseen-class
+        Recall@1 against PCA in 8 of 10 class-disjoint splits (digits: 0.98 to
+        0.61-0.88; OSULeaf; ``make_classification``;
+        ``benchmarks/studies/bench_external.py --few-classes``), so the start is kept,
+        with a warning. ``early_stopping=False`` still trains.
         """
         return (self.solver == "adam" and self.early_stopping == "auto"
                 and self.validation_split == "class_disjoint"
-                and not self._use_early_stopping(y))
+                and self._too_few_classes_to_hold_out(y))
 
     #: ``learning_rate="auto"``: this rate times the batches of an epoch (set by subclasses).
     _epoch_learning_rate = 0.05
