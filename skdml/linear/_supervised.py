@@ -43,7 +43,7 @@ from ._base import (BaseMahalanobis, check_init_array, check_n_components, warn_
 from ._preprocessing import (InputSpace, check_n_reduce, initial_components, polar,
                              qr_retraction, standardizing_pays)
 from ._validation import (choose_run, improves, knn_purity, knn_sample_scores,
-                          unseen_query_scores)
+                          too_few_classes_to_hold_out, unseen_query_scores, warn_start_kept)
 
 __all__ = ["LinearMetricLearner", "LinearObjective", "check_supervised_input"]
 
@@ -309,12 +309,7 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
                 "sample +1 or -1, whose gradient in L is 0): the map stays at its start. Use "
                 f"n_components >= 2, or {self._raw_distance_advice}.")
         if n_unmeasurable is not None:
-            warn_user(
-                f"{type(self).__name__} kept its start (best_iteration_=0): a class-disjoint "
-                "hold-out needs 2 classes held out and 2 to train, and y has "
-                f"{n_unmeasurable} classes, so no gain on classes never seen can be measured; trained "
-                "on so few classes, the learners lost unseen-class Recall@1 against PCA "
-                "(digits, OSULeaf: see the linear guide). early_stopping=False trains anyway.")
+            warn_start_kept(type(self).__name__, n_unmeasurable)
         if not converged:
             warn_user(
                 f"{type(self).__name__} ({self.solver} solver) did not converge within "
@@ -357,32 +352,15 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
             if self.validation_split == "class_disjoint":
                 # the default fraction's hold-out: one of the user's that leaves too few
                 # training classes is refused by the hold-out, as with early_stopping=True
-                return not self._too_few_classes_to_hold_out(y)
+                return not too_few_classes_to_hold_out(y)
             return bool(np.bincount(y).max() >= 3)
         return True
 
-    @staticmethod
-    def _too_few_classes_to_hold_out(y):
-        """Whether a class-disjoint hold-out (2 classes at least) would leave under 2 to train:
-        fewer than 4 classes."""
-        n_classes = len(np.unique(y))
-        return n_classes - n_held_out_classes(n_classes) < 2
-
     def _unseen_gain_unmeasurable(self, y):
-        """Whether the task is unseen classes and no class-disjoint hold-out can be made.
-
-        ``validation_split="class_disjoint"`` asks for a metric for classes never seen,
-        and early stopping keeps the start unless learning beats it on held-out
-        classes. With 2 or 3 classes (2 held out would leave fewer than 2 to train)
-        ``"auto"`` cannot hold any out; training on 3 classes then lost unseen-class
-        Recall@1 against PCA in 8 of 10 class-disjoint splits (digits: 0.98 to
-        0.61-0.88; OSULeaf; ``make_classification``;
-        ``benchmarks/studies/bench_external.py --few-classes``), so the start is kept,
-        with a warning. ``early_stopping=False`` still trains.
-        """
+        """Whether unseen classes are asked for and :func:`too_few_classes_to_hold_out`: then
+        ``early_stopping="auto"`` keeps the start (``early_stopping=False`` still trains)."""
         return (self.solver == "adam" and self.early_stopping == "auto"
-                and self.validation_split == "class_disjoint"
-                and self._too_few_classes_to_hold_out(y))
+                and self.validation_split == "class_disjoint" and too_few_classes_to_hold_out(y))
 
     #: ``learning_rate="auto"``: this rate times the batches of an epoch (set by subclasses).
     _epoch_learning_rate = 0.05
