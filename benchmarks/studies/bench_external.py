@@ -24,7 +24,7 @@ split, the protocol of ``benchmarks/compare_linear.py``), ``ECAML()`` and ``JRD(
 (``validation_split="class_disjoint"``, 16 dimensions), the other half are scored by
 leave-one-out Recall@1 and MAP@R among themselves, against the PCA start. ``--few-classes``:
 the same after training on 3 classes only (digits, OSULeaf, ACSF1, an 8-class
-``make_classification``), too few for a class-disjoint hold-out.
+``make_classification``), too few for a class-disjoint hold-out; ``--few-classes 4``, on 4.
 
 Usage::
 
@@ -34,6 +34,8 @@ Usage::
         --methods "ECAML()" "JRD()" --name external_old   # another tree's skdml
     python benchmarks/studies/bench_external.py --data-dir /tmp/external --few-classes \
         --name external_few_classes   # unseen classes after training on 3 (~1 min)
+    python benchmarks/studies/bench_external.py --data-dir /tmp/external --few-classes 4 \
+        --name external_four_classes  # on 4: the fewest a class-disjoint hold-out allows
 
 ``--extract`` downloads sktime's wheel (``pip download --no-deps sktime==1.2.0``, read as a
 zip, never installed) and installs palmerpenguins and mlxtend into a throw-away virtual
@@ -221,20 +223,32 @@ def unseen(data_dir, names):
     return rows, records
 
 
-def few_classes(data_dir):
-    """Unseen classes after training on 3 (too few for a class-disjoint hold-out)."""
+#: ``--few-classes N``: the training classes of each set (digits, the two UCR sets, the
+#: 8-class ``make_classification``) for 3 (too few for a class-disjoint hold-out) and 4 (the
+#: fewest that allow one: 2 held out, 2 to train).
+FEW_CLASSES = {
+    3: {"digits": ([0, 1, 2], [3, 4, 5], [6, 7, 8], [1, 5, 9]),
+        "UCR": ([0, 1, 2], [3, 4, 5]), "make_classification": ([0, 1, 2], [5, 6, 7])},
+    4: {"digits": ([0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9], [1, 3, 5, 9]),
+        "UCR": ([0, 1, 2, 3], [2, 3, 4, 5]), "make_classification": ([0, 1, 2, 3], [4, 5, 6, 7])},
+}
+
+
+def few_classes(data_dir, n_train_classes=3):
+    """Unseen classes after training on 3 classes (too few for a class-disjoint hold-out)
+    or 4 (the fewest that allow one)."""
     from sklearn.datasets import load_digits, make_classification
 
+    plan = FEW_CLASSES[n_train_classes]
     X_digits, y_digits = load_digits(return_X_y=True)
     X_mkc, y_mkc = make_classification(1200, 40, n_informative=20, n_classes=8,
                                        n_clusters_per_class=1, random_state=3)
-    cases = [("digits", X_digits, y_digits, train) for train in
-             ([0, 1, 2], [3, 4, 5], [6, 7, 8], [1, 5, 9])]
+    cases = [("digits", X_digits, y_digits, train) for train in plan["digits"]]
     for name in ("OSULeaf", "ACSF1"):
         X, y = _load(data_dir, name)
-        cases += [(name, X, y, train) for train in ([0, 1, 2], [3, 4, 5])]
+        cases += [(name, X, y, train) for train in plan["UCR"]]
     cases += [("make_classification 8 classes", X_mkc, y_mkc, train)
-              for train in ([0, 1, 2], [5, 6, 7])]
+              for train in plan["make_classification"]]
     rows, records = [], []
     for name, X, y, classes in cases:
         train = np.isin(y, classes)
@@ -268,9 +282,9 @@ def main(argv=None):
     parser.add_argument("--no-closed", action="store_true",
                         help="skip the closed-set study (the unseen-class one runs on the "
                              "sets of 6 classes or more)")
-    parser.add_argument("--few-classes", action="store_true",
-                        help="only the unseen-class fits after training on 3 classes (its own "
-                             "sets and methods: the other options are ignored)")
+    parser.add_argument("--few-classes", type=int, nargs="?", const=3, choices=sorted(FEW_CLASSES),
+                        help="only the unseen-class fits after training on 3 classes (or 4), "
+                             "its own sets and methods: the other options are ignored")
     parser.add_argument("--name", default="external")
     args = parser.parse_args(argv)
     if args.extract:
@@ -281,12 +295,13 @@ def main(argv=None):
     t0 = time.time()
     if args.few_classes:
         with threadpool_limits(1):
-            rows, records = few_classes(args.data_dir)
+            rows, records = few_classes(args.data_dir, args.few_classes)
         import skdml
         save(args.name, "\n".join([
-            "## Unseen classes after training on 3 classes, `validation_split=\"class_disjoint\"`",
+            f"## Unseen classes after training on {args.few_classes} classes, "
+            "`validation_split=\"class_disjoint\"`",
             "", "Leave-one-out Recall@1 / MAP@R among the classes not trained on, 16 "
-            "dimensions, against PCA fitted on the 3 training classes.", "",
+            f"dimensions, against PCA fitted on the {args.few_classes} training classes.", "",
             markdown_table(["data", "training classes", "PCA", "ECAML", "JRD"], rows), "",
             f"skdml from `{Path(skdml.__file__).parents[1]}`."]),
             {"records": records}, threads="1 (BLAS, torch)")
