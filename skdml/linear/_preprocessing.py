@@ -136,24 +136,15 @@ def feature_spreads(X_c):
 
 
 def _loo_knn_hits(Z, y):
-    """Per sample, how many of its leave-one-out k-NN votes (k in ``VALIDATION_KS``) it wins.
-
-    A vote goes to the most frequent label among the ``k`` nearest other samples,
-    a tie to the smallest label, as ``knn_votes`` counts them; counted here among the
-    neighbours (``knn_votes`` counts per class in blocks of 2**22 counts, 32 MB at any
-    number of classes, too much for this check's 2,000 samples).
-    """
+    """Per sample, how many of its leave-one-out k-NN votes (k in ``VALIDATION_KS``) it wins
+    (``knn_votes``: a tie goes to the smallest label)."""
     from ..metrics import nearest_neighbors
+    from ..metrics._neighbors import knn_votes
 
     k = min(max(VALIDATION_KS), Z.shape[0] - 1)
     neighbours = y[nearest_neighbors(Z, k)]
-    hits = np.zeros(len(y))
-    for kk in VALIDATION_KS:
-        labels = neighbours[:, :min(kk, k)]
-        counts = (labels[:, :, None] == labels[:, None, :]).sum(axis=2)  # each label's votes
-        top = counts == counts.max(axis=1, keepdims=True)
-        hits += np.where(top, labels, np.iinfo(labels.dtype).max).min(axis=1) == y
-    return hits
+    ks = [min(kk, k) for kk in VALIDATION_KS]
+    return knn_votes(neighbours, y, ks, int(y.max()) + 1).sum(axis=1).astype(np.float64)
 
 
 def standardizing_pays(X, y):

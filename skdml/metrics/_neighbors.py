@@ -543,16 +543,24 @@ def knn_votes(labels, truth, ks, n_classes):
 
     ``labels``: the class codes (``0 .. n_classes - 1``) of each query's neighbours,
     nearest first; ``truth``: each query's code (-1: a class no reference has). A tie
-    goes to the smallest code. The votes are counted in blocks of about ``2**22``.
+    goes to the smallest code. The votes are counted per class (``n_classes`` counts a
+    query) or, where fewer, among the neighbours (``k**2`` comparisons a query: many
+    classes, small ``k``), in blocks of about ``2**22`` counts.
     """
     out = np.zeros((labels.shape[0], len(ks)), dtype=bool)
-    step = max(1, 2**22 // n_classes)
-    for first in range(0, labels.shape[0], step):
-        part = labels[first:first + step]
-        rows = slice(first, first + part.shape[0])
-        offset = (np.arange(part.shape[0]) * n_classes)[:, None]
-        for i, kk in enumerate(ks):
-            votes = np.bincount((part[:, :kk] + offset).ravel(),
-                                minlength=part.shape[0] * n_classes)
-            out[rows, i] = votes.reshape(part.shape[0], n_classes).argmax(axis=1) == truth[rows]
+    for i, kk in enumerate(ks):
+        width = min(n_classes, kk * kk)
+        step = max(1, 2**22 // width)
+        for first in range(0, labels.shape[0], step):
+            part = labels[first:first + step, :kk]
+            rows = slice(first, first + part.shape[0])
+            if width < n_classes:  # each neighbour's label counted among the neighbours
+                counts = (part[:, :, None] == part[:, None, :]).sum(axis=2)
+                top = counts == counts.max(axis=1, keepdims=True)
+                winner = np.where(top, part, np.iinfo(part.dtype).max).min(axis=1)
+            else:
+                offset = (np.arange(part.shape[0]) * n_classes)[:, None]
+                votes = np.bincount((part + offset).ravel(), minlength=part.shape[0] * n_classes)
+                winner = votes.reshape(part.shape[0], n_classes).argmax(axis=1)
+            out[rows, i] = winner == truth[rows]
     return out
