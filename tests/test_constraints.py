@@ -189,3 +189,8 @@ def test_rejection_sampling_rounds_reach_the_request_without_the_enumeration(mon
         a, b, c, d = Constraints(y).positive_negative_pairs(500, random_state=0)
     assert len(a) == 500 and len(set(zip(a.tolist(), b.tolist()))) == 500
     assert np.all(y[a] == y[b]) and np.all(a != b)
+
+
+def test_two_dimensional_labels_are_refused_by_their_own_name():
+    with pytest.raises(ValueError, match=r"partial_labels should be a 1d array.*\(2, 2\)"):
+        Constraints(np.array([[0, 0], [1, 1]]))

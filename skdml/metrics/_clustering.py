@@ -232,6 +232,13 @@ def clustering_scores(X, y, *, random_state=None, n_init=1):
         ``{"nmi": float, "f1": float}``; see :func:`nmi_score` and
         :func:`clustering_f1_score`.
 
+    Raises
+    ------
+    ValueError
+        On bad input, or when no two samples share a class or a cluster (every
+        class a single sample: the F1 is then 0/0; :func:`nmi_score` still scores
+        such a clustering).
+
     See Also
     --------
     nmi_score, clustering_f1_score
