@@ -14,7 +14,8 @@ import numpy as np
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, check_random_state, column_or_1d
 
-from ._utils import flatten_label_column, is_missing_label, keep_label_types, warn_user
+from ._utils import (flatten_label_column, is_missing_label, keep_label_types, plain_labels,
+                     warn_user)
 
 __all__ = ["Constraints"]
 
@@ -265,8 +266,7 @@ class Constraints:
             members, others = known[classes == c], known[classes != c]
             kg, ki = min(k_genuine, len(members) - 1), min(k_impostor, len(others))
             if (kg != k_genuine and warn_genuine) or (ki != k_impostor and warn_impostor):
-                label = self.partial_labels[members[0]]
-                label = label.item() if isinstance(label, np.generic) else label
+                label = plain_labels(self.partial_labels[members[:1]])[0]
                 warn_user(f"Class {label!r} gives {kg} genuine and "
                           f"{ki} impostor neighbours (asked {k_genuine} and {k_impostor}).")
             if kg < 1 or ki < 1:

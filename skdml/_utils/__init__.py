@@ -3,7 +3,7 @@ and the file helpers of every writer (``_files``)."""
 
 from ._files import atomic_write_bytes, check_output_file
 from ._labels import (check_label_input, check_orderable_labels, flatten_label_column,
-                      integer_ids, is_missing_label, keep_label_types)
+                      integer_ids, is_missing_label, keep_label_types, plain_labels)
 from ._memory import keep_freed_buffers
 from ._sampling import evenly_spaced
 from ._threads import (ENV_OVERRIDE, SMALL_STEP_FLOPS, _THREAD_VARS, choose_n_threads,
@@ -18,6 +18,7 @@ __all__ = ["ENV_OVERRIDE", "SMALL_STEP_FLOPS", "_THREAD_VARS", "as_float_tensor"
            "check_output_file", "choose_n_threads", "cuda_syncs", "evenly_spaced",
            "flatten_label_column", "integer_ids",
            "is_missing_label", "keep_freed_buffers", "keep_label_types", "only_thread",
+           "plain_labels",
            "quiet_warnings",
            "resolve_device", "thread_budget", "thread_limits", "torch_fit_modes",
            "torch_rng_scope", "torch_seed", "transactional_fit", "validate_fitted_data",

@@ -20,7 +20,13 @@ from sklearn.exceptions import DataConversionWarning
 from ._warnings import warn_user
 
 __all__ = ["check_label_input", "check_orderable_labels", "flatten_label_column",
-           "integer_ids", "integer_objects", "is_missing_label", "keep_label_types"]
+           "integer_ids", "integer_objects", "is_missing_label", "keep_label_types",
+           "plain_labels"]
+
+
+def plain_labels(labels):
+    """Labels as messages show them: a list of plain Python values (``7``, not ``np.int64(7)``)."""
+    return np.asarray(labels).tolist() if not isinstance(labels, np.generic) else [labels.item()]
 
 
 def is_missing_label(label):

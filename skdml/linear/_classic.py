@@ -26,7 +26,8 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from .._utils import check_label_input, check_orderable_labels, transactional_fit, warn_user
+from .._utils import (check_label_input, check_orderable_labels, plain_labels, transactional_fit,
+                      warn_user)
 from .._utils._params import positive_int
 from ._base import check_init_array, warn_if_outlying_rows
 
@@ -272,7 +273,7 @@ def check_classic_input(estimator, X, y):
         classes, y = encoder.classes_, encoder.transform(y)
     if len(classes) < 2:
         raise ValueError(f"{type(estimator).__name__} is supervised and needs at least 2 "
-                         f"classes; y holds only 1 class ({classes[0]!r}).")
+                         f"classes; y holds only 1 class ({plain_labels(classes[:1])[0]!r}).")
     warn_if_outlying_rows(X, type(estimator).__name__)
     return X, y, classes
 

@@ -33,7 +33,7 @@ from sklearn.utils.validation import validate_data
 from .._training import (ClassBalancedBatchSampler, EarlyStopping, NonFiniteLossError, Progress,
                          Trainable, Validation, n_held_out_classes, run_manopt, train_epochs,
                          validation_holdout)
-from .._utils import (check_label_input, check_orderable_labels, thread_limits,
+from .._utils import (check_label_input, check_orderable_labels, plain_labels, thread_limits,
                       torch_fit_modes, torch_rng_scope, torch_seed, transactional_fit,
                       warn_user)
 from .._utils._params import StrictInterval, non_negative_real, positive_int
@@ -79,13 +79,13 @@ def check_supervised_input(estimator, X, y):
     name = type(estimator).__name__
     if len(classes) < 2:
         raise ValueError(f"{name} is supervised and needs at least 2 classes; "
-                         f"y holds only 1 class ({classes[0]!r}).")
+                         f"y holds only 1 class ({plain_labels(classes[:1])[0]!r}).")
     counts = np.bincount(y_enc)
     if counts.min() < 2:
         lonely = classes[counts < 2]
         raise ValueError(
             f"{name} needs at least 2 samples in every class (a class with one sample has no "
-            f"positive pair); class(es) {list(lonely[:5])} have only 1 sample.")
+            f"positive pair); class(es) {plain_labels(lonely[:5])} have only 1 sample.")
     return X, y_enc.astype(np.int64), classes
 
 

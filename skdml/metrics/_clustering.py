@@ -20,7 +20,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import validate_params
 from threadpoolctl import threadpool_limits
 
-from .._utils import choose_n_threads, quiet_warnings, thread_limits, warn_user
+from .._utils import choose_n_threads, plain_labels, quiet_warnings, thread_limits, warn_user
 from ._exact import centre_on_median
 from ._validation import check_embeddings, check_labels
 from .._utils._params import positive_int
@@ -131,7 +131,7 @@ def _cluster(X, y, random_state, n_init):
     classes, codes = np.unique(y, return_inverse=True)
     if classes.size < 2:
         raise ValueError(
-            f"y has a single class ({classes[0]!r}): clustering scores need at least 2 classes."
+            f"y has a single class ({plain_labels(classes[:1])[0]!r}): clustering scores need at least 2 classes."
         )
     Z = _standardise(X)
     return _contingency(codes, np.unique(_kmeans(Z, classes.size, random_state, int(n_init)),

@@ -15,7 +15,7 @@ import torch
 from sklearn.utils import check_array
 from sklearn.utils.multiclass import type_of_target
 
-from .._utils import check_label_input, check_orderable_labels
+from .._utils import check_label_input, check_orderable_labels, plain_labels
 
 __all__ = ["as_host_array", "as_host_labels", "check_embeddings", "check_labels", "check_k",
            "check_pair", "encode_labels", "label_kind", "prepare_retrieval"]
@@ -211,7 +211,7 @@ def prepare_retrieval(X, y, X_ref, y_ref):
         codes, yq = np.unique(y, return_inverse=True)
         if codes.size < 2:
             raise ValueError(
-                f"y has a single class ({codes[0]!r}): retrieval scores need at least 2 "
+                f"y has a single class ({plain_labels(codes[:1])[0]!r}): retrieval scores need at least 2 "
                 "classes to be meaningful."
             )
         return X, yq, X, yq, True, X.shape[0] - 1, np.bincount(yq, minlength=codes.size)

@@ -184,3 +184,19 @@ def test_a_column_of_labels_in_a_dataset_is_still_refused():
     labelled.targets = np.repeat([0, 1, 2], 10)[:, None]
     with pytest.raises(ValueError, match=r"Expected 30 labels for the Dataset, got shape \(30, 1\)"):
         DeepMetricTransformer(n_components=2, max_iter=1).fit(labelled)
+
+
+@pytest.mark.parametrize("fit, y, shown", [
+    (lambda X, y: ECAML(max_iter=1).fit(X, y), [0, 0, 0, 1, 1, 1, 2, 2, 7], "class(es) [7] have"),
+    (lambda X, y: ECAML(max_iter=1).fit(X, y), ["a"] * 4 + ["b"] * 4 + ["lonely"],
+     "class(es) ['lonely'] have"),
+    (lambda X, y: ECAML(max_iter=1).fit(X, y), np.zeros(9), "1 class (0.0)"),
+    (lambda X, y: LFDA().fit(X, y), np.zeros(9), "1 class (0.0)"),
+    (lambda X, y: recall_at_k(X, y), np.full(9, 3), "single class (3)"),
+])
+def test_messages_show_labels_as_plain_values(fit, y, shown):
+    """Not numpy's reprs (``np.int64(7)``, ``np.str_('lonely')``) of numpy 2."""
+    X = np.random.RandomState(0).randn(9, 3)
+    with pytest.raises(ValueError) as error:
+        fit(X, y)
+    assert shown in str(error.value) and "np." not in str(error.value)
