@@ -241,7 +241,11 @@ class TrainingInfo:
         The running optimiser. A hook may change its rates between steps
         (``optimizer.param_groups[i]["lr"]``); user hooks run after the
         learner's own schedule, so a rate set in ``on_batch_end`` is the one
-        the next step uses.
+        the next step uses. A decaying ``lr_schedule`` (the deep learner's
+        default) sets every rate again after each step, so such a rate lasts one
+        step; with ``lr_schedule="constant"`` it lasts until a hook changes it
+        (a hand-made plateau rule). ``history_`` records the rate read from
+        the optimiser.
     stop_reason : str or None
         Why training stopped, once it has (``"no_improvement"`` for early
         stopping, or the reason a callback gave).

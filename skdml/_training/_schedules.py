@@ -109,26 +109,43 @@ def warmup_stable_decay(optimizer, n_steps, n_warmup, n_decay, steps_done=0):
 class LRSchedule(Callback):
     """Step a torch learning-rate scheduler after every optimiser step.
 
-    Adds ``learning_rate`` (at the end of the epoch) to each epoch's record:
-    ``base_rate`` times the schedule's factor, the rate of the parameters that
-    no group scales (with ``param_groups`` or ``head_lr_mult`` the first group's
-    rate may be another); without ``base_rate``, the first group's rate. With
-    ``scheduler=None`` (a constant rate) it only records it.
+    Adds ``learning_rate`` to each epoch's record: the rate the optimiser holds at the end
+    of the epoch (after its last scheduler step), read from it, so that a rate a callback
+    set is the one recorded. With ``base_rate``, the rate of the parameters that no group
+    scales: the first group's rate times ``base_rate`` over that group's peak rate (its rate
+    when the schedule was built; with ``param_groups`` or ``head_lr_mult`` it may be
+    another); without, the first group's rate. With ``scheduler=None`` (a constant rate)
+    it only records it.
     """
 
     def __init__(self, scheduler=None, base_rate=None):
         self.scheduler = scheduler
         self.base_rate = base_rate
 
+    def on_train_begin(self, loop):
+        self._peak = self._peak_of(loop.optimizer.param_groups[0])
+
+    def _peak_of(self, group):
+        # LambdaLR keeps the peak as "initial_lr"; a constant rate is its own peak
+        return float(group.get("initial_lr", group["lr"]) if self.scheduler is not None
+                     else group["lr"])
+
     def on_step_end(self, loop):
         if self.scheduler is not None:
             self.scheduler.step()
 
     def on_epoch_end(self, loop, record):
-        if self.base_rate is None:
-            record["learning_rate"] = float(loop.optimizer.param_groups[0]["lr"])
-        elif self.scheduler is None:
-            record["learning_rate"] = float(self.base_rate)
-        else:  # LambdaLR: every group's rate is its initial rate times this factor
-            factor = self.scheduler.lr_lambdas[0](self.scheduler.last_epoch)
-            record["learning_rate"] = float(self.base_rate) * float(factor)
+        group = loop.optimizer.param_groups[0]
+        rate = float(group["lr"])
+        if not hasattr(self, "_peak"):  # stepped without on_train_begin
+            self._peak = self._peak_of(group)
+        if self.base_rate is not None and self._peak != float(self.base_rate):
+            rate = float(self.base_rate) * (rate / self._peak) if self._peak > 0 \
+                else float(self.base_rate) * self._scheduled_factor()
+        record["learning_rate"] = rate
+
+    def _scheduled_factor(self):
+        """The schedule's factor of the next step (1 for a constant rate)."""
+        if self.scheduler is None:
+            return 1.0
+        return float(self.scheduler.lr_lambdas[0](self.scheduler.last_epoch))

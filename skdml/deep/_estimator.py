@@ -165,7 +165,9 @@ callable, default="auto"
         - ``"lr_schedule"`` (``"warmup_stable_decay"``): a linear warm-up
           over the first epoch (at most 10% of the steps), ``learning_rate``
           held, then a ``1 - sqrt`` decay to 0 over the last 20% of the steps
-          before ``max_iter`` (one ``LambdaLR`` step per batch; a fit that
+          before ``max_iter`` (0 reached at ``max_iter``, after the last step: a
+          run of fewer than 10 steps keeps the full rate; one ``LambdaLR`` step
+          per batch; a fit that
           early stopping ends sooner trained at the full rate throughout);
           ``"cosine"`` decays from the warm-up on (the earlier default);
           ``"constant"`` keeps ``learning_rate``, so reaching ``max_iter``
@@ -210,7 +212,8 @@ callable, default="auto"
         below, always leaving 2 training samples of each class (so a large
         fraction of few samples holds out less). ``None``: no validation set
         unless ``early_stopping=True``, which then holds out 0.2 of the
-        classes (or 0.1 of each class). The score is logged in ``history_``.
+        classes, and never fewer than 2 (from 5 to 7 classes, 2 of them), or 0.1
+        of each class. The score is logged in ``history_``.
     n_iter_no_change : int, default=10
         Epochs without an improvement larger than ``tol`` before stopping.
     checkpoint_path : str or path-like, default=None
@@ -297,8 +300,9 @@ callable, default="auto"
     n_components_ : int
         Dimension of the fitted embedding (``transform``'s columns).
     history_ : list of dict
-        One dict per epoch: ``epoch``, ``learning_rate`` (at the end of the
-        epoch), ``loss`` (total objective), ``metric_loss``, ``regularizer`` (with
+        One dict per epoch: ``epoch``, ``learning_rate`` (the optimiser's rate
+        at the end of the epoch, before the callbacks' ``on_epoch_end``: with a
+        decaying schedule, the rate of the next step), ``loss`` (total objective), ``metric_loss``, ``regularizer`` (with
         a regulariser), ``preserve_input`` and other auxiliary losses,
         ``validation_score`` (MAP@R of the held-out set, when validating),
         ``seconds`` (wall time, the only non-deterministic entry).

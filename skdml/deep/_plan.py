@@ -67,6 +67,8 @@ def validate_transform_input(est, X):
         if X.ndim < 2:
             raise ValueError(f"X must hold samples along its first axis; got shape {X.shape}.")
         shape = input_shape_of(X.shape[1:])
+    elif getattr(X, "ndim", 2) > 2:  # images for a model of vectors: not "1 features"
+        shape = input_shape_of(X.shape[1:])
     else:
         X = validate_fitted_data(est, X, allow_nd=True, dtype=np.float32)
         shape = input_shape_of(X.shape[1:])

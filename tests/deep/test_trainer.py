@@ -283,6 +283,24 @@ class _EvalNaN(nn.Module):
         return out if self.training else out * float("nan")
 
 
+class _HalveTheRate(Callback):
+    """A hand-made plateau rule: halves every group's rate at each epoch's end."""
+
+    def on_epoch_end(self, estimator, info):
+        for group in info.optimizer.param_groups:
+            group["lr"] *= 0.5
+
+
+def test_history_records_the_rate_a_callback_set():
+    """The rate the optimiser ran at (read from it), not the schedule's own value."""
+    X, y = zero_shot_vectors(per_class=5)
+    for params in ({"lr_schedule": "constant"},
+                   {"lr_schedule": "constant", "head_lr_mult": 10.0}):
+        est = fast(max_iter=3, early_stopping=False, learning_rate=2e-3, optimizer_params=params,
+                   callbacks=[_HalveTheRate()]).fit(X, y)
+        assert [r["learning_rate"] for r in est.history_] == pytest.approx([2e-3, 1e-3, 5e-4])
+
+
 def test_backbone_nan_in_eval_mode_only_is_a_clear_error():
     X, y = zero_shot_vectors(per_class=5)
     with pytest.raises(ValueError, match="NaN or infinite embeddings.*evaluation mode"):
