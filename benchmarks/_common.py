@@ -1,7 +1,9 @@
 """Shared plumbing for the benchmark scripts: data location, protocols, tables, plots.
 
 Every script under ``benchmarks/`` prints its table and writes it, as Markdown
-and JSON, with its plots, to ``benchmarks/results/``.
+and JSON, with its plots, to ``benchmarks/results/`` (``$SKDML_RESULTS``: another
+folder). A file already there is never replaced unless ``SKDML_BENCH_OVERWRITE=1``
+(``run.py --overwrite``): the run's files then get its time stamp (see :func:`save`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from sklearn.pipeline import make_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+#: Set to 1 to let a run replace the files of the same name (published results included).
+OVERWRITE = "SKDML_BENCH_OVERWRITE"
 #: The read-only shared data sets, beside the project checkout (never copied into it).
 SHARED_DATA = Path(os.environ.get("SKDML_DATA", ROOT.parent / "shared" / "datasets"))
 
@@ -150,15 +154,62 @@ def _cuda():
         return False
 
 
-def save(name, markdown, data, figures=(), *, quick=None, threads=None):
-    """Print ``markdown`` and write ``results/<name>.md``, ``<name>.json`` and figures.
+def results_dir():
+    """The folder runs write to: ``$SKDML_RESULTS``, else ``benchmarks/results/``."""
+    return Path(os.environ.get("SKDML_RESULTS") or RESULTS)
 
-    Every table gets a provenance line (command, machine, thread counts): the
-    process's torch and BLAS thread counts, or ``threads`` (a phrase) for a
-    script whose fits run under their own limits. A
-    ``--quick`` run (``quick=None`` reads the command line) writes
-    ``<name>_quick.*`` and ``<figure>_quick.png`` so that it never overwrites the
-    published results.
+
+def _relink(markdown, renamed):
+    """Image links of ``markdown`` follow figures renamed ``old -> new``."""
+    for old, new in renamed:
+        markdown = re.sub(rf"\({re.escape(old)}\.png\)", f"({new}.png)", markdown)
+    return markdown
+
+
+def unclaimed(folder, stem_pairs, suffixes):
+    """``stem_pairs`` (``(kind, stem)``) unchanged, or each stem with this run's time stamp.
+
+    Unchanged when ``SKDML_BENCH_OVERWRITE=1`` or when none of the files they name exists;
+    else every stem gets ``.<UTC time stamp>``, so that a rerun never replaces a result on
+    disk without being asked to, and its files stay together.
+    """
+    def taken(pairs):
+        return [path for kind, stem in pairs for path in
+                (folder / f"{stem}{suffix}" for suffix in suffixes[kind]) if path.exists()]
+
+    first = taken(stem_pairs)
+    if not first or os.environ.get(OVERWRITE) == "1":
+        return stem_pairs
+    stamp = base = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    for n in range(2, 1000):  # two runs in one second: the second gets "-2"
+        if not taken([(kind, f"{stem}.{stamp}") for kind, stem in stem_pairs]):
+            break
+        stamp = f"{base}-{n}"
+    print(f"{first[0]} exists: this run writes its files with '.{stamp}' before the "
+          f"extension, beside the ones there (set {OVERWRITE}=1, or pass run.py "
+          "--overwrite, to replace them).", file=sys.stderr)
+    return [(kind, f"{stem}.{stamp}") for kind, stem in stem_pairs]
+
+
+def _footer_y(fig):
+    """A figure-fraction height just below everything drawn (rotated tick labels included)."""
+    try:
+        box = fig.get_tightbbox(fig.canvas.get_renderer())
+        return min(box.y0 / fig.get_figheight(), 0.0) - 0.01
+    except Exception:  # noqa: BLE001 - a backend without a renderer: the old place
+        return -0.01
+
+
+def save(name, markdown, data, figures=(), *, quick=None, threads=None):
+    """Print ``markdown`` and write ``<name>.md``, ``<name>.json`` and figures; return the paths.
+
+    Into :func:`results_dir`. Every table gets a provenance line (command, machine,
+    thread counts): the process's torch and BLAS thread counts, or ``threads`` (a
+    phrase) for a script whose fits run under their own limits. A ``--quick`` run
+    (``quick=None`` reads the command line) writes ``<name>_quick.*`` and
+    ``<figure>_quick.png`` so that it never overwrites the published results; and
+    no run replaces a file that exists unless ``SKDML_BENCH_OVERWRITE=1`` (see
+    :func:`unclaimed`).
     """
     quick = is_quick() if quick is None else quick
     suffix = "_quick" if quick else ""
@@ -167,12 +218,14 @@ def save(name, markdown, data, figures=(), *, quick=None, threads=None):
         # a figure named after a quick run's name ("x_quick_gaps") is tagged already
         return n if not quick or "_quick" in n else n + suffix
 
-    name = tag(name)
-    figures = [(tag(fig_name), fig) for fig_name, fig in figures]
-    if quick:  # image links in the Markdown follow the renamed figures
-        for fig_name, _ in figures:
-            plain = fig_name[: -len("_quick")]
-            markdown = re.sub(rf"\({re.escape(plain)}\.png\)", f"({fig_name}.png)", markdown)
+    folder = results_dir()
+    tagged = [("table", tag(name))] + [("figure", tag(fig_name)) for fig_name, _ in figures]
+    final = unclaimed(folder, tagged, {"table": (".md", ".json"), "figure": (".png",)})
+    # image links in the Markdown follow the renamed figures
+    markdown = _relink(markdown, [(old, new) for (_, old), (_, new)
+                                  in zip([("", n) for n, _ in figures], final[1:])])
+    name = final[0][1]
+    figures = [(new, fig) for (_, new), (_, fig) in zip(final[1:], figures)]
     prov = provenance()
     if threads is not None:
         prov["threads"] = threads
@@ -183,15 +236,18 @@ def save(name, markdown, data, figures=(), *, quick=None, threads=None):
                 f"_Threads:_ {thread_line}; {prov['date']}\n\n" + markdown)
     if isinstance(data, dict):
         data = {"provenance": prov, **data}
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     print(markdown)
-    (RESULTS / f"{name}.md").write_text(markdown + "\n")
-    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2, default=_jsonable) + "\n")
+    written = [folder / f"{name}.md", folder / f"{name}.json"]
+    written[0].write_text(markdown + "\n")
+    written[1].write_text(json.dumps(data, indent=2, default=_jsonable) + "\n")
     for fig_name, fig in figures:  # every plot names its command, machine and threads
-        fig.text(0.0, -0.01, f"{prov['command']}\n{prov['machine']}; threads: {thread_line}; "
-                 f"{prov['date']}", fontsize=6, color="0.35", va="top", ha="left",
-                 transform=fig.transFigure)
-        fig.savefig(RESULTS / f"{fig_name}.png", dpi=120, bbox_inches="tight")
+        fig.text(0.0, _footer_y(fig), f"{prov['command']}\n{prov['machine']}; threads: "
+                 f"{thread_line}; {prov['date']}", fontsize=6, color="0.35", va="top",
+                 ha="left", transform=fig.transFigure)
+        written.append(folder / f"{fig_name}.png")
+        fig.savefig(written[-1], dpi=120, bbox_inches="tight")
+    return written
 
 
 def _jsonable(obj):

@@ -116,7 +116,9 @@ print(json.dumps({"wall": wall, "cpu": cpu, "threads": max(granted, default=0),
                   "n_iter": getattr(est, "n_iter_", None)}))
 """
 
-SPIN = "while True:\n    pass\n"
+#: A busy process that ends when its parent does (even a parent killed with SIGKILL, whose
+#: ``finally`` never runs): it is then adopted by another process.
+SPIN = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    pass\n"
 
 
 def run_fit(fit, epochs, threads, extra_env=None):

@@ -179,8 +179,9 @@ def bench_zero_shot(args, name):
     tr, te = first_half_split(y)
     if args.quick:
         rng = np.random.RandomState(0)
-        tr, te = np.sort(rng.choice(tr, 600, replace=False)), np.sort(rng.choice(te, 600,
-                                                                                  replace=False))
+        # at most 600 of each half (AT&T's halves hold 200 faces each)
+        tr = np.sort(rng.choice(tr, min(600, len(tr)), replace=False))
+        te = np.sort(rng.choice(te, min(600, len(te)), replace=False))
     n_train_classes = len(np.unique(y[tr]))
     rng = np.random.RandomState(1)
     tr_eval = np.sort(rng.choice(tr, min(1000, len(tr)), replace=False))
@@ -369,7 +370,8 @@ def main(argv=None):
     parser.add_argument("--zero-shot", action="store_true")
     parser.add_argument("--amp-speed", action="store_true")
     parser.add_argument("--memory-format", action="store_true")
-    parser.add_argument("--datasets", nargs="+", default=["usps", "coil20"])
+    parser.add_argument("--datasets", nargs="+", default=["usps", "coil20"],
+                        choices=["att", "coil20", "usps"])
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--batches", type=int, default=40, help="batches per epoch")
     parser.add_argument("--linear-iter", type=int, default=300,

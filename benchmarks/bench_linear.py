@@ -274,9 +274,11 @@ def main(argv=None):
     parser.add_argument("--n-splits", type=int, default=10)
     parser.add_argument("--n-components", type=int, default=32)
     parser.add_argument("--max-iter", type=int, default=300)
-    parser.add_argument("--datasets", nargs="+", default=["att", "coil20", "usps"])
+    parser.add_argument("--datasets", nargs="+", default=["att", "coil20", "usps"],
+                        choices=["att", "coil20", "usps"])
     parser.add_argument("--sections", nargs="+",
-                        default=["solvers", "table1", "zeroshot", "plots"])
+                        default=["solvers", "table1", "zeroshot", "plots"],
+                        choices=["solvers", "table1", "zeroshot", "plots"])
     parser.add_argument("--plot-dataset", default="coil20")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--blas-threads", type=int, default=1)

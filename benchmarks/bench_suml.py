@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/bench_suml.py                 # full run (10 splits; NCA on --nca-splits)
     python benchmarks/bench_suml.py --quick         # smoke run (1 split, small settings)
-    python benchmarks/bench_suml.py --only timing   # one section: table, timing, plots,
+    python benchmarks/bench_suml.py --only timing   # one section: table, timing, ablation,
                                                     # diagnosis
 
 Writes ``benchmarks/results/suml_table1.{md,json}``, ``suml_timing.{md,json}``,
@@ -543,7 +543,8 @@ def main(argv=None):
                         help="SUML's n_triplets (default: the estimator's)")
     parser.add_argument("--max-iter", type=int, default=None,
                         help="SUML's max_iter (default: the estimator's, with its tol stop)")
-    parser.add_argument("--datasets", nargs="+", default=["att", "coil20", "usps"])
+    parser.add_argument("--datasets", nargs="+", default=["att", "coil20", "usps"],
+                        choices=["att", "coil20", "usps"])
     parser.add_argument("--ablation-dataset", default="att")
     parser.add_argument("--ablation-k", type=int, default=10,
                         help="k of the k-NN accuracy in the ablations")

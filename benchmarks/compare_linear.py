@@ -53,7 +53,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, load, markdown_table, save  # noqa: E402
+from _common import load, markdown_table, save  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 VENV = HERE / ".venv-metric-learn"
@@ -460,11 +460,11 @@ def main(argv=None):
           + "\n\n" + "\n".join(f"- {line}" for line in goals(results, keys, order))
           + f"\n\nTotal time {total:.0f} s.\n\n![accuracy against fit time]({name}.png)\n\n"
           f"![gaps to the best rival]({name}_gaps.png)\n")
-    save(name, md, {"info": info, "results": results},
-         figures=[(name, plot(results, keys, order, args.datasets)),
-                  (f"{name}_gaps", plot_gaps(results, keys, order, args.datasets))],
-         threads=info["threads"])
-    print(f"Wrote {RESULTS / name}.md and .json")
+    written = save(name, md, {"info": info, "results": results},
+                   figures=[(name, plot(results, keys, order, args.datasets)),
+                            (f"{name}_gaps", plot_gaps(results, keys, order, args.datasets))],
+                   threads=info["threads"])
+    print("Wrote " + ", ".join(str(path) for path in written))
 
 
 if __name__ == "__main__":

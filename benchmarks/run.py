@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, markdown_table, save  # noqa: E402
+from _common import OVERWRITE, ROOT, markdown_table, save  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -258,6 +259,26 @@ def listing():
                            "quick run", "needs"], rows)
 
 
+def run_command(cmd, timeout):
+    """Run ``cmd`` from the repository root; its exit status, or None when ``timeout`` ran out.
+
+    In a session of its own, so that a timeout (or Ctrl-C) stops the whole process tree: the
+    command's workers and the spinning processes of ``bench_contention.py`` too, not only
+    the command (whose later siblings would be timed on a loaded machine).
+    """
+    proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:  # also after a normal end: what the command started may outlive it
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      epilog="entries: " + ", ".join(BY_NAME))
@@ -268,6 +289,10 @@ def main(argv=None):
     parser.add_argument("--all", action="store_true",
                         help="every entry's published runs (hours; without --quick)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="let the runs replace the files of the same name (published "
+                             "results included); without it a run whose files exist writes "
+                             "them with its time stamp beside them")
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds after which one command is stopped (default: none)")
     args = parser.parse_args(argv)
@@ -290,6 +315,8 @@ def main(argv=None):
                                                   else ""))
         return 0
 
+    if args.overwrite:  # the commands (and the summary) may replace what is on disk
+        os.environ[OVERWRITE] = "1"
     rows, records, failed = [], [], False
     for entry, run in plan:
         cmd = command(entry, run)
@@ -301,11 +328,9 @@ def main(argv=None):
         else:
             print(f"\n=== {entry.name}: {record['command']}", flush=True)
             t0 = time.perf_counter()
-            try:
-                rc = subprocess.run(cmd, cwd=ROOT, timeout=args.timeout, check=False).returncode
-                status = "pass" if rc == 0 else f"fail (exit {rc})"
-            except subprocess.TimeoutExpired:
-                status = f"fail (stopped after {args.timeout:g} s)"
+            rc = run_command(cmd, args.timeout)
+            status = (f"fail (stopped after {args.timeout:g} s)" if rc is None
+                      else "pass" if rc == 0 else f"fail (exit {rc})")
             seconds = time.perf_counter() - t0
         failed |= not (status == "pass" or status.startswith("skipped"))
         record.update(status=status, seconds=round(seconds, 1))

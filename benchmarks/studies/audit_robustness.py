@@ -22,6 +22,8 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import results_dir, save  # noqa: E402
 CLASSES = ["ok", "standard", "clear", "silent-wrong", "obscure", "slow", "skipped"]
 
 WORKER = r"""
@@ -67,9 +69,6 @@ def main(argv=None):
                   platform.machine(), cpus=os.cpu_count(),
                   command="python benchmarks/studies/audit_robustness.py "
                   + " ".join(argv or sys.argv[1:]))
-    out = ROOT / "benchmarks" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"robustness_{args.name}.json").write_text(json.dumps(result, indent=1))
     lines = [f"## Robustness audit of {commit} ({len(result['cases'])} cases)", "",
              f"Command: `{result['command']}`; machine {result['machine']}, "
              f"{result['cpus']} CPUs.", "",
@@ -78,13 +77,14 @@ def main(argv=None):
               f"{c['detail'].replace('|', '/')[:100]} |" for c in result["cases"]]
     lines += ["", "| " + " | ".join(CLASSES) + " |", "|" + "---|" * len(CLASSES),
               "| " + " | ".join(str(counts.get(k, 0)) for k in CLASSES) + " |"]
-    (out / f"robustness_{args.name}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[-3:]))
+    save(f"robustness_{args.name}", "\n".join(lines), result,
+         threads="one process running every case, under the SKDML_NUM_THREADS of this run "
+         f"({os.environ.get('SKDML_NUM_THREADS', 'unset: the thread policy')})")
 
 
 def compare(before, after):
     """Print and save the class counts of two saved runs over the same cases."""
-    out = ROOT / "benchmarks" / "results"
+    out = results_dir()
     runs = [json.loads((out / f"robustness_{name}.json").read_text()) for name in (before, after)]
     names = [[c["name"] for c in run["cases"]] for run in runs]
     if names[0] != names[1]:
@@ -97,8 +97,8 @@ def compare(before, after):
     lines += ["", "| case | " + before + " | " + after + " |", "|---|---|---|"]
     lines += [f"| {a['name']} | {a['outcome']} | {b['outcome']} |"
               for a, b in zip(runs[0]["cases"], runs[1]["cases"])]
-    (out / "robustness_compare.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    save("robustness_compare", "\n".join(lines), {"before": before, "after": after},
+         threads="those of the two runs")
 
 
 if __name__ == "__main__":

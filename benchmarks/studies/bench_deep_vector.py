@@ -42,7 +42,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
 DATASETS = ["digits", "usps", "coil20", "att", "gauss", "mkclass"]
 
 
@@ -320,13 +319,12 @@ def held_out(args):
 
 
 def save(stem, lines, rows, args):
-    RESULTS.mkdir(exist_ok=True)
-    text = "## Deep learner defaults on vector data\n\n" + "\n".join(lines) + "\n"
-    (RESULTS / f"{stem}.md").write_text(text)
-    (RESULTS / f"{stem}.json").write_text(json.dumps(
-        {"command": " ".join(sys.argv), "machine": platform.machine(),
-         "cpus": os.cpu_count(), "rows": rows}, indent=1))
-    print(text)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _common import save as save_table  # provenance, and never over a file on disk
+
+    text = "## Deep learner defaults on vector data\n\n" + "\n".join(lines)
+    save_table(stem, text, {"rows": rows},
+               threads="each fit in its own process, with the torch threads the table names")
 
 
 def main():

@@ -19,6 +19,8 @@ import numpy as np
 from sklearn.datasets import load_digits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import save  # noqa: E402
 from skdml.deep import MLP, DeepMetricTransformer  # noqa: E402
 from skdml.metrics import nmi_score, recall_at_k  # noqa: E402
 
@@ -44,9 +46,10 @@ def main(argv=None):
                 scores.append((recall_at_k(Z, y[test]), nmi_score(Z, y[test], random_state=0)))
             r1, nmi = np.mean(scores, axis=0)
             lines.append(f"| {name} | {label} | {r1:.3f} | {nmi:.3f} |")
-    out = Path(__file__).resolve().parents[1] / "results" / "vector_backbone_check.md"
-    out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    import torch
+
+    save("vector_backbone_check", "\n".join(lines), {"lines": lines},
+         threads=f"torch {torch.get_num_threads()}")
 
 
 if __name__ == "__main__":
