@@ -155,8 +155,9 @@ def _cuda():
 
 
 def results_dir():
-    """The folder runs write to: ``$SKDML_RESULTS``, else ``benchmarks/results/``."""
-    return Path(os.environ.get("SKDML_RESULTS") or RESULTS)
+    """The folder runs write to: ``$SKDML_RESULTS`` (from the current folder), else
+    ``benchmarks/results/``."""
+    return Path(os.environ.get("SKDML_RESULTS") or RESULTS).resolve()
 
 
 def _relink(markdown, renamed):
@@ -200,7 +201,7 @@ def _footer_y(fig):
         return -0.01
 
 
-def save(name, markdown, data, figures=(), *, quick=None, threads=None):
+def save(name, markdown, data, figures=(), *, quick=None, threads=None, replace=False):
     """Print ``markdown`` and write ``<name>.md``, ``<name>.json`` and figures; return the paths.
 
     Into :func:`results_dir`. Every table gets a provenance line (command, machine,
@@ -209,7 +210,8 @@ def save(name, markdown, data, figures=(), *, quick=None, threads=None):
     (``quick=None`` reads the command line) writes ``<name>_quick.*`` and
     ``<figure>_quick.png`` so that it never overwrites the published results; and
     no run replaces a file that exists unless ``SKDML_BENCH_OVERWRITE=1`` (see
-    :func:`unclaimed`).
+    :func:`unclaimed`) or ``replace`` (a script that extends its own table in place,
+    as the user asked: ``bench_deep_seeds.py``).
     """
     quick = is_quick() if quick is None else quick
     suffix = "_quick" if quick else ""
@@ -220,7 +222,8 @@ def save(name, markdown, data, figures=(), *, quick=None, threads=None):
 
     folder = results_dir()
     tagged = [("table", tag(name))] + [("figure", tag(fig_name)) for fig_name, _ in figures]
-    final = unclaimed(folder, tagged, {"table": (".md", ".json"), "figure": (".png",)})
+    final = tagged if replace else \
+        unclaimed(folder, tagged, {"table": (".md", ".json"), "figure": (".png",)})
     # image links in the Markdown follow the renamed figures
     markdown = _relink(markdown, [(old, new) for (_, old), (_, new)
                                   in zip([("", n) for n, _ in figures], final[1:])])

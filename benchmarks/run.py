@@ -259,6 +259,10 @@ def listing():
                            "quick run", "needs"], rows)
 
 
+def _stop_on_signal(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds through run_command's ``finally``
+
+
 def run_command(cmd, timeout):
     """Run ``cmd`` from the repository root; its exit status, or None when ``timeout`` ran out.
 
@@ -267,7 +271,7 @@ def run_command(cmd, timeout):
     the command (whose later siblings would be timed on a loaded machine).
     """
     proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)
-    try:
+    try:  # SIGTERM and SIGHUP to the runner unwind through here too (main's handlers)
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
@@ -317,6 +321,12 @@ def main(argv=None):
 
     if args.overwrite:  # the commands (and the summary) may replace what is on disk
         os.environ[OVERWRITE] = "1"
+    if os.environ.get("SKDML_RESULTS"):  # the commands run from the repository root
+        os.environ["SKDML_RESULTS"] = str(Path(os.environ["SKDML_RESULTS"]).resolve())
+    # a runner stopped by SIGTERM or a hang-up (``timeout``, a closed terminal) stops the
+    # command it runs too: the command has a session of its own, which those do not reach
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop_on_signal)
     rows, records, failed = [], [], False
     for entry, run in plan:
         cmd = command(entry, run)

@@ -82,10 +82,20 @@ def main(argv=None):
          f"({os.environ.get('SKDML_NUM_THREADS', 'unset: the thread policy')})")
 
 
+def _latest_run(folder, name):
+    """The newest run saved as ``name`` (a rerun's files carry its time stamp: see _common)."""
+    runs = [path for path in (folder / f"robustness_{name}.json",
+                              *folder.glob(f"robustness_{name}.2*.json")) if path.exists()]
+    if not runs:
+        raise SystemExit(f"no saved run named {name!r} in {folder}")
+    return max(runs, key=lambda path: path.stat().st_mtime)
+
+
 def compare(before, after):
     """Print and save the class counts of two saved runs over the same cases."""
-    out = results_dir()
-    runs = [json.loads((out / f"robustness_{name}.json").read_text()) for name in (before, after)]
+    paths = [_latest_run(results_dir(), name) for name in (before, after)]
+    print("comparing " + " and ".join(map(str, paths)))
+    runs = [json.loads(path.read_text()) for path in paths]
     names = [[c["name"] for c in run["cases"]] for run in runs]
     if names[0] != names[1]:
         raise SystemExit("the two runs did not use the same cases; re-run both")

@@ -38,7 +38,7 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _common import RESULTS, is_quick, markdown_table, save  # noqa: E402
+from _common import is_quick, markdown_table, results_dir, save  # noqa: E402
 from bench_stress import load_set  # noqa: E402
 from compare_linear import KS, knn_scores  # noqa: E402
 
@@ -145,15 +145,15 @@ def main(argv=None):
     if quick:
         args.data, args.n_splits = ["wine"], 1
     rows = []
+    partial = results_dir() / f"{args.name}{'_quick' if quick else ''}.partial.json"
     with threadpool_limits(1):
         for name in args.data:
             rows.extend(run(name, args.schedules, args.n_splits, quick))
-            RESULTS.mkdir(parents=True, exist_ok=True)
-            (RESULTS / f"{args.name}{'_quick' if quick else ''}.partial.json").write_text(
-                json.dumps(rows, default=str))
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(json.dumps(rows, default=str))
     save(args.name, build_markdown(rows, args.data, args.n_splits), {"results": rows},
          quick=quick, threads="1 (BLAS, torch)")
-    (RESULTS / f"{args.name}{'_quick' if quick else ''}.partial.json").unlink(missing_ok=True)
+    partial.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

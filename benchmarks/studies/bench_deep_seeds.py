@@ -56,7 +56,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _common import RESULTS, is_quick, markdown_table, provenance, save
+from _common import is_quick, markdown_table, provenance, results_dir, save
 from bench_stress import SETS, load_set
 
 #: The sets in the order of the tables (the study's, cheapest first; vectors last).
@@ -260,7 +260,7 @@ def main(argv=None):
     if quick:
         args.data, args.seeds = ["att"], [0]
     name = args.name + ("_quick" if quick else "")
-    path = Path(args.replot) if args.replot else RESULTS / f"{name}.json"
+    path = Path(args.replot) if args.replot else results_dir() / f"{name}.json"
     saved = {} if (args.fresh and not args.replot) or not path.exists() else \
         json.loads(path.read_text())
     results = saved.get("results", [])
@@ -282,12 +282,13 @@ def main(argv=None):
         header = "".join(f"Run {i + 1}: `{p['command']}` from {p['date']} ({p['machine']}).  \n"
                          for i, p in enumerate(runs)) + "\n"
         md = build_markdown(results, sets, variants, args.threads, name, header)
+        # the table this command extends in place (its rerun adds the cells not yet measured)
         save(name, md, {"results": results, "threads": args.threads, "runs": runs},
              figures=[(name, plot(results, sets, variants))], quick=quick,
-             threads=f"{args.threads} (BLAS, torch)")
+             threads=f"{args.threads} (BLAS, torch)", replace=True)
 
     def write_json():
-        RESULTS.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps({"provenance": runs[-1], "results": results,
                                    "threads": args.threads, "runs": runs}, indent=2,

@@ -25,8 +25,12 @@ __all__ = ["check_label_input", "check_orderable_labels", "flatten_label_column"
 
 
 def plain_labels(labels):
-    """Labels as messages show them: a list of plain Python values (``7``, not ``np.int64(7)``)."""
-    return np.asarray(labels).tolist() if not isinstance(labels, np.generic) else [labels.item()]
+    """Labels as messages show them: a list of plain Python values (``7``, not ``np.int64(7)``).
+
+    An object array's elements come back from ``tolist`` as they are, numpy scalars too.
+    """
+    return [value.item() if isinstance(value, np.generic) else value
+            for value in np.asarray(labels).ravel().tolist()]
 
 
 def is_missing_label(label):

@@ -55,6 +55,16 @@ def validate_fit_input(est, X, y):
     return source, y, tuple(source.shape[1:])
 
 
+def _ndim(X):
+    """``X``'s number of axes (nested lists too; a ragged list counts as 2, for the checks)."""
+    if hasattr(X, "ndim"):
+        return X.ndim
+    try:
+        return np.ndim(X)
+    except ValueError:
+        return 2
+
+
 def validate_transform_input(est, X):
     """The source of ``transform``: checked against the fitted sample shape."""
     X = _host(X)
@@ -67,8 +77,8 @@ def validate_transform_input(est, X):
         if X.ndim < 2:
             raise ValueError(f"X must hold samples along its first axis; got shape {X.shape}.")
         shape = input_shape_of(X.shape[1:])
-    elif getattr(X, "ndim", 2) > 2:  # images for a model of vectors: not "1 features"
-        shape = input_shape_of(X.shape[1:])
+    elif _ndim(X) > 2:  # images for a model of vectors: not "1 features"
+        shape = input_shape_of(np.shape(X)[1:])
     else:
         X = validate_fitted_data(est, X, allow_nd=True, dtype=np.float32)
         shape = input_shape_of(X.shape[1:])

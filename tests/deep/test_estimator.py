@@ -73,8 +73,9 @@ def test_images(shape):
 def test_images_for_a_model_of_vectors_name_the_sample_shapes(blobs):
     X, y = blobs  # 10 features
     est = make(backbone=None, max_iter=1).fit(X, y)
-    with pytest.raises(ValueError, match=r"samples of shape \(1, 2, 5\).*fitted on \(10,\)"):
-        est.transform(X.reshape(len(X), 1, 2, 5))  # not "X has 1 features"
+    for images in (X.reshape(len(X), 1, 2, 5), X.reshape(len(X), 1, 2, 5).tolist()):
+        with pytest.raises(ValueError, match=r"samples of shape \(1, 2, 5\).*on \(10,\)"):
+            est.transform(images)  # not "X has 1 features"
 
 
 def test_default_backbone_vectors_is_mlp(blobs):

@@ -190,6 +190,9 @@ def test_a_column_of_labels_in_a_dataset_is_still_refused():
     (lambda X, y: ECAML(max_iter=1).fit(X, y), [0, 0, 0, 1, 1, 1, 2, 2, 7], "class(es) [7] have"),
     (lambda X, y: ECAML(max_iter=1).fit(X, y), ["a"] * 4 + ["b"] * 4 + ["lonely"],
      "class(es) ['lonely'] have"),
+    (lambda X, y: ECAML(max_iter=1).fit(X, y),  # numpy scalars in an object array
+     np.array([np.str_("a")] * 4 + [np.str_("b")] * 4 + [np.str_("lonely")], dtype=object),
+     "class(es) ['lonely'] have"),
     (lambda X, y: ECAML(max_iter=1).fit(X, y), np.zeros(9), "1 class (0.0)"),
     (lambda X, y: LFDA().fit(X, y), np.zeros(9), "1 class (0.0)"),
     (lambda X, y: recall_at_k(X, y), np.full(9, 3), "single class (3)"),
