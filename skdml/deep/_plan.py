@@ -59,9 +59,9 @@ def _ndim(X):
     """``X``'s number of axes (nested lists too; a ragged list counts as 2, for the checks)."""
     if hasattr(X, "ndim"):
         return X.ndim
-    try:
-        return np.ndim(X)
-    except ValueError:
+    try:  # through __array__, as check_array reads it (not np.ndim's __array_function__)
+        return np.asarray(X).ndim
+    except (ValueError, TypeError):
         return 2
 
 
