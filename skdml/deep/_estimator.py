@@ -302,8 +302,9 @@ callable, default="auto"
     history_ : list of dict
         One dict per epoch: ``epoch``, ``learning_rate`` (the optimiser's rate
         at the end of the epoch, before the callbacks' ``on_epoch_end``: with a
-        decaying schedule, the rate of the next step), ``loss`` (total objective), ``metric_loss``, ``regularizer`` (with
-        a regulariser), ``preserve_input`` and other auxiliary losses,
+        decaying schedule, the rate of the next step), ``loss`` (total
+        objective), ``metric_loss``, ``regularizer`` (with a regulariser),
+        ``preserve_input`` and other auxiliary losses,
         ``validation_score`` (MAP@R of the held-out set, when validating),
         ``seconds`` (wall time, the only non-deterministic entry).
     n_iter_ : int

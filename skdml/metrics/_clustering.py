@@ -131,7 +131,8 @@ def _cluster(X, y, random_state, n_init):
     classes, codes = np.unique(y, return_inverse=True)
     if classes.size < 2:
         raise ValueError(
-            f"y has a single class ({plain_labels(classes[:1])[0]!r}): clustering scores need at least 2 classes."
+            f"y has a single class ({plain_labels(classes[:1])[0]!r}): clustering scores need "
+            "at least 2 classes."
         )
     Z = _standardise(X)
     return _contingency(codes, np.unique(_kmeans(Z, classes.size, random_state, int(n_init)),

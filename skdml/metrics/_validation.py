@@ -211,8 +211,8 @@ def prepare_retrieval(X, y, X_ref, y_ref):
         codes, yq = np.unique(y, return_inverse=True)
         if codes.size < 2:
             raise ValueError(
-                f"y has a single class ({plain_labels(codes[:1])[0]!r}): retrieval scores need at least 2 "
-                "classes to be meaningful."
+                f"y has a single class ({plain_labels(codes[:1])[0]!r}): retrieval scores need "
+                "at least 2 classes to be meaningful."
             )
         return X, yq, X, yq, True, X.shape[0] - 1, np.bincount(yq, minlength=codes.size)
     yr = check_labels(y_ref, R.shape[0], "y_ref", "X_ref")
