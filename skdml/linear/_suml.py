@@ -156,8 +156,11 @@ class SUML(BaseMahalanobis):
         ``{"iteration", "loss", "gradient_norm"}`` at the start and after
         every iteration of each optimiser run (the iteration counted within
         the run), plus ``"batch"`` (the mini-batch or ``partial_fit`` call) in
-        the stochastic form. For ``solver="trust_regions"``, which keeps no
-        per-iteration log, the first and last costs of each run.
+        the stochastic form (``partial_fit`` after a full-batch ``fit`` appends
+        such records to the fit's, which have no ``"batch"``). For
+        ``solver="trust_regions"``, which keeps no per-iteration log, the first
+        and last costs of each run. Empty with ``max_iter=0`` (no run: the
+        start is returned).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has string feature names.
