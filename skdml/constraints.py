@@ -92,7 +92,8 @@ class Constraints:
     """
 
     def __init__(self, partial_labels, unknown_label=-1):
-        labels = np.asarray(flatten_label_column(keep_label_types(partial_labels)))
+        labels = np.asarray(flatten_label_column(keep_label_types(partial_labels),
+                                                 "partial_labels"))
         if labels.ndim != 1:  # scikit-learn's column_or_1d would name it "y"
             raise ValueError("partial_labels should be a 1d array, got an array of shape "
                              f"{labels.shape} instead.")

@@ -94,9 +94,11 @@ def keep_label_types(y):
     return values
 
 
-def flatten_label_column(y):
+def flatten_label_column(y, name="y"):
     """A column of labels, shape ``(n, 1)``, flattened with scikit-learn's
     ``DataConversionWarning`` at the user's line; anything else unchanged.
+
+    ``name``: the argument as the user passed it, in the warning.
 
     scikit-learn's own ``column_or_1d`` warns with a fixed ``stacklevel``, which
     named a file inside scikit-learn or skdml, not the line that passed the column.
@@ -115,8 +117,8 @@ def flatten_label_column(y):
         raise ValueError(f"Labels must be a dense 1-d array; got a sparse {type(y).__name__}.")
     shape = getattr(y, "shape", None)
     if shape is not None and len(shape) == 2 and shape[1] == 1:
-        warn_user("A column-vector y was passed when a 1d array was expected. Please change "
-                  "the shape of y to (n_samples, ), for example using ravel().",
+        warn_user(f"A column-vector {name} was passed when a 1d array was expected. Please "
+                  f"change the shape of {name} to (n_samples, ), for example using ravel().",
                   DataConversionWarning)
         return y.reshape(-1) if isinstance(y, torch.Tensor) else np.asarray(y).ravel()
     return y

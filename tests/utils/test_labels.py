@@ -103,7 +103,8 @@ def test_a_column_of_string_labels_is_still_a_column(entry):
 def test_constraints_read_the_unknown_label_in_a_column():
     from sklearn.exceptions import DataConversionWarning
 
-    with pytest.warns(DataConversionWarning, match="column-vector y"):
+    # named as the user passed it (audit 32: scikit-learn's message said "y")
+    with pytest.warns(DataConversionWarning, match="column-vector partial_labels"):
         c = Constraints([["a"], ["a"], ["?"], ["?"], ["b"], ["b"]], unknown_label="?")
     a, b, _, _ = c.positive_negative_pairs(20, random_state=0)
     assert {tuple(sorted(p)) for p in zip(a.tolist(), b.tolist())} <= {(0, 1), (4, 5)}
