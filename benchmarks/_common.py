@@ -225,8 +225,7 @@ def save(name, markdown, data, figures=(), *, quick=None, threads=None, replace=
     final = tagged if replace else \
         unclaimed(folder, tagged, {"table": (".md", ".json"), "figure": (".png",)})
     # image links in the Markdown follow the renamed figures
-    markdown = _relink(markdown, [(old, new) for (_, old), (_, new)
-                                  in zip([("", n) for n, _ in figures], final[1:])])
+    markdown = _relink(markdown, [(old, new) for (old, _), (_, new) in zip(figures, final[1:])])
     name = final[0][1]
     figures = [(new, fig) for (_, new), (_, fig) in zip(final[1:], figures)]
     prov = provenance()

@@ -298,7 +298,6 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
         self.classes_ = classes
         self.standardize_ = bool(standardize)
         self._store_candidate(candidate)
-        n_unmeasurable = fitted.pop("n_classes_unmeasurable", None)
         for key, value in fitted.items():
             setattr(self, key, value)
         self._store_extras(objective, space)
@@ -308,8 +307,8 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
                 f"{type(self).__name__}: n_components=1 with a loss on unit embeddings (each "
                 "sample +1 or -1, whose gradient in L is 0): the map stays at its start. Use "
                 f"n_components >= 2, or {self._raw_distance_advice}.")
-        if n_unmeasurable is not None:
-            warn_start_kept(type(self).__name__, n_unmeasurable)
+        if self.max_iter and self._unseen_gain_unmeasurable(y):  # the start, as the solver kept
+            warn_start_kept(type(self).__name__, len(classes))
         if not converged:
             warn_user(
                 f"{type(self).__name__} ({self.solver} solver) did not converge within "
@@ -414,8 +413,7 @@ class LinearMetricLearner(CallbackStateMixin, BaseMahalanobis):
         y_tensor = torch.as_tensor(y, dtype=torch.int64)
         if self._unseen_gain_unmeasurable(y):  # keep the start: see _unseen_gain_unmeasurable
             return fresh_objective(candidates[0]), candidates[0], {
-                "n_iter_": 0, "history_": [], "best_iteration_": 0,
-                "n_classes_unmeasurable": n_classes}, True
+                "n_iter_": 0, "history_": [], "best_iteration_": 0}, True
         if not self._use_early_stopping(y):
             candidate = candidates[0]
             objective = fresh_objective(candidate)
